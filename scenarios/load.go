@@ -1,0 +1,363 @@
+package scenarios
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+//go:embed *.toml
+var builtinFiles embed.FS
+
+// ErrInvalid marks a scenario that failed to parse or validate.
+var ErrInvalid = errors.New("invalid scenario")
+
+// ErrUnknownScenario means a name is neither a file nor a built-in scenario.
+var ErrUnknownScenario = errors.New("no such scenario")
+
+// Problem is one thing wrong with a scenario file.
+type Problem struct {
+	Line int
+	Key  string
+	Msg  string
+}
+
+// InvalidError lists every problem of one file; its message is one line.
+type InvalidError struct {
+	Path     string
+	Problems []Problem
+}
+
+func (e *InvalidError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		loc := e.Path
+		if p.Line > 0 {
+			loc = fmt.Sprintf("%s:%d", e.Path, p.Line)
+		}
+		if p.Key != "" {
+			parts[i] = fmt.Sprintf("%s: %s: %s", loc, p.Key, p.Msg)
+		} else {
+			parts[i] = fmt.Sprintf("%s: %s", loc, p.Msg)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+// Resolve loads nameOrPath: a file when it exists or looks like a path, else a built-in.
+func Resolve(nameOrPath string) (*Scenario, error) {
+	if _, err := os.Stat(nameOrPath); err == nil || strings.ContainsAny(nameOrPath, "/\\") || strings.HasSuffix(nameOrPath, ".toml") {
+		return Load(nameOrPath)
+	}
+	return Builtin(nameOrPath)
+}
+
+// Load reads and validates a scenario file.
+func Load(file string) (*Scenario, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading scenario: %w", err)
+	}
+	return Parse(data, file)
+}
+
+// Builtin returns the embedded scenario called name.
+func Builtin(name string) (*Scenario, error) {
+	data, err := builtinFiles.ReadFile(name + ".toml")
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: not a file and not a built-in (built-ins: %s)", ErrUnknownScenario, name, strings.Join(BuiltinNames(), ", "))
+	}
+	return Parse(data, "builtin:"+name)
+}
+
+// BuiltinNames lists the embedded scenarios.
+func BuiltinNames() []string {
+	entries, _ := fs.Glob(builtinFiles, "*.toml")
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = strings.TrimSuffix(e, ".toml")
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Parse decodes and validates a scenario; every problem of the file is reported at once.
+func Parse(data []byte, file string) (*Scenario, error) {
+	s := &Scenario{Path: file, lines: keyLines(string(data))}
+	md, err := toml.Decode(string(data), s)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &InvalidError{Path: file, Problems: []Problem{{Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}}
+		}
+		return nil, &InvalidError{Path: file, Problems: []Problem{{Msg: err.Error()}}}
+	}
+	var problems []Problem
+	for _, k := range md.Undecoded() {
+		key := k.String()
+		if strings.HasPrefix(key, "topology") {
+			continue // free metadata
+		}
+		problems = append(problems, Problem{Line: s.lineOfUnindexed(key), Key: key, Msg: "unknown key"})
+	}
+	s.applyDefaults(file)
+	problems = append(problems, s.validate()...)
+	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
+		return nil, &InvalidError{Path: file, Problems: problems}
+	}
+	return s, nil
+}
+
+func (s *Scenario) applyDefaults(file string) {
+	if s.Name == "" {
+		s.Name = strings.TrimSuffix(path.Base(strings.TrimPrefix(file, "builtin:")), ".toml")
+	}
+	if s.Target.Backend == "" {
+		s.Target.Backend = "vllm"
+	}
+	if s.Target.SampleInterval.Duration == 0 {
+		s.Target.SampleInterval.Duration = 100 * time.Millisecond
+	}
+	if s.Target.IdleTimeout.Duration == 0 {
+		s.Target.IdleTimeout.Duration = 60 * time.Second
+	}
+	if s.Prompt.TokenCounting == "" {
+		s.Prompt.TokenCounting = "server"
+	}
+	if s.Prompt.Mode == "" {
+		s.Prompt.Mode = "shared-prefix"
+	}
+	if s.Request.MaxTokens == 0 && !s.defined("request.max_tokens") {
+		s.Request.MaxTokens = 256
+	}
+	if s.Request.Timeout.Duration == 0 {
+		s.Request.Timeout.Duration = 10 * time.Minute
+	}
+	if s.Study.Role == "" {
+		s.Study.Role = "primary"
+	}
+	ordinal := 0
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		if st.Concurrency == 0 && !s.defined(fmt.Sprintf("step[%d].concurrency", i)) {
+			st.Concurrency = 1
+		}
+		if st.Replay != nil {
+			continue
+		}
+		if st.Requests == 0 && !s.defined(fmt.Sprintf("step[%d].requests", i)) {
+			st.Requests = len(st.PlannedContextTokens)
+		}
+		st.FirstOrdinal = ordinal
+		ordinal += max(st.Requests, 0)
+	}
+	for i := range s.Probes {
+		if s.Probes[i].Timeout.Duration == 0 {
+			s.Probes[i].Timeout.Duration = 5 * time.Minute
+		}
+	}
+}
+
+var stepIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+func (s *Scenario) validate() []Problem {
+	var ps []Problem
+	bad := func(key, format string, args ...any) {
+		ps = append(ps, Problem{Line: s.lineOf(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	oneOf := func(key, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		bad(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+
+	if e := s.Target.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		bad("target.endpoint", "%q is not an http(s) URL", e)
+	}
+	for i, m := range s.Target.Metrics {
+		if !strings.HasPrefix(m, "http://") && !strings.HasPrefix(m, "https://") {
+			bad(fmt.Sprintf("target.metrics[%d]", i), "%q is not an http(s) URL", m)
+		}
+	}
+	if s.Target.SampleInterval.Duration < 10*time.Millisecond {
+		bad("target.sample_interval", "must be at least 10ms")
+	}
+	positiveAuto := func(key string, a AutoInt) {
+		if !a.FromServer && a.Value < 0 {
+			bad(key, "must be positive or \"server\" (got %d)", a.Value)
+		}
+	}
+	positiveAuto("server.gpu_kv_tokens", s.Server.GPUKVTokens)
+	positiveAuto("server.block_size", s.Server.BlockSize)
+	positiveAuto("server.max_model_len", s.Server.MaxModelLen)
+	if s.Server.CPUOffloadGiB < 0 {
+		bad("server.cpu_offload_gib", "must not be negative")
+	}
+	if s.Server.StoreBytesPerToken < 0 {
+		bad("server.store_bytes_per_token", "must not be negative")
+	}
+	if s.Server.LoadBytesPerToken < 0 {
+		bad("server.load_bytes_per_token", "must not be negative")
+	}
+
+	if s.Prompt.Seed < 0 {
+		bad("prompt.seed", "must not be negative")
+	}
+	if s.Prompt.SharedPrefixTokens < 0 {
+		bad("prompt.shared_prefix_tokens", "must not be negative")
+	}
+	oneOf("prompt.token_counting", s.Prompt.TokenCounting, "server", "estimate")
+	oneOf("prompt.mode", s.Prompt.Mode, "shared-prefix", "nested")
+
+	if s.Request.MaxTokens < 1 {
+		bad("request.max_tokens", "must be at least 1 (got %d)", s.Request.MaxTokens)
+	}
+	if s.Request.Temperature < 0 {
+		bad("request.temperature", "must not be negative")
+	}
+
+	if len(s.Steps) == 0 {
+		ps = append(ps, Problem{Key: "step", Msg: "a scenario needs at least one [[step]]"})
+	}
+	seen := map[string]int{}
+	for i, st := range s.Steps {
+		key := fmt.Sprintf("step[%d]", i)
+		if !stepIDPattern.MatchString(st.ID) {
+			bad(key+".id", "%q must be lowercase letters, digits and _ (it becomes a record key)", st.ID)
+		} else if j, dup := seen[st.ID]; dup {
+			bad(key+".id", "%q repeats the id of step[%d]", st.ID, j)
+		}
+		seen[st.ID] = i
+		if st.Concurrency < 1 {
+			bad(key+".concurrency", "must be at least 1 (got %d)", st.Concurrency)
+		}
+		if st.MaxTokens < 0 {
+			bad(key+".max_tokens", "must not be negative")
+		}
+		if st.Replay != nil {
+			if len(st.PlannedContextTokens) > 0 || st.Requests > 1 {
+				bad(key+".replay", "a replay step takes its prompt from the replayed request: drop requests and planned_context_tokens")
+			}
+			src, ok := seen[st.Replay.Step]
+			switch {
+			case !ok || src == i:
+				bad(key+".replay.step", "%q is not an earlier step", st.Replay.Step)
+			case s.Steps[src].Replay != nil:
+				bad(key+".replay.step", "%q is itself a replay: name the original step", st.Replay.Step)
+			case st.Replay.Request < 0 || st.Replay.Request >= s.Steps[src].Requests:
+				bad(key+".replay.request", "step %q has no request %d (it has %d, numbered from 0)", st.Replay.Step, st.Replay.Request, s.Steps[src].Requests)
+			}
+			continue
+		}
+		if st.Requests < 1 {
+			bad(key+".requests", "must be at least 1 (got %d)", st.Requests)
+		}
+		switch n := len(st.PlannedContextTokens); {
+		case n == 0:
+			bad(key+".planned_context_tokens", "missing: give one value for all requests or one per request")
+		case n != 1 && n != st.Requests:
+			bad(key+".planned_context_tokens", "has %d values for %d requests (give 1 or %d)", n, st.Requests, st.Requests)
+		}
+		for j, p := range st.PlannedContextTokens {
+			if p <= s.Prompt.SharedPrefixTokens {
+				bad(key+".planned_context_tokens", "value %d (%d) is not larger than prompt.shared_prefix_tokens (%d)", j, p, s.Prompt.SharedPrefixTokens)
+			}
+			if s.Server.MaxModelLen.Known() && p > s.Server.MaxModelLen.Value {
+				bad(key+".planned_context_tokens", "value %d (%d) exceeds server.max_model_len (%d)", j, p, s.Server.MaxModelLen.Value)
+			}
+		}
+	}
+
+	for i, g := range s.Gates {
+		key := fmt.Sprintf("gate[%d]", i)
+		if _, ok := seen[g.Step]; !ok {
+			bad(key+".step", "%q is not a step of this scenario", g.Step)
+		}
+		if g.Verdict != "" {
+			oneOf(key+".verdict", g.Verdict, Verdicts...)
+		}
+		if g.MinCachedFraction < 0 || g.MinCachedFraction > 1 {
+			bad(key+".min_cached_fraction", "must be between 0 and 1")
+		}
+		if g.MaxTimeToFirstOutputMS < 0 || g.MinDecodeTokensPerSec < 0 {
+			bad(key, "thresholds must not be negative")
+		}
+		if g.MaxFailedRequests != nil && *g.MaxFailedRequests < 0 {
+			bad(key+".max_failed_requests", "must not be negative")
+		}
+	}
+
+	probes := map[string]bool{}
+	for i, p := range s.Probes {
+		key := fmt.Sprintf("probe[%d]", i)
+		if !stepIDPattern.MatchString(p.Name) {
+			bad(key+".name", "%q must be lowercase letters, digits and _ (it becomes a record key)", p.Name)
+		} else if probes[p.Name] {
+			bad(key+".name", "%q is used by another probe", p.Name)
+		}
+		probes[p.Name] = true
+		oneOf(key+".when", p.When, "before", "after")
+		if len(p.Command) == 0 || p.Command[0] == "" {
+			bad(key+".command", "must name a program, e.g. [\"sh\", \"-c\", \"...\"]")
+		}
+	}
+
+	oneOf("study.role", s.Study.Role, "primary", "control")
+	if s.Study.Role == "control" && !stepIDPattern.MatchString(s.Study.Key) {
+		bad("study.key", "a control run needs a key for its section in the merged study, e.g. \"offload8_control\"")
+	}
+	return ps
+}
+
+// defined reports whether key itself appears in the file.
+func (s *Scenario) defined(key string) bool { return s.lines[key] > 0 }
+
+// lineOf finds key, or the nearest enclosing key that has a line.
+func (s *Scenario) lineOf(key string) int {
+	for key != "" {
+		if l := s.lines[key]; l > 0 {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
+// lineOfUnindexed finds a key given without array indices (as toml's MetaData names them).
+func (s *Scenario) lineOfUnindexed(key string) int {
+	best := 0
+	for k, l := range s.lines {
+		if stripIndices(k) == key && (best == 0 || l < best) {
+			best = l
+		}
+	}
+	if best == 0 {
+		if i := strings.LastIndex(key, "."); i > 0 {
+			return s.lineOfUnindexed(key[:i])
+		}
+	}
+	return best
+}
+
+var indexPattern = regexp.MustCompile(`\[\d+\]`)
+
+func stripIndices(k string) string { return indexPattern.ReplaceAllString(k, "") }

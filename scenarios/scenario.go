@@ -1,0 +1,272 @@
+// Package scenarios defines kvbench's TOML scenario format, loads and validates scenario
+// files strictly, and embeds the built-in scenarios. The format is documented with a
+// commented example in README.md beside this file.
+package scenarios
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Scenario is one benchmark: where to send requests, what the server is expected to be, how
+// to build prompts, and the ordered steps whose records prove store, eviction and reload.
+type Scenario struct {
+	Name        string         `toml:"name" json:"name"`
+	Description string         `toml:"description" json:"description,omitempty"`
+	Target      Target         `toml:"target" json:"target"`
+	Server      Server         `toml:"server" json:"server"`
+	Prompt      PromptConfig   `toml:"prompt" json:"prompt"`
+	Request     Request        `toml:"request" json:"request"`
+	Steps       []Step         `toml:"step" json:"steps"`
+	Gates       []Gate         `toml:"gate" json:"gates,omitempty"`
+	Probes      []Probe        `toml:"probe" json:"probes,omitempty"`
+	Study       Study          `toml:"study" json:"study"`
+	Model       Model          `toml:"model" json:"model"`
+	Runtime     Runtime        `toml:"runtime" json:"runtime"`
+	Topology    map[string]any `toml:"topology" json:"topology,omitempty"`
+	Sources     []Source       `toml:"source" json:"sources,omitempty"`
+
+	// Path is where the scenario came from: a file path, or "builtin:NAME".
+	Path  string         `toml:"-" json:"path"`
+	lines map[string]int // key path ("step[1].concurrency") -> line, for errors
+}
+
+// Target is the server under test. Command-line flags override these fields.
+type Target struct {
+	// Endpoint is the OpenAI-compatible base URL, ending in /v1.
+	Endpoint string `toml:"endpoint" json:"endpoint"`
+	// Metrics are the Prometheus /metrics URLs; counters are summed across them.
+	// Empty means the endpoint's server root + /metrics.
+	Metrics []string `toml:"metrics" json:"metrics"`
+	// Model is the served model name; empty means the first model /v1/models lists.
+	Model string `toml:"model" json:"model"`
+	// APIKeyEnv names the environment variable that holds the API key; the key itself never
+	// appears in a file or a record.
+	APIKeyEnv string `toml:"api_key_env" json:"api_key_env,omitempty"`
+	// Backend selects the metric-name profile: vllm (default), lmcache or llamacpp.
+	Backend string `toml:"backend" json:"backend"`
+	// MetricNames overrides the source metric of kvbench counters, e.g.
+	// external_prefix_hits = "myfork:ext_hits_total".
+	MetricNames map[string]string `toml:"metric_names" json:"metric_names,omitempty"`
+	// SampleInterval is how often the KV usage and running gauges are sampled during a request.
+	SampleInterval Duration `toml:"sample_interval" json:"sample_interval"`
+	// IdleTimeout bounds the wait for the server to have no running or waiting requests.
+	IdleTimeout Duration `toml:"idle_timeout" json:"idle_timeout"`
+}
+
+// Server is the expected server setup, used for the validity math before and after a run.
+type Server struct {
+	// GPUKVTokens is the GPU KV pool in tokens, or "server" to read num_gpu_blocks x block_size
+	// from vllm:cache_config_info.
+	GPUKVTokens AutoInt `toml:"gpu_kv_tokens" json:"gpu_kv_tokens"`
+	BlockSize   AutoInt `toml:"block_size" json:"block_size"`
+	MaxModelLen AutoInt `toml:"max_model_len" json:"max_model_len"`
+	// CPUOffloadGiB is the CPU offload tier's size (vLLM's --kv-offloading-size).
+	CPUOffloadGiB float64 `toml:"cpu_offload_gib" json:"cpu_offload_gib"`
+	// StoreBytesPerToken is what one computed token takes in the CPU tier; 0 = unknown
+	// (measured from the store counters during a run).
+	StoreBytesPerToken float64 `toml:"store_bytes_per_token" json:"store_bytes_per_token,omitempty"`
+	// LoadBytesPerToken is what a reload moves per hit token; 0 = unknown or as stored.
+	LoadBytesPerToken float64 `toml:"load_bytes_per_token" json:"load_bytes_per_token,omitempty"`
+}
+
+// PromptConfig drives the prompt constructor.
+type PromptConfig struct {
+	Seed               int64  `toml:"seed" json:"seed"`
+	SharedPrefixTokens int    `toml:"shared_prefix_tokens" json:"shared_prefix_tokens"`
+	TokenCounting      string `toml:"token_counting" json:"token_counting"` // "server" or "estimate"
+	Mode               string `toml:"mode" json:"mode"`                     // "shared-prefix" or "nested"
+}
+
+// Request holds the defaults of every request.
+type Request struct {
+	MaxTokens   int      `toml:"max_tokens" json:"max_tokens"`
+	Temperature float64  `toml:"temperature" json:"temperature"`
+	Timeout     Duration `toml:"timeout" json:"timeout"`
+}
+
+// Step is an ordered group of requests whose id keys its section in the record.
+type Step struct {
+	ID string `toml:"id" json:"id"`
+	// Requests is the request count; it defaults to len(PlannedContextTokens).
+	Requests int `toml:"requests" json:"requests"`
+	// PlannedContextTokens holds one value for all requests or one per request.
+	PlannedContextTokens []int `toml:"planned_context_tokens" json:"planned_context_tokens"`
+	Concurrency          int   `toml:"concurrency" json:"concurrency"`
+	// Replay sends one earlier request again with the exact same prompt.
+	Replay *ReplayRef `toml:"replay" json:"replay,omitempty"`
+	// MaxTokens overrides the request default for this step.
+	MaxTokens int `toml:"max_tokens" json:"max_tokens,omitempty"`
+
+	// FirstOrdinal is the run-wide prompt index of the step's first request (set by Load).
+	FirstOrdinal int `toml:"-" json:"first_ordinal"`
+}
+
+// ReplayRef names request Request (0-based) of step Step.
+type ReplayRef struct {
+	Step    string `toml:"step" json:"step"`
+	Request int    `toml:"request" json:"request"`
+}
+
+// Verdicts a gate can expect of a replayed request.
+var Verdicts = []string{"cpu_reload", "gpu_hit", "partial", "recompute", "cache_hit_tier_unknown"}
+
+// Gate is an expectation checked at the end of a run; a failed gate exits with its own code.
+type Gate struct {
+	Step                    string  `toml:"step" json:"step"`
+	Verdict                 string  `toml:"verdict" json:"verdict,omitempty"`
+	MinCachedFraction       float64 `toml:"min_cached_fraction" json:"min_cached_fraction,omitempty"`
+	MaxTimeToFirstOutputMS  float64 `toml:"max_time_to_first_output_ms" json:"max_time_to_first_output_ms,omitempty"`
+	MinDecodeTokensPerSec   float64 `toml:"min_decode_tokens_per_second" json:"min_decode_tokens_per_second,omitempty"`
+	RequireStore            bool    `toml:"require_store" json:"require_store,omitempty"`
+	RequireValidSetup       bool    `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
+	MaxFailedRequests       *int    `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
+}
+
+// Probe is a command run before or after the run; its JSON stdout lands in the record.
+type Probe struct {
+	Name    string   `toml:"name" json:"name"`
+	When    string   `toml:"when" json:"when"` // "before" or "after"
+	Command []string `toml:"command" json:"command"`
+	Timeout Duration `toml:"timeout" json:"timeout"`
+}
+
+// Study says how this run enters a merged study record (kvbench summarize).
+type Study struct {
+	// Key is the section the run takes in a merged study when Role is "control"
+	// (e.g. "offload8_control"); primary runs contribute their step sections directly.
+	Key  string `toml:"key" json:"key,omitempty"`
+	Role string `toml:"role" json:"role"` // "primary" or "control"
+	// Sequence describes the run in words, e.g. "70K, 80K, 100K, then 70K replay".
+	Sequence string `toml:"sequence" json:"sequence,omitempty"`
+}
+
+// Model, Runtime and Source are free metadata copied into the record.
+type Model struct {
+	Repo       string `toml:"repo" json:"repo"`
+	Revision   string `toml:"revision" json:"revision"`
+	ServedName string `toml:"served_name" json:"served_name"`
+}
+
+type Runtime struct {
+	Image  string `toml:"image" json:"image"`
+	Engine string `toml:"engine" json:"engine"`
+	Recipe string `toml:"recipe" json:"recipe"`
+}
+
+type Source struct {
+	URL            string `toml:"url" json:"url"`
+	ObservedDate   string `toml:"observed_date" json:"observed_date"`
+	EvidenceType   string `toml:"evidence_type" json:"evidence_type"`
+	DecisionImpact string `toml:"decision_impact" json:"decision_impact"`
+}
+
+// Duration is a time.Duration written as "30s" in TOML and JSON.
+type Duration struct{ time.Duration }
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"30s\")", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// AutoInt is an integer, or the string "server" meaning "read it from the server".
+type AutoInt struct {
+	Value      int
+	FromServer bool
+}
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (a *AutoInt) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		*a = AutoInt{Value: int(v)}
+	case string:
+		if v != "server" {
+			return fmt.Errorf("want an integer or \"server\", got %q", v)
+		}
+		*a = AutoInt{FromServer: true}
+	default:
+		return fmt.Errorf("want an integer or \"server\", got %T", v)
+	}
+	return nil
+}
+
+func (a AutoInt) MarshalJSON() ([]byte, error) {
+	if a.FromServer {
+		return []byte(`"server"`), nil
+	}
+	return []byte(strconv.Itoa(a.Value)), nil
+}
+
+func (a *AutoInt) UnmarshalJSON(b []byte) error {
+	if string(b) == `"server"` {
+		*a = AutoInt{FromServer: true}
+		return nil
+	}
+	return json.Unmarshal(b, &a.Value)
+}
+
+// Known reports whether the value is set in the scenario (not "server", not 0).
+func (a AutoInt) Known() bool { return !a.FromServer && a.Value > 0 }
+
+// PlannedRequest is one request of the run in order, as the runner sends it.
+type PlannedRequest struct {
+	Step          string `json:"step"`
+	IndexInStep   int    `json:"index_in_step"`
+	Ordinal       int    `json:"ordinal"` // prompt index: a replay has the original's
+	PlannedTokens int    `json:"planned_tokens"`
+	Replay        bool   `json:"replay,omitempty"`
+}
+
+// StepRequests lists step's requests in order.
+func (s *Scenario) StepRequests(step *Step) []PlannedRequest {
+	if step.Replay != nil {
+		src := s.StepByID(step.Replay.Step)
+		return []PlannedRequest{{
+			Step: step.ID, Ordinal: src.FirstOrdinal + step.Replay.Request,
+			PlannedTokens: src.Planned(step.Replay.Request), Replay: true,
+		}}
+	}
+	out := make([]PlannedRequest, step.Requests)
+	for i := range out {
+		out[i] = PlannedRequest{Step: step.ID, IndexInStep: i, Ordinal: step.FirstOrdinal + i, PlannedTokens: step.Planned(i)}
+	}
+	return out
+}
+
+// Planned returns the planned context tokens of the step's request i.
+func (st *Step) Planned(i int) int {
+	if len(st.PlannedContextTokens) == 1 {
+		return st.PlannedContextTokens[0]
+	}
+	if i < len(st.PlannedContextTokens) {
+		return st.PlannedContextTokens[i]
+	}
+	return 0
+}
+
+// StepByID returns the step with id, or nil.
+func (s *Scenario) StepByID(id string) *Step {
+	for i := range s.Steps {
+		if s.Steps[i].ID == id {
+			return &s.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Position names where key is defined, as "file:line", or the file alone when unknown.
+func (s *Scenario) Position(key string) string {
+	if line := s.lines[key]; line > 0 {
+		return fmt.Sprintf("%s:%d", s.Path, line)
+	}
+	return s.Path
+}
