@@ -115,14 +115,14 @@ var Verdicts = []string{"cpu_reload", "gpu_hit", "partial", "recompute", "cache_
 
 // Gate is an expectation checked at the end of a run; a failed gate exits with its own code.
 type Gate struct {
-	Step                    string  `toml:"step" json:"step"`
-	Verdict                 string  `toml:"verdict" json:"verdict,omitempty"`
-	MinCachedFraction       float64 `toml:"min_cached_fraction" json:"min_cached_fraction,omitempty"`
-	MaxTimeToFirstOutputMS  float64 `toml:"max_time_to_first_output_ms" json:"max_time_to_first_output_ms,omitempty"`
-	MinDecodeTokensPerSec   float64 `toml:"min_decode_tokens_per_second" json:"min_decode_tokens_per_second,omitempty"`
-	RequireStore            bool    `toml:"require_store" json:"require_store,omitempty"`
-	RequireValidSetup       bool    `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
-	MaxFailedRequests       *int    `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
+	Step                   string  `toml:"step" json:"step"`
+	Verdict                string  `toml:"verdict" json:"verdict,omitempty"`
+	MinCachedFraction      float64 `toml:"min_cached_fraction" json:"min_cached_fraction,omitempty"`
+	MaxTimeToFirstOutputMS float64 `toml:"max_time_to_first_output_ms" json:"max_time_to_first_output_ms,omitempty"`
+	MinDecodeTokensPerSec  float64 `toml:"min_decode_tokens_per_second" json:"min_decode_tokens_per_second,omitempty"`
+	RequireStore           bool    `toml:"require_store" json:"require_store,omitempty"`
+	RequireValidSetup      bool    `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
+	MaxFailedRequests      *int    `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
 }
 
 // Probe is a command run before or after the run; its JSON stdout lands in the record.
