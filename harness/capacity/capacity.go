@@ -1,0 +1,182 @@
+// Package capacity does the KV capacity arithmetic that decides whether a scenario can prove
+// a reload from the CPU tier at all: is the replayed prompt pushed out of the GPU pool, and
+// does the CPU tier hold it until the replay (DOMAIN.md, "Sizing the CPU tier"). It is pure
+// computation: plan uses it with planned tokens, run with measured ones.
+package capacity
+
+import (
+	"fmt"
+	"math"
+)
+
+// GiB is 2^30 bytes, the unit of vLLM's --kv-offloading-size.
+const GiB = 1 << 30
+
+// Answer is yes, no, or unknown when an input is missing.
+type Answer string
+
+const (
+	Yes     Answer = "yes"
+	No      Answer = "no"
+	Unknown Answer = "unknown"
+)
+
+func answer(known, v bool) Answer {
+	switch {
+	case !known:
+		return Unknown
+	case v:
+		return Yes
+	default:
+		return No
+	}
+}
+
+// Setup is what is known of the server's KV capacity. Zero means unknown.
+type Setup struct {
+	GPUKVTokens        int     `json:"gpu_kv_tokens"`
+	GPUKVTokensSource  string  `json:"gpu_kv_tokens_source"`
+	CPUOffloadGiB      float64 `json:"cpu_offload_gib"`
+	StoreBytesPerToken float64 `json:"store_bytes_per_token"`
+	StoreBytesSource   string  `json:"store_bytes_per_token_source"`
+}
+
+// Sequence is the requests sent up to and including the replayed one's successors.
+type Sequence struct {
+	// Tokens holds each request's prompt tokens in send order (planned or measured).
+	Tokens []int
+	// Target is the index in Tokens of the request that will be replayed.
+	Target int
+	// SharedPrefix is the prefix all requests share; Nested means each request extends the
+	// previous one, so they share everything up to the shorter one's length.
+	SharedPrefix int
+	Nested       bool
+	// Measured is false when Tokens are plans (estimates), which matters for the wording.
+	Measured bool
+}
+
+// UniqueSinceTarget is the number of distinct prompt tokens the server computes from the
+// target's first send through the last request: what must fit in the CPU tier for the target
+// to survive there, and what must exceed the GPU pool for the target to leave it.
+func (q Sequence) UniqueSinceTarget() int {
+	if q.Target < 0 || q.Target >= len(q.Tokens) {
+		return 0
+	}
+	if q.Nested {
+		m := 0
+		for _, t := range q.Tokens[q.Target:] {
+			m = max(m, t)
+		}
+		return m
+	}
+	u := q.SharedPrefix
+	for _, t := range q.Tokens[q.Target:] {
+		u += max(t-q.SharedPrefix, 0)
+	}
+	return u
+}
+
+// Assessment is the capacity math of one replay and what it implies.
+type Assessment struct {
+	Setup             Setup   `json:"setup"`
+	UniqueTokens      int     `json:"unique_tokens_since_replayed_request"`
+	TokensMeasured    bool    `json:"tokens_measured"`
+	GPUPoolBytes      float64 `json:"gpu_pool_bytes,omitempty"`
+	CPUTierBytes      float64 `json:"cpu_tier_bytes"`
+	CPUTierTokens     float64 `json:"cpu_tier_tokens,omitempty"`
+	EvictionPressure  Answer  `json:"eviction_pressure"`
+	TierLargerThanGPU Answer  `json:"cpu_tier_larger_than_gpu_pool"`
+	TierHoldsSequence Answer  `json:"cpu_tier_holds_sequence"`
+	// CanProveReload is yes only when all three hold.
+	CanProveReload Answer `json:"can_prove_reload"`
+	// Findings say each conclusion as a sentence, for the console and the record.
+	Findings []string `json:"findings"`
+}
+
+// Assess does the capacity math for a replay of seq.Target.
+func Assess(s Setup, seq Sequence) Assessment {
+	a := Assessment{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokensMeasured: seq.Measured}
+	a.CPUTierBytes = s.CPUOffloadGiB * GiB
+	perTok := s.StoreBytesPerToken
+	if perTok > 0 {
+		a.CPUTierTokens = math.Floor(a.CPUTierBytes / perTok)
+		if s.GPUKVTokens > 0 {
+			a.GPUPoolBytes = float64(s.GPUKVTokens) * perTok
+		}
+	}
+	tokensWord := "planned"
+	if seq.Measured {
+		tokensWord = "measured"
+	}
+
+	a.EvictionPressure = answer(s.GPUKVTokens > 0, a.UniqueTokens > s.GPUKVTokens)
+	switch a.EvictionPressure {
+	case Yes:
+		a.add("The requests from the replayed one on need %s unique tokens (%s), more than the %s-token GPU KV pool: the replayed prompt is pushed out of GPU memory.", group(a.UniqueTokens), tokensWord, group(s.GPUKVTokens))
+	case No:
+		a.add("The requests from the replayed one on need %s unique tokens (%s), which fit in the %s-token GPU KV pool: the replayed prompt can stay in GPU memory, so its replay is expected to be a GPU hit.", group(a.UniqueTokens), tokensWord, group(s.GPUKVTokens))
+	default:
+		a.add("The GPU KV pool size is unknown, so eviction from GPU memory cannot be predicted.")
+	}
+
+	switch {
+	case s.CPUOffloadGiB <= 0:
+		a.TierLargerThanGPU, a.TierHoldsSequence = No, No
+		a.add("No CPU offload tier is configured: a replay can only be a GPU hit or a recompute.")
+	case perTok <= 0:
+		a.TierLargerThanGPU, a.TierHoldsSequence = Unknown, Unknown
+		a.add("Bytes per stored token are unknown, so the %g GiB CPU tier cannot be compared with the GPU pool; a run measures them from the store counters.", s.CPUOffloadGiB)
+	default:
+		a.TierLargerThanGPU = answer(s.GPUKVTokens > 0, a.CPUTierTokens > float64(s.GPUKVTokens))
+		a.TierHoldsSequence = answer(true, float64(a.UniqueTokens) <= a.CPUTierTokens)
+		switch a.TierLargerThanGPU {
+		case Yes:
+			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, more than the %s-token GPU pool: a valid eviction-reload setup.", group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, group(int(a.CPUTierTokens)), group(s.GPUKVTokens))
+		case No:
+			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, group(int(a.CPUTierTokens)), group(s.GPUKVTokens))
+		}
+		if a.TierHoldsSequence == No {
+			note := ""
+			if !seq.Measured {
+				note = " (if the plans are estimates, the server may count fewer tokens, as in seed 001)"
+			}
+			a.add("The %s unique tokens exceed the CPU tier's %s: the replayed prompt's oldest blocks may be evicted from the CPU tier before the replay%s.", group(a.UniqueTokens), group(int(a.CPUTierTokens)), note)
+		}
+	}
+
+	a.CanProveReload = Yes
+	for _, x := range []Answer{a.EvictionPressure, a.TierLargerThanGPU, a.TierHoldsSequence} {
+		if x == No {
+			a.CanProveReload = No
+			break
+		}
+		if x == Unknown {
+			a.CanProveReload = Unknown
+		}
+	}
+	return a
+}
+
+func (a *Assessment) add(format string, args ...any) {
+	a.Findings = append(a.Findings, fmt.Sprintf(format, args...))
+}
+
+// group writes n with thousands separators, as the seed records' prose does.
+func group(n int) string {
+	s := fmt.Sprint(n)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	out := make([]byte, 0, len(s)+len(s)/3)
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}

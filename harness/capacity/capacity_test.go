@@ -1,0 +1,58 @@
+package capacity
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAssessSeedStudies(t *testing.T) {
+	seed16 := Setup{GPUKVTokens: 506283, CPUOffloadGiB: 16, StoreBytesPerToken: 20790, StoreBytesSource: "scenario"}
+	seed8 := Setup{GPUKVTokens: 503468, CPUOffloadGiB: 8, StoreBytesPerToken: 20790, StoreBytesSource: "scenario"}
+	six := func(n int) []int { return []int{n, n, n, n, n, n} }
+	cases := []struct {
+		name                           string
+		setup                          Setup
+		seq                            Sequence
+		unique                         int
+		pressure, larger, holds, prove Answer
+		finding                        string
+	}{
+		{"seed 001 as measured", seed16, Sequence{Tokens: six(113674), SharedPrefix: 8000, Measured: true},
+			8000 + 6*105674, Yes, Yes, Yes, Yes, "a valid eviction-reload setup"},
+		{"seed 001 planned with exact counts overflows the tier", seed16, Sequence{Tokens: six(150000), SharedPrefix: 8000},
+			860000, Yes, Yes, No, No, "may be evicted from the CPU tier"},
+		{"offload8 control", seed8, Sequence{Tokens: []int{70000, 80000, 100000}, Nested: true, SharedPrefix: 8000},
+			100000, No, No, Yes, No, "not a valid GPU-eviction reload setup"},
+		{"unknown bytes per token", Setup{GPUKVTokens: 1000, CPUOffloadGiB: 1}, Sequence{Tokens: []int{800, 800}, SharedPrefix: 100},
+			1500, Yes, Unknown, Unknown, Unknown, "cannot be compared"},
+		{"no tier", Setup{GPUKVTokens: 1000, StoreBytesPerToken: 10}, Sequence{Tokens: []int{800, 800}},
+			1600, Yes, No, No, No, "No CPU offload tier"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := Assess(c.setup, c.seq)
+			if a.UniqueTokens != c.unique || a.EvictionPressure != c.pressure || a.TierLargerThanGPU != c.larger ||
+				a.TierHoldsSequence != c.holds || a.CanProveReload != c.prove {
+				t.Fatalf("got unique %d pressure %s larger %s holds %s prove %s", a.UniqueTokens, a.EvictionPressure, a.TierLargerThanGPU, a.TierHoldsSequence, a.CanProveReload)
+			}
+			if !strings.Contains(strings.Join(a.Findings, " "), c.finding) {
+				t.Fatalf("findings %q lack %q", a.Findings, c.finding)
+			}
+		})
+	}
+	// The 16 GiB tier at seed 001's stored bytes per token holds ~826k tokens, the 8 GiB ~413k.
+	if got := Assess(seed16, Sequence{Tokens: []int{1}}).CPUTierTokens; got != 826352 {
+		t.Fatalf("16 GiB tier tokens %v", got)
+	}
+	if got := Assess(seed8, Sequence{Tokens: []int{1}}).CPUTierTokens; got != 413176 {
+		t.Fatalf("8 GiB tier tokens %v", got)
+	}
+}
+
+func TestGroup(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 506283: "506,283", -1234567: "-1,234,567"} {
+		if got := group(n); got != want {
+			t.Errorf("group(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
