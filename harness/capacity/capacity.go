@@ -51,8 +51,10 @@ type Sequence struct {
 	// previous one, so they share everything up to the shorter one's length.
 	SharedPrefix int
 	Nested       bool
-	// Measured is false when Tokens are plans (estimates), which matters for the wording.
-	Measured bool
+	// Counting says where Tokens come from: "estimate" (plans by the 4-bytes rule, which
+	// runs high on real tokenizers), "server" (plans counted by /tokenize) or "measured"
+	// (usage of sent requests).
+	Counting string
 }
 
 // UniqueSinceTarget is the number of distinct prompt tokens the server computes from the
@@ -80,7 +82,7 @@ func (q Sequence) UniqueSinceTarget() int {
 type Assessment struct {
 	Setup             Setup   `json:"setup"`
 	UniqueTokens      int     `json:"unique_tokens_since_replayed_request"`
-	TokensMeasured    bool    `json:"tokens_measured"`
+	TokenCounting     string  `json:"token_counting"`
 	GPUPoolBytes      float64 `json:"gpu_pool_bytes,omitempty"`
 	CPUTierBytes      float64 `json:"cpu_tier_bytes"`
 	CPUTierTokens     float64 `json:"cpu_tier_tokens,omitempty"`
@@ -95,7 +97,7 @@ type Assessment struct {
 
 // Assess does the capacity math for a replay of seq.Target.
 func Assess(s Setup, seq Sequence) Assessment {
-	a := Assessment{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokensMeasured: seq.Measured}
+	a := Assessment{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokenCounting: seq.Counting}
 	a.CPUTierBytes = s.CPUOffloadGiB * GiB
 	perTok := s.StoreBytesPerToken
 	if perTok > 0 {
@@ -104,8 +106,8 @@ func Assess(s Setup, seq Sequence) Assessment {
 			a.GPUPoolBytes = float64(s.GPUKVTokens) * perTok
 		}
 	}
-	tokensWord := "planned"
-	if seq.Measured {
+	tokensWord := "planned, " + seq.Counting
+	if seq.Counting == "measured" {
 		tokensWord = "measured"
 	}
 
@@ -129,18 +131,21 @@ func Assess(s Setup, seq Sequence) Assessment {
 	default:
 		a.TierLargerThanGPU = answer(s.GPUKVTokens > 0, a.CPUTierTokens > float64(s.GPUKVTokens))
 		a.TierHoldsSequence = answer(true, float64(a.UniqueTokens) <= a.CPUTierTokens)
+		if a.TierHoldsSequence == No && seq.Counting == "estimate" {
+			// An estimate that overflows may still fit once the server counts (seed 001 did).
+			a.TierHoldsSequence = Unknown
+		}
 		switch a.TierLargerThanGPU {
 		case Yes:
 			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, more than the %s-token GPU pool: a valid eviction-reload setup.", group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, group(int(a.CPUTierTokens)), group(s.GPUKVTokens))
 		case No:
 			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, group(int(a.CPUTierTokens)), group(s.GPUKVTokens))
 		}
-		if a.TierHoldsSequence == No {
-			note := ""
-			if !seq.Measured {
-				note = " (if the plans are estimates, the server may count fewer tokens, as in seed 001)"
-			}
-			a.add("The %s unique tokens exceed the CPU tier's %s: the replayed prompt's oldest blocks may be evicted from the CPU tier before the replay%s.", group(a.UniqueTokens), group(int(a.CPUTierTokens)), note)
+		switch {
+		case a.TierHoldsSequence == No:
+			a.add("The %s unique tokens exceed the CPU tier's %s: the replayed prompt's oldest blocks are evicted from the CPU tier before the replay.", group(a.UniqueTokens), group(int(a.CPUTierTokens)))
+		case a.TierHoldsSequence == Unknown:
+			a.add("The %s estimated unique tokens exceed the CPU tier's %s; the server usually counts fewer than the estimate (seed 001: 113,674 of 150,000 planned), so whether the replayed prompt survives in the CPU tier is known once it counts them.", group(a.UniqueTokens), group(int(a.CPUTierTokens)))
 		}
 	}
 

@@ -17,11 +17,13 @@ func TestAssessSeedStudies(t *testing.T) {
 		pressure, larger, holds, prove Answer
 		finding                        string
 	}{
-		{"seed 001 as measured", seed16, Sequence{Tokens: six(113674), SharedPrefix: 8000, Measured: true},
+		{"seed 001 as measured", seed16, Sequence{Tokens: six(113674), SharedPrefix: 8000, Counting: "measured"},
 			8000 + 6*105674, Yes, Yes, Yes, Yes, "a valid eviction-reload setup"},
-		{"seed 001 planned with exact counts overflows the tier", seed16, Sequence{Tokens: six(150000), SharedPrefix: 8000},
-			860000, Yes, Yes, No, No, "may be evicted from the CPU tier"},
-		{"offload8 control", seed8, Sequence{Tokens: []int{70000, 80000, 100000}, Nested: true, SharedPrefix: 8000},
+		{"seed 001 counted exactly overflows the tier", seed16, Sequence{Tokens: six(150000), SharedPrefix: 8000, Counting: "server"},
+			860000, Yes, Yes, No, No, "are evicted from the CPU tier"},
+		{"seed 001 planned by estimate may fit", seed16, Sequence{Tokens: six(150000), SharedPrefix: 8000, Counting: "estimate"},
+			860000, Yes, Yes, Unknown, Unknown, "known once it counts them"},
+		{"offload8 control", seed8, Sequence{Tokens: []int{70000, 80000, 100000}, Nested: true, SharedPrefix: 8000, Counting: "estimate"},
 			100000, No, No, Yes, No, "not a valid GPU-eviction reload setup"},
 		{"unknown bytes per token", Setup{GPUKVTokens: 1000, CPUOffloadGiB: 1}, Sequence{Tokens: []int{800, 800}, SharedPrefix: 100},
 			1500, Yes, Unknown, Unknown, Unknown, "cannot be compared"},

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// targetFlags are the command-line overrides of a scenario's [target] table.
+type targetFlags struct {
+	endpoint  string
+	metrics   stringList
+	model     string
+	apiKeyEnv string
+	backend   string
+}
+
+func (t *targetFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.endpoint, "endpoint", "", "OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (overrides target.endpoint)")
+	fs.Var(&t.metrics, "metrics", "Prometheus /metrics URL; repeat for several (overrides target.metrics)")
+	fs.StringVar(&t.model, "model", "", "served model name (overrides target.model)")
+	fs.StringVar(&t.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (overrides target.api_key_env)")
+	fs.StringVar(&t.backend, "backend", "", "metric-name profile: vllm, lmcache or llamacpp (overrides target.backend)")
+}
+
+// apply writes the flags over sc's target and fills the derived defaults.
+func (t *targetFlags) apply(sc *scenarios.Scenario) error {
+	if t.endpoint != "" {
+		sc.Target.Endpoint = t.endpoint
+		if len(t.metrics) == 0 {
+			sc.Target.Metrics = nil // the scenario's metrics URLs belong to its own endpoint
+		}
+	}
+	if len(t.metrics) > 0 {
+		sc.Target.Metrics = append([]string(nil), t.metrics...)
+	}
+	if t.model != "" {
+		sc.Target.Model = t.model
+	}
+	if t.apiKeyEnv != "" {
+		sc.Target.APIKeyEnv = t.apiKeyEnv
+	}
+	if t.backend != "" {
+		sc.Target.Backend = t.backend
+	}
+	for _, u := range append([]string{sc.Target.Endpoint}, sc.Target.Metrics...) {
+		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return usageErrorf("%q is not an http(s) URL", u)
+		}
+	}
+	if sc.Target.Endpoint == "" {
+		sc.Target.Endpoint = "http://127.0.0.1:8000/v1"
+	}
+	if len(sc.Target.Metrics) == 0 {
+		sc.Target.Metrics = []string{rootURL(sc.Target.Endpoint) + "/metrics"}
+	}
+	return nil
+}
+
+// rootURL strips a trailing /v1 from an OpenAI base URL: vLLM serves /metrics, /tokenize
+// and /health at the root.
+func rootURL(endpoint string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(endpoint, "/"), "/v1")
+}
+
+// apiKey reads the key named by the scenario from the environment.
+func apiKey(sc *scenarios.Scenario) (string, error) {
+	if sc.Target.APIKeyEnv == "" {
+		return "", nil
+	}
+	key, ok := os.LookupEnv(sc.Target.APIKeyEnv)
+	if !ok || key == "" {
+		return "", usageErrorf("environment variable %s (target.api_key_env) is not set", sc.Target.APIKeyEnv)
+	}
+	return key, nil
+}
+
+// loadScenario resolves a name or file and maps its problems to a usage error.
+func loadScenario(nameOrPath string) (*scenarios.Scenario, error) {
+	sc, err := scenarios.Resolve(nameOrPath)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return sc, nil
+}
+
+// endpointClient connects to the scenario's endpoint and resolves the model name.
+func endpointClient(ctx context.Context, sc *scenarios.Scenario) (*client.Client, error) {
+	key, err := apiKey(sc)
+	if err != nil {
+		return nil, err
+	}
+	c := client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: key})
+	if sc.Target.Model == "" {
+		models, err := c.Models(ctx)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		if len(models) == 0 {
+			return nil, usageErrorf("%s/models lists no model", sc.Target.Endpoint)
+		}
+		sc.Target.Model = models[0].ID
+	}
+	return c, nil
+}
+
+// serverError maps a failure to reach or understand the server to a usage error (exit 2):
+// a wrong URL or a server that is not what the scenario says is bad input, not a crash.
+func serverError(err error) error {
+	if errors.Is(err, client.ErrUnreachable) || errors.Is(err, client.ErrHTTPStatus) || errors.Is(err, client.ErrBadResponse) {
+		return usageError(err)
+	}
+	return fmt.Errorf("%w", err)
+}

@@ -1,0 +1,128 @@
+// Package plan turns a scenario into the exact requests a run sends (built prompts with their
+// identities, in order) and the capacity math of each replay. plan, preflight and run share it.
+package plan
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/prompts"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// Request is one request of the run with its built prompt.
+type Request struct {
+	scenarios.PlannedRequest
+	Prompt prompts.Prompt `json:"prompt"`
+}
+
+// Step is a scenario step with its requests.
+type Step struct {
+	Step     *scenarios.Step `json:"-"`
+	ID       string          `json:"id"`
+	Requests []Request       `json:"requests"`
+}
+
+// Replay is the capacity math of one replay step.
+type Replay struct {
+	Step       string              `json:"step"`
+	Of         scenarios.ReplayRef `json:"of"`
+	Ordinal    int                 `json:"ordinal"`
+	Assessment capacity.Assessment `json:"capacity"`
+}
+
+// Plan is everything a run will send, decided before it sends anything.
+type Plan struct {
+	Scenario         *scenarios.Scenario `json:"-"`
+	TokenCounting    string              `json:"token_counting"`
+	PrefixCountCalls int                 `json:"prefix_count_calls"`
+	Steps            []Step              `json:"steps"`
+	Replays          []Replay            `json:"replays"`
+}
+
+// Make builds every prompt of sc in send order. counter is nil for estimate counting.
+func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCounter) (*Plan, error) {
+	mode := prompts.SharedPrefix
+	if sc.Prompt.Mode == "nested" {
+		mode = prompts.Nested
+	}
+	b := prompts.NewBuilder(prompts.Config{
+		Seed:               uint64(sc.Prompt.Seed),
+		SharedPrefixTokens: sc.Prompt.SharedPrefixTokens,
+		Mode:               mode,
+		Counter:            counter,
+	})
+	p := &Plan{Scenario: sc, TokenCounting: prompts.Estimated}
+	if counter != nil {
+		p.TokenCounting = prompts.CountedByServer
+	}
+	built := map[int]prompts.Prompt{} // by ordinal: a replay reuses the original's prompt
+	for i := range sc.Steps {
+		st := &sc.Steps[i]
+		sp := Step{Step: st, ID: st.ID}
+		for _, pr := range sc.StepRequests(st) {
+			prompt, ok := built[pr.Ordinal]
+			if !ok {
+				var err error
+				if prompt, err = b.Build(ctx, pr.Ordinal, pr.PlannedTokens); err != nil {
+					return nil, fmt.Errorf("step %s: %w", st.ID, err)
+				}
+				built[pr.Ordinal] = prompt
+			}
+			sp.Requests = append(sp.Requests, Request{PlannedRequest: pr, Prompt: prompt})
+		}
+		p.Steps = append(p.Steps, sp)
+	}
+	p.PrefixCountCalls = b.PrefixCountCalls()
+	tokens := map[int]int{}
+	for o, pr := range built {
+		tokens[o] = pr.Tokens
+	}
+	p.Replays = AssessReplays(sc, ScenarioSetup(sc), tokens, p.TokenCounting)
+	return p, nil
+}
+
+// ScenarioSetup is the capacity setup the scenario states (zero where it says "server").
+func ScenarioSetup(sc *scenarios.Scenario) capacity.Setup {
+	s := capacity.Setup{CPUOffloadGiB: sc.Server.CPUOffloadGiB, StoreBytesPerToken: sc.Server.StoreBytesPerToken}
+	if sc.Server.GPUKVTokens.Known() {
+		s.GPUKVTokens = sc.Server.GPUKVTokens.Value
+		s.GPUKVTokensSource = "scenario"
+	}
+	if s.StoreBytesPerToken > 0 {
+		s.StoreBytesSource = "scenario"
+	}
+	return s
+}
+
+// AssessReplays does the capacity math of every replay step. tokens holds each prompt's
+// token count by ordinal; counting says where they came from (see capacity.Sequence).
+func AssessReplays(sc *scenarios.Scenario, setup capacity.Setup, tokens map[int]int, counting string) []Replay {
+	var out []Replay
+	var sent []int // ordinals of original (non-replay) requests in send order
+	for i := range sc.Steps {
+		st := &sc.Steps[i]
+		if st.Replay == nil {
+			for _, pr := range sc.StepRequests(st) {
+				sent = append(sent, pr.Ordinal)
+			}
+			continue
+		}
+		ordinal := sc.StepRequests(st)[0].Ordinal
+		seq := capacity.Sequence{
+			SharedPrefix: sc.Prompt.SharedPrefixTokens,
+			Nested:       sc.Prompt.Mode == "nested",
+			Counting:     counting,
+			Target:       -1,
+		}
+		for _, o := range sent {
+			if o == ordinal {
+				seq.Target = len(seq.Tokens)
+			}
+			seq.Tokens = append(seq.Tokens, tokens[o])
+		}
+		out = append(out, Replay{Step: st.ID, Of: *st.Replay, Ordinal: ordinal, Assessment: capacity.Assess(setup, seq)})
+	}
+	return out
+}
