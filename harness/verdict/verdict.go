@@ -1,0 +1,168 @@
+// Package verdict decides, from counter deltas and usage, where a replayed request's cached
+// tokens came from: reloaded from the CPU tier, hit in GPU memory, a mix, or recomputed
+// (DOMAIN.md, "What the user is trying to prove"). It is pure computation over numbers, so
+// its rules test with literals.
+package verdict
+
+import "fmt"
+
+// Replay verdicts.
+const (
+	CPUReload = "cpu_reload" // external prefix-cache hits and CPU->GPU bytes cover the prompt
+	GPUHit    = "gpu_hit"    // GPU prefix hits beyond the shared prefix cover the prompt
+	Partial   = "partial"    // both tiers, or hits well below the prompt
+	Recompute = "recompute"  // nothing beyond the shared prefix was reused
+	// TierUnknown: tokens were reused but the counters cannot say from which tier.
+	TierUnknown = "cache_hit_tier_unknown"
+	// Invalid: a counter went down (server restart) or the request failed.
+	Invalid = "invalid"
+)
+
+// FullCoverage is the fraction of the prompt the hits must cover for a whole-prompt verdict;
+// below it the hits are "well below the prompt" and the verdict is partial.
+const FullCoverage = 0.9
+
+// Evidence is what a replay's verdict rests on. A nil pointer is a counter the server did not
+// expose: absent, never 0.
+type Evidence struct {
+	PromptTokens       *int     `json:"prompt_tokens"`
+	CachedPromptTokens *int     `json:"cached_prompt_tokens"`
+	GPUHitsDelta       *float64 `json:"gpu_prefix_hits_delta"`
+	ExternalHitsDelta  *float64 `json:"external_prefix_hits_delta"`
+	LoadBytesDelta     *float64 `json:"cpu_to_gpu_bytes_delta"`
+	// SharedPrefixTokens and BlockSize bound the GPU hits a reload may still show: the
+	// shared prefix stays hot in GPU memory while the request's own blocks are evicted.
+	SharedPrefixTokens int `json:"shared_prefix_tokens"`
+	BlockSize          int `json:"block_size"`
+	// LoadBytesPerToken is the expected CPU->GPU bytes per hit token (0: unknown).
+	LoadBytesPerToken float64 `json:"load_bytes_per_token"`
+	// CountersValid is false when a counter went down between the scrapes.
+	CountersValid  bool   `json:"counters_valid"`
+	InvalidReason  string `json:"invalid_reason,omitempty"`
+	RequestFailed  bool   `json:"request_failed"`
+	RequestFailure string `json:"request_failure,omitempty"`
+}
+
+// Replay is the verdict on one replayed request with the numbers behind it.
+type Replay struct {
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	// ExpectedLoadBytes = external hits x expected load bytes per token.
+	ExpectedLoadBytes *float64 `json:"expected_load_bytes,omitempty"`
+	// MeasuredLoadBytesPerToken = load bytes delta / external hits.
+	MeasuredLoadBytesPerToken *float64 `json:"measured_load_bytes_per_token,omitempty"`
+	// HitCoverage = (GPU + external hits) / prompt tokens.
+	HitCoverage *float64 `json:"hit_coverage,omitempty"`
+	// UsageAgrees cross-checks the counters against usage's cached_tokens (hit counters have
+	// been double-counted on scheduler retries in some vLLM versions); nil when unknown.
+	UsageAgrees *bool    `json:"usage_agrees_with_counters,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
+	Evidence    Evidence `json:"evidence"`
+}
+
+// Decide applies the rules to e.
+func Decide(e Evidence) Replay {
+	r := Replay{Evidence: e}
+	switch {
+	case e.RequestFailed:
+		r.Verdict, r.Reason = Invalid, "the request failed: "+e.RequestFailure
+		return r
+	case !e.CountersValid:
+		r.Verdict, r.Reason = Invalid, "counters went down between the scrapes (server restart): "+e.InvalidReason
+		return r
+	case e.PromptTokens == nil || *e.PromptTokens <= 0:
+		r.Verdict, r.Reason = TierUnknown, "the server reported no prompt token count"
+		return r
+	}
+	prompt := float64(*e.PromptTokens)
+	gpu, ext := value(e.GPUHitsDelta), value(e.ExternalHitsDelta)
+	if e.ExternalHitsDelta != nil && ext > 0 {
+		if e.LoadBytesDelta != nil && ext > 0 {
+			per := *e.LoadBytesDelta / ext
+			r.MeasuredLoadBytesPerToken = &per
+		}
+		if e.LoadBytesPerToken > 0 {
+			exp := ext * e.LoadBytesPerToken
+			r.ExpectedLoadBytes = &exp
+		}
+	}
+	if e.GPUHitsDelta != nil || e.ExternalHitsDelta != nil {
+		cov := (gpu + ext) / prompt
+		r.HitCoverage = &cov
+	}
+	if e.CachedPromptTokens != nil && (e.GPUHitsDelta != nil || e.ExternalHitsDelta != nil) {
+		// A hit counter never counts the last prompt token; allow one block of rounding.
+		agree := abs(float64(*e.CachedPromptTokens)-(gpu+ext)) <= float64(max(e.BlockSize, 1))
+		r.UsageAgrees = &agree
+		if !agree {
+			r.note("usage reports %d cached tokens but the counters moved by %.0f GPU + %.0f external hits", *e.CachedPromptTokens, gpu, ext)
+		}
+	}
+
+	if e.GPUHitsDelta == nil && e.ExternalHitsDelta == nil {
+		if e.CachedPromptTokens != nil && *e.CachedPromptTokens > 0 {
+			r.Verdict, r.Reason = TierUnknown, fmt.Sprintf("usage reports %d cached tokens, but the server exposes no prefix-cache hit counters to say from which tier", *e.CachedPromptTokens)
+		} else {
+			r.Verdict, r.Reason = TierUnknown, "the server exposes no prefix-cache hit counters"
+		}
+		return r
+	}
+
+	prefixAllowance := float64(e.SharedPrefixTokens + max(e.BlockSize, 1))
+	gpuBeyondPrefix := gpu > prefixAllowance
+	full := gpu+ext >= FullCoverage*prompt
+	switch {
+	case ext > 0 && e.LoadBytesDelta != nil && *e.LoadBytesDelta <= 0:
+		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f external hits but no CPU->GPU bytes moved: the counters disagree", ext)
+	case ext > 0 && gpuBeyondPrefix:
+		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f tokens came from GPU memory beyond the %d-token shared prefix and %.0f from the CPU tier", gpu, e.SharedPrefixTokens, ext)
+	case ext > 0 && !full:
+		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f external + %.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", ext, gpu, 100*(gpu+ext)/prompt, *e.PromptTokens)
+	case ext > 0:
+		r.Verdict = CPUReload
+		r.Reason = fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were reloaded from the CPU tier", ext, 100*ext/prompt)
+		if e.LoadBytesDelta != nil {
+			r.Reason += fmt.Sprintf(", moving %.0f bytes CPU->GPU", *e.LoadBytesDelta)
+		} else {
+			r.note("the server exposes no CPU->GPU byte counter: the reload rests on external hits alone")
+		}
+		if gpu > 0 {
+			r.Reason += fmt.Sprintf("; %.0f GPU hits stayed within the shared prefix", gpu)
+		}
+	case gpuBeyondPrefix && full:
+		r.Verdict, r.Reason = GPUHit, fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were hit in GPU memory; nothing was loaded from the CPU tier", gpu, 100*gpu/prompt)
+	case gpuBeyondPrefix:
+		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", gpu, 100*gpu/prompt, *e.PromptTokens)
+	default:
+		r.Verdict, r.Reason = Recompute, fmt.Sprintf("nothing beyond the %d-token shared prefix was reused (%.0f GPU hits, %.0f external hits)", e.SharedPrefixTokens, gpu, ext)
+	}
+	if e.ExternalHitsDelta == nil && r.Verdict != GPUHit {
+		r.note("the server exposes no external prefix-cache hit counter: a CPU-tier reload could not be seen")
+	}
+	return r
+}
+
+func (r *Replay) note(format string, args ...any) { r.Notes = append(r.Notes, fmt.Sprintf(format, args...)) }
+
+func value(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// CachedFraction is usage's cached tokens over prompt tokens; nil when either is unknown.
+func CachedFraction(promptTokens, cachedTokens *int) *float64 {
+	if promptTokens == nil || cachedTokens == nil || *promptTokens <= 0 {
+		return nil
+	}
+	f := float64(*cachedTokens) / float64(*promptTokens)
+	return &f
+}

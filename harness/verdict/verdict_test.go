@@ -1,0 +1,63 @@
+package verdict
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func i(v int) *int         { return &v }
+func f(v float64) *float64 { return &v }
+
+func TestDecide(t *testing.T) {
+	// Seed 001's replay: 113,408 external hits, 1,001,721,600 bytes loaded, no GPU hits.
+	seed := Evidence{PromptTokens: i(113674), CachedPromptTokens: i(113408), GPUHitsDelta: f(0), ExternalHitsDelta: f(113408),
+		LoadBytesDelta: f(1001721600), SharedPrefixTokens: 8000, BlockSize: 16, LoadBytesPerToken: 8833, CountersValid: true}
+	withPrefix := seed
+	withPrefix.GPUHitsDelta, withPrefix.ExternalHitsDelta = f(7984), f(105424)
+	cases := []struct {
+		name    string
+		e       Evidence
+		verdict string
+		reason  string
+	}{
+		{"seed 001 reload", seed, CPUReload, "113408 tokens (99.8% of the prompt) were reloaded"},
+		{"reload with the shared prefix on GPU", withPrefix, CPUReload, "GPU hits stayed within the shared prefix"},
+		{"GPU hit", Evidence{PromptTokens: i(70000), GPUHitsDelta: f(69984), ExternalHitsDelta: f(0), LoadBytesDelta: f(0), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}, GPUHit, "hit in GPU memory"},
+		{"both tiers", Evidence{PromptTokens: i(70000), GPUHitsDelta: f(40000), ExternalHitsDelta: f(29984), LoadBytesDelta: f(1e6), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}, Partial, "beyond the 8000-token shared prefix"},
+		{"external hits well below the prompt", Evidence{PromptTokens: i(100000), GPUHitsDelta: f(8000), ExternalHitsDelta: f(20000), LoadBytesDelta: f(1e6), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}, Partial, "well below"},
+		{"recompute beyond the prefix", Evidence{PromptTokens: i(100000), GPUHitsDelta: f(7984), ExternalHitsDelta: f(0), LoadBytesDelta: f(0), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}, Recompute, "nothing beyond the 8000-token shared prefix"},
+		{"restart", Evidence{PromptTokens: i(100), CountersValid: false, InvalidReason: "gpu_prefix_hits went down"}, Invalid, "server restart"},
+		{"failed request", Evidence{RequestFailed: true, RequestFailure: "http 400", CountersValid: true}, Invalid, "http 400"},
+		{"no counters", Evidence{PromptTokens: i(100), CachedPromptTokens: i(90), CountersValid: true}, TierUnknown, "no prefix-cache hit counters"},
+		{"hits without bytes", Evidence{PromptTokens: i(1000), GPUHitsDelta: f(0), ExternalHitsDelta: f(990), LoadBytesDelta: f(0), CountersValid: true}, Partial, "counters disagree"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Decide(c.e)
+			if r.Verdict != c.verdict || !strings.Contains(r.Reason, c.reason) && !strings.Contains(strings.Join(r.Notes, " "), c.reason) {
+				t.Fatalf("got %s (%s; notes %v), want %s with %q", r.Verdict, r.Reason, r.Notes, c.verdict, c.reason)
+			}
+		})
+	}
+	r := Decide(seed)
+	if r.ExpectedLoadBytes == nil || *r.ExpectedLoadBytes != 113408*8833 {
+		t.Fatalf("expected load bytes %v", r.ExpectedLoadBytes)
+	}
+	if r.MeasuredLoadBytesPerToken == nil || math.Abs(*r.MeasuredLoadBytesPerToken-8832.9) > 0.1 {
+		t.Fatalf("measured bytes per token %v", *r.MeasuredLoadBytesPerToken)
+	}
+	if r.UsageAgrees == nil || !*r.UsageAgrees {
+		t.Fatal("usage and counters should agree for seed 001")
+	}
+}
+
+func TestCachedFraction(t *testing.T) {
+	got := CachedFraction(i(113674), i(113408))
+	if got == nil || math.Abs(*got-0.9976599750162746) > 1e-15 {
+		t.Fatalf("seed 001 cached fraction %v", got)
+	}
+	if CachedFraction(i(100), nil) != nil {
+		t.Fatal("unknown cached tokens must give an unknown fraction")
+	}
+}
