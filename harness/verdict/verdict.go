@@ -142,7 +142,9 @@ func Decide(e Evidence) Replay {
 	return r
 }
 
-func (r *Replay) note(format string, args ...any) { r.Notes = append(r.Notes, fmt.Sprintf(format, args...)) }
+func (r *Replay) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
 
 func value(p *float64) float64 {
 	if p == nil {
