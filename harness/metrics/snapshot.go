@@ -1,0 +1,274 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// lazyNote marks a reading of 0 taken from a lazy family that has no series for it yet.
+const lazyNote = " (lazy, no series yet)"
+
+// Reading is one normalized counter or gauge. Absent (Present false) is not zero: the server
+// does not serve that counter, and nothing can be proven from it.
+type Reading struct {
+	Value   float64
+	Present bool
+	Source  string // the selector it came from, joined by " + " when sources differ; "" when absent
+}
+
+// Snapshot is every normalized reading of one target at one moment, summed over engines and
+// over the target's metrics URLs.
+type Snapshot struct {
+	TakenAt  time.Time           `json:"taken_at,omitzero"` // earliest scrape start among Sources
+	Backend  string              `json:"backend"`           // profile name
+	Sources  []string            `json:"sources"`           // URLs or files
+	Counters map[Counter]Reading `json:"counters"`
+	Gauges   map[Gauge]Reading   `json:"gauges"`
+	Cache    CacheConfig         `json:"cache"`
+}
+
+// CacheConfig is the KV cache setup a server reports. Each data-parallel engine has its own
+// GPU block pool, so pools are listed per engine and also summed.
+type CacheConfig struct {
+	Present      bool          `json:"present"`
+	Source       string        `json:"source,omitempty"`               // the info family it came from
+	BlockSize    int           `json:"block_size,omitempty"`           // tokens per block when all engines agree, else 0
+	NumGPUBlocks int           `json:"num_gpu_blocks_total,omitempty"` // summed over engines
+	GPUKVTokens  int           `json:"gpu_kv_tokens_total,omitempty"`  // sum over engines of num_gpu_blocks x block_size
+	Engines      []EngineCache `json:"engines,omitempty"`
+}
+
+// EngineCache is one engine's cache config series.
+type EngineCache struct {
+	Source              string            `json:"source"` // URL or file
+	Engine              string            `json:"engine,omitempty"`
+	BlockSize           int               `json:"block_size,omitempty"`
+	NumGPUBlocks        int               `json:"num_gpu_blocks,omitempty"`
+	GPUKVTokens         int               `json:"gpu_kv_tokens,omitempty"`
+	CacheDtype          string            `json:"cache_dtype,omitempty"`
+	PrefixCaching       *bool             `json:"enable_prefix_caching,omitempty"` // nil when the label is missing or unreadable
+	KVOffloadingBackend string            `json:"kv_offloading_backend,omitempty"`
+	KVOffloadingSizeGiB float64           `json:"kv_offloading_size_gib,omitempty"` // vLLM's --kv-offloading-size; 0 when unset
+	Labels              map[string]string `json:"labels"`                           // every label as served
+}
+
+// Snapshot reads every counter, gauge and the cache config from the expositions of one target
+// and sums them. Each exposition picks its own first-present candidate, so URLs running
+// different name generations still add up.
+func (p Profile) Snapshot(exps ...Exposition) Snapshot {
+	snaps := make([]Snapshot, len(exps))
+	for i, e := range exps {
+		snaps[i] = p.snapshotOne(e)
+	}
+	if len(snaps) == 0 {
+		return p.snapshotOne(Exposition{})
+	}
+	return Merge(snaps...)
+}
+
+func (p Profile) snapshotOne(e Exposition) Snapshot {
+	s := Snapshot{
+		TakenAt:  e.ScrapedAt,
+		Backend:  p.Name,
+		Counters: make(map[Counter]Reading, len(Counters())),
+		Gauges:   make(map[Gauge]Reading, len(Gauges())),
+	}
+	if e.Source != "" {
+		s.Sources = []string{e.Source}
+	}
+	for _, c := range Counters() {
+		s.Counters[c] = e.read(p.Counters[c], p.LazyFamilies, false)
+	}
+	for _, g := range Gauges() {
+		s.Gauges[g] = e.read(p.Gauges[g], p.LazyFamilies, g.takesMax())
+	}
+	if p.CacheInfo != "" {
+		s.Cache = e.cacheConfig(p.CacheInfo)
+	}
+	return s
+}
+
+// read returns the first candidate with a matching series, summed (or maxed) over series.
+func (e Exposition) read(candidates []Selector, lazy map[string]bool, takeMax bool) Reading {
+	for _, sel := range candidates {
+		if v, n := e.aggregate(sel, takeMax); n > 0 {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue // a non-finite counter proves nothing
+			}
+			return Reading{Value: v, Present: true, Source: sel.String()}
+		}
+		if lazy[sel.Metric] && e.Has(sel.Metric) {
+			return Reading{Value: 0, Present: true, Source: sel.String() + lazyNote}
+		}
+	}
+	return Reading{}
+}
+
+// aggregate sums (or maxes) the values of sel's matching series; n is how many matched.
+func (e Exposition) aggregate(sel Selector, takeMax bool) (v float64, n int) {
+	mf := e.families[sel.Metric]
+	if mf == nil {
+		return 0, 0
+	}
+	for _, m := range mf.GetMetric() {
+		if !matches(m, sel.Labels) {
+			continue
+		}
+		x, ok := sampleValue(mf.GetType(), m)
+		if !ok {
+			continue
+		}
+		switch {
+		case n == 0:
+			v = x
+		case takeMax:
+			v = max(v, x)
+		default:
+			v += x
+		}
+		n++
+	}
+	return v, n
+}
+
+func sampleValue(t dto.MetricType, m *dto.Metric) (float64, bool) {
+	switch t {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue(), m.Counter != nil
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue(), m.Gauge != nil
+	case dto.MetricType_UNTYPED:
+		return m.GetUntyped().GetValue(), m.Untyped != nil
+	}
+	return 0, false // histograms and summaries are not counters
+}
+
+// matches treats a missing label as "", as PromQL does.
+func matches(m *dto.Metric, want []Label) bool {
+	for _, w := range want {
+		got := ""
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == w.Name {
+				got = lp.GetValue()
+				break
+			}
+		}
+		if got != w.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func (e Exposition) cacheConfig(family string) CacheConfig {
+	mf := e.families[family]
+	if mf == nil {
+		return CacheConfig{}
+	}
+	var engines []EngineCache
+	for _, m := range mf.GetMetric() {
+		labels := make(map[string]string, len(m.GetLabel()))
+		for _, lp := range m.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		ec := EngineCache{
+			Source:              e.Source,
+			Engine:              labels["engine"],
+			BlockSize:           atoiOrZero(labels["block_size"]),
+			NumGPUBlocks:        atoiOrZero(labels["num_gpu_blocks"]),
+			CacheDtype:          labels["cache_dtype"],
+			KVOffloadingBackend: labels["kv_offloading_backend"],
+			Labels:              labels,
+		}
+		ec.GPUKVTokens = ec.BlockSize * ec.NumGPUBlocks
+		if b, err := strconv.ParseBool(labels["enable_prefix_caching"]); err == nil {
+			ec.PrefixCaching = &b
+		}
+		if gib, err := strconv.ParseFloat(labels["kv_offloading_size"], 64); err == nil && gib > 0 && !math.IsInf(gib, 0) {
+			ec.KVOffloadingSizeGiB = gib
+		}
+		engines = append(engines, ec)
+	}
+	return summarizeCache(family, engines)
+}
+
+func summarizeCache(source string, engines []EngineCache) CacheConfig {
+	if len(engines) == 0 {
+		return CacheConfig{}
+	}
+	c := CacheConfig{Present: true, Source: source, Engines: engines, BlockSize: engines[0].BlockSize}
+	for _, e := range engines {
+		if e.BlockSize != c.BlockSize {
+			c.BlockSize = 0
+		}
+		c.NumGPUBlocks += e.NumGPUBlocks
+		c.GPUKVTokens += e.GPUKVTokens
+	}
+	return c
+}
+
+// atoiOrZero reads label values like "15360"; vLLM writes "None" for unset ones.
+func atoiOrZero(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// Merge combines snapshots of several metrics URLs of one target: counters and the running and
+// waiting gauges add up, kv_usage takes the max, engines' cache configs are listed together. A
+// reading is present when any snapshot has it; URLs that lack it add nothing.
+func Merge(snaps ...Snapshot) Snapshot {
+	if len(snaps) == 0 {
+		return Snapshot{}
+	}
+	out := Snapshot{
+		Backend:  snaps[0].Backend,
+		Counters: map[Counter]Reading{},
+		Gauges:   map[Gauge]Reading{},
+	}
+	var engines []EngineCache
+	cacheSource := ""
+	for _, s := range snaps {
+		if !s.TakenAt.IsZero() && (out.TakenAt.IsZero() || s.TakenAt.Before(out.TakenAt)) {
+			out.TakenAt = s.TakenAt
+		}
+		out.Sources = append(out.Sources, s.Sources...)
+		for c, r := range s.Counters {
+			out.Counters[c] = combine(out.Counters[c], r, false)
+		}
+		for g, r := range s.Gauges {
+			out.Gauges[g] = combine(out.Gauges[g], r, g.takesMax())
+		}
+		if s.Cache.Present {
+			engines = append(engines, s.Cache.Engines...)
+			cacheSource = s.Cache.Source
+		}
+	}
+	out.Cache = summarizeCache(cacheSource, engines)
+	return out
+}
+
+func combine(acc, r Reading, takeMax bool) Reading {
+	switch {
+	case !r.Present:
+		return acc
+	case !acc.Present:
+		return r
+	}
+	if takeMax {
+		acc.Value = max(acc.Value, r.Value)
+	} else {
+		acc.Value += r.Value
+	}
+	if !slices.Contains(strings.Split(acc.Source, " + "), r.Source) {
+		acc.Source += " + " + r.Source
+	}
+	return acc
+}
