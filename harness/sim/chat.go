@@ -1,0 +1,369 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []wireMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens           *int     `json:"max_tokens"`
+	MaxCompletionTokens *int     `json:"max_completion_tokens"`
+	Temperature         *float64 `json:"temperature"` // accepted, ignored: output is deterministic
+}
+
+// outputPlan is what one request generates: total tokens, of which the first reasoning
+// ones are reasoning, ending with finish.
+type outputPlan struct {
+	total     int
+	reasoning int
+	finish    FinishReason
+}
+
+// planOutput draws the natural reasoning and answer lengths from the prompt's digest, so a
+// replayed prompt produces the same output, and cuts them at maxTokens.
+func planOutput(p Profile, digest uint64, maxTokens int) outputPlan {
+	reasoning := drawRange(p.ReasoningTokensMin, p.ReasoningTokensMax, mix64(digest^p.OutputSeed^0x5245))
+	answer := drawRange(p.AnswerTokensMin, p.AnswerTokensMax, mix64(digest^p.OutputSeed^0x414e))
+	plan := outputPlan{total: reasoning + answer, reasoning: reasoning, finish: FinishStop}
+	if plan.total > maxTokens {
+		plan.total, plan.finish = maxTokens, FinishLength
+	}
+	return plan
+}
+
+func drawRange(lo, hi int, h uint64) int {
+	if hi <= lo {
+		return lo
+	}
+	return lo + int(h%uint64(hi-lo+1))
+}
+
+// outputWords are the simulator's output vocabulary: each is one token under the
+// tokenizer rule when preceded by a space.
+var outputWords = strings.Fields(`the KV cache holds blocks of tokens and the server keeps
+	them on the GPU until memory runs short then older blocks move to host RAM where a later
+	request with the same prefix can load them back instead of paying for prefill again so
+	long prompts return fast when offload works and slow when it does not`)
+
+func outputToken(digest uint64, i int) string {
+	return " " + outputWords[mix64(digest^uint64(i)*0x9e3779b97f4a7c15)%uint64(len(outputWords))]
+}
+
+// errStreamCut ends a stream on the cut_stream_after_tokens fault.
+var errStreamCut = errors.New("stream cut by fault injection")
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
+	p := s.profile
+	n := s.chatRequests.Add(1)
+	if p.RestartAtRequest > 0 && n == int64(p.RestartAtRequest) {
+		s.engine.Restart()
+	}
+	if p.FailEveryNthRequest > 0 && n%int64(p.FailEveryNthRequest) == 0 {
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("simulated failure of chat request %d", n), "")
+		return
+	}
+	var req chatRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	if !s.knownModel(req.Model) {
+		writeUnknownModel(w, req.Model)
+		return
+	}
+	if len(req.Messages) == 0 {
+		writeError(w, http.StatusBadRequest, "messages must not be empty", "messages")
+		return
+	}
+	msgs, err := flattenMessages(req.Messages)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "messages")
+		return
+	}
+	maxTokens := p.DefaultMaxTokens
+	if req.MaxCompletionTokens != nil {
+		maxTokens = *req.MaxCompletionTokens
+	} else if req.MaxTokens != nil {
+		maxTokens = *req.MaxTokens
+	}
+	if maxTokens < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens), "max_tokens")
+		return
+	}
+	prompt := Tokenize(RenderChat(msgs, true))
+	if len(prompt)+maxTokens > p.MaxModelLen {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			p.MaxModelLen, len(prompt)+maxTokens, len(prompt), maxTokens), "")
+		return
+	}
+	seq, err := s.engine.Submit(prompt)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	ctx := r.Context()
+	first, err := s.engine.WaitAdmitted(ctx, seq)
+	if err != nil {
+		s.engine.Finish(seq, FinishAbort)
+		if errors.Is(err, ErrRestarted) {
+			writeError(w, http.StatusInternalServerError, "server restarted", "")
+		}
+		return
+	}
+	g := &generation{
+		server:  s,
+		seq:     seq,
+		plan:    planOutput(p, seq.Digest, maxTokens),
+		first:   first,
+		arrival: arrival,
+		id:      fmt.Sprintf("chatcmpl-%016x%04x", seq.Digest, seq.ID&0xffff),
+	}
+	if req.Stream {
+		g.stream(ctx, w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+	} else {
+		g.complete(ctx, w)
+	}
+}
+
+// generation is one request's decode, paced on the engine's schedule.
+type generation struct {
+	server  *Server
+	seq     *Sequence
+	plan    outputPlan
+	first   PrefillResult
+	arrival time.Time
+	id      string
+}
+
+// run calls emit for each output token at its due time. It finishes the sequence in the
+// engine before emitting the last token, so a client that has seen the end of the output
+// finds the running gauge already down. On error the caller aborts the sequence.
+func (g *generation) run(ctx context.Context, emit func(i int, last bool) error) error {
+	e := g.server.engine
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	due := time.Now().Add(g.first.Duration)
+	var ttft time.Duration
+	var previous time.Time
+	for i := 0; i < g.plan.total; {
+		if err := sleepUntil(ctx, timer, due); err != nil {
+			return err
+		}
+		if !e.AppendToken(g.seq) { // preempted: wait for readmission, then recompute
+			again, err := e.WaitAdmitted(ctx, g.seq)
+			if err != nil {
+				return err
+			}
+			due = time.Now().Add(again.Duration)
+			continue
+		}
+		now := time.Now()
+		if i == 0 {
+			ttft = now.Sub(g.arrival)
+		} else {
+			e.ObserveInterTokenLatency(now.Sub(previous))
+		}
+		previous = now
+		last := i == g.plan.total-1
+		if last {
+			e.Finish(g.seq, g.plan.finish)
+			e.ObserveLatency(ttft, now.Sub(g.arrival))
+		}
+		if err := emit(i, last); err != nil {
+			return err
+		}
+		i++
+		due = due.Add(g.seq.InterTokenDelay)
+	}
+	return nil
+}
+
+// sleepUntil waits for t on a reused timer; a late schedule catches up without waiting.
+func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer.Reset(d)
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *generation) usage() *chatUsage {
+	u := &chatUsage{
+		PromptTokens:     g.seq.PromptTokens(),
+		CompletionTokens: g.plan.total,
+		TotalTokens:      g.seq.PromptTokens() + g.plan.total,
+	}
+	if cached := g.first.GPUHitTokens + g.first.ExternalHitTokens; cached > 0 && g.server.profile.EnablePromptTokensDetails {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: cached}
+	}
+	return u
+}
+
+type chatUsage struct {
+	PromptTokens        int                  `json:"prompt_tokens"`
+	CompletionTokens    int                  `json:"completion_tokens"`
+	TotalTokens         int                  `json:"total_tokens"`
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// chatText carries content and the two spellings of reasoning; the profile picks one.
+type chatText struct {
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	Reasoning        *string `json:"reasoning,omitempty"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
+}
+
+func (g *generation) setReasoning(t *chatText, text string) {
+	if g.server.profile.ReasoningField == "reasoning_content" {
+		t.ReasoningContent = &text
+	} else {
+		t.Reasoning = &text
+	}
+}
+
+type chunkChoice struct {
+	Index        int      `json:"index"`
+	Delta        chatText `json:"delta"`
+	Logprobs     any      `json:"logprobs"`
+	FinishReason *string  `json:"finish_reason"`
+}
+
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *chatUsage    `json:"usage,omitempty"`
+}
+
+func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeUsage bool) {
+	p := g.server.profile
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush() // clients see the stream open at once, as with vLLM
+	created := time.Now().Unix()
+	write := func(choices []chunkChoice, u *chatUsage) error {
+		data, err := json.Marshal(chatChunk{g.id, "chat.completion.chunk", created, p.ServedModelName, choices, u})
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
+			return err
+		}
+		return nil
+	}
+	err := g.run(ctx, func(i int, last bool) error {
+		if i == 0 { // vLLM sends the role once the first token exists
+			empty := ""
+			if err := write([]chunkChoice{{Delta: chatText{Role: "assistant", Content: &empty}}}, nil); err != nil {
+				return err
+			}
+		}
+		if p.MalformedSSEAtToken > 0 && i+1 == p.MalformedSSEAtToken {
+			if _, err := fmt.Fprintf(w, "data: {\"id\": \"%s\", \"choices\": [\n\n", g.id); err != nil {
+				return err
+			}
+		}
+		var delta chatText
+		text := outputToken(g.seq.Digest, i)
+		if i < g.plan.reasoning {
+			g.setReasoning(&delta, text)
+		} else {
+			delta.Content = &text
+		}
+		choice := chunkChoice{Delta: delta}
+		if last {
+			reason := string(g.plan.finish)
+			choice.FinishReason = &reason
+		}
+		if err := write([]chunkChoice{choice}, nil); err != nil {
+			return err
+		}
+		if err := rc.Flush(); err != nil {
+			return err
+		}
+		if p.CutStreamAfterTokens > 0 && i+1 == p.CutStreamAfterTokens {
+			return errStreamCut
+		}
+		return nil
+	})
+	if err != nil {
+		// A cut, a server Close or a gone client: drop the connection mid-body so the
+		// client sees a broken stream, never a clean end without [DONE].
+		g.server.engine.Finish(g.seq, FinishAbort)
+		panic(http.ErrAbortHandler)
+	}
+	if includeUsage {
+		if write([]chunkChoice{}, g.usage()) != nil {
+			return
+		}
+	}
+	if _, err := fmt.Fprint(w, "data: [DONE]\n\n"); err == nil {
+		_ = rc.Flush()
+	}
+}
+
+func (g *generation) complete(ctx context.Context, w http.ResponseWriter) {
+	var content, reasoning strings.Builder
+	err := g.run(ctx, func(i int, _ bool) error {
+		if i < g.plan.reasoning {
+			reasoning.WriteString(outputToken(g.seq.Digest, i))
+		} else {
+			content.WriteString(outputToken(g.seq.Digest, i))
+		}
+		return nil
+	})
+	if err != nil {
+		g.server.engine.Finish(g.seq, FinishAbort)
+		return
+	}
+	message := chatText{Role: "assistant"}
+	if content.Len() > 0 {
+		text := content.String()
+		message.Content = &text
+	}
+	if reasoning.Len() > 0 {
+		g.setReasoning(&message, reasoning.String())
+	}
+	finish := string(g.plan.finish)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id":      g.id,
+		"object":  "chat.completion",
+		"created": time.Now().Unix(),
+		"model":   g.server.profile.ServedModelName,
+		"choices": []map[string]any{{
+			"index":         0,
+			"message":       message,
+			"logprobs":      nil,
+			"finish_reason": finish,
+		}},
+		"usage": g.usage(),
+	})
+}

@@ -1,0 +1,47 @@
+// Package sim is kvbench's embedded vLLM-compatible engine: an HTTP server that speaks the
+// OpenAI chat API, /tokenize and vLLM V1's /metrics, with a KV-cache model (GPU prefix cache
+// plus a write-through CPU offload tier) that follows vLLM's counting rules closely enough to
+// exercise every kvbench verdict without a GPU. It is not a replacement for vLLM. The counters
+// and API shapes it reproduces are described in the shared DOMAIN notes (DOMAIN.md).
+//
+// The package imports nothing else from kvbench; the harness meets it only over HTTP.
+//
+// # Tokenizer
+//
+// Text is cut into tokens by one deterministic rule, shared by /tokenize and the engine:
+//
+//   - a run of letters (ASCII letters and any byte >= 0x80) is one token per 7 bytes;
+//   - a run of digits is one token per 3 digits;
+//   - every other printable character (punctuation, symbols) is one token;
+//   - every newline is one token;
+//   - a single space before a token is part of that token; any other run of blanks
+//     (spaces, tabs, carriage returns) is one token.
+//
+// English prose comes out at about 1.3 tokens per word. A token's id is a hash of its bytes
+// (and of its leading space) modulo VocabSize, so ids, and the block hashes chained over
+// them, are stable across runs and machines.
+//
+// Chat messages are rendered before tokenizing as "<|ROLE|>\n" + content + "\n" per message,
+// followed by "<|assistant|>\n" when a generation prompt is added (always, for chat requests).
+//
+// # KV engine
+//
+// See Engine: a pool of GPU blocks with chained block hashes and an LRU free queue as in
+// vLLM's block pool, and an LRU CPU tier sized from the profile's cpu_offload_gib and stored
+// bytes per token. Decode blocks are neither hashed nor offloaded.
+//
+// # Time
+//
+// Every duration the engine models (overhead, CPU->GPU load, prefill, decode) is divided by
+// the speed factor, and the time-valued metrics (offload seconds, latency histograms) report
+// the scaled wall time the simulator actually spent, so bytes/seconds reads as the profile's
+// bandwidth times the speed factor.
+//
+// # Data-parallel engines
+//
+// With data_parallel_engines = N the simulator runs one engine and splits its totals across
+// N engine labels: a count v is reported as floor(v/N) on every engine plus one on the first
+// v mod N engines, seconds and byte sums are divided evenly, and fractions such as
+// kv_cache_usage_perc repeat on every engine. Sums over the engine label therefore equal the
+// one-engine numbers exactly; cache behaviour is that of one shared pool.
+package sim

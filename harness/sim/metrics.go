@@ -1,0 +1,322 @@
+package sim
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Counters is a snapshot of what the engine exports on /metrics, for one engine.
+type Counters struct {
+	PrefixCacheQueries         int64
+	PrefixCacheHits            int64
+	ExternalPrefixCacheQueries int64
+	ExternalPrefixCacheHits    int64
+
+	PromptTokens                   int64
+	PromptTokensLocalCompute       int64
+	PromptTokensLocalCacheHit      int64
+	PromptTokensExternalKVTransfer int64
+	PromptTokensCached             int64
+	GenerationTokens               int64
+
+	Preemptions    int64
+	RequestsStop   int64
+	RequestsLength int64
+	RequestsAbort  int64
+
+	GPUToCPUBytes   int64
+	CPUToGPUBytes   int64
+	GPUToCPUSeconds float64
+	CPUToGPUSeconds float64
+	GPUToCPUSize    Histogram // bytes per store transfer
+	CPUToGPUSize    Histogram // bytes per load transfer
+
+	TimeToFirstToken  Histogram
+	InterTokenLatency Histogram
+	E2ERequestLatency Histogram
+
+	// Gauges.
+	Running         int
+	Waiting         int
+	GPUBlocksInUse  int // referenced by running sequences
+	GPUBlocksCached int // holding a cached block hash, in use or free
+	CPUBlocksUsed   int
+	KVCacheUsage    float64 // GPUBlocksInUse / pool size
+}
+
+// Histogram is a Prometheus histogram: per-bucket counts (not cumulative) for Bounds plus
+// the +Inf overflow as the last element.
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Count  uint64
+	Sum    float64
+}
+
+func newHistogram(bounds []float64) Histogram {
+	return Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *Histogram) observe(v float64) {
+	i, _ := slices.BinarySearch(h.Bounds, v)
+	h.Counts[i]++
+	h.Count++
+	h.Sum += v
+}
+
+func (h Histogram) clone() Histogram {
+	h.Counts = slices.Clone(h.Counts)
+	return h
+}
+
+// Bucket bounds as vLLM declares them.
+var (
+	ttftBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+		2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	itlBounds = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+		2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	e2eBounds = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+		50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	offloadSizeBounds = []float64{1e6, 1e7, 1e8, 1.5e8, 2e8, 1e9, 1e10}
+)
+
+func newCounters() Counters {
+	return Counters{
+		GPUToCPUSize:      newHistogram(offloadSizeBounds),
+		CPUToGPUSize:      newHistogram(offloadSizeBounds),
+		TimeToFirstToken:  newHistogram(ttftBounds),
+		InterTokenLatency: newHistogram(itlBounds),
+		E2ERequestLatency: newHistogram(e2eBounds),
+	}
+}
+
+func (c Counters) clone() Counters {
+	c.GPUToCPUSize = c.GPUToCPUSize.clone()
+	c.CPUToGPUSize = c.CPUToGPUSize.clone()
+	c.TimeToFirstToken = c.TimeToFirstToken.clone()
+	c.InterTokenLatency = c.InterTokenLatency.clone()
+	c.E2ERequestLatency = c.E2ERequestLatency.clone()
+	return c
+}
+
+// WriteMetrics writes c as vLLM V1's Prometheus text exposition, shaped by p's metric
+// switches (names, offload generations, lazy series, data-parallel engines).
+func WriteMetrics(w io.Writer, p Profile, c Counters) error {
+	x := exposition{model: p.ServedModelName, engines: max(p.DataParallelEngines, 1)}
+	prefix, usage := "vllm:prefix_cache", "vllm:kv_cache_usage_perc"
+	if p.LegacyNames {
+		prefix, usage = "vllm:gpu_prefix_cache", "vllm:gpu_cache_usage_perc"
+	}
+
+	x.family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
+	x.count(nil, int64(c.Running))
+	x.family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
+	x.count(nil, int64(c.Waiting))
+	x.family(usage, "gauge", "KV-cache usage. 1 means 100 percent usage.")
+	x.fraction(nil, c.KVCacheUsage)
+	x.family(prefix+"_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.")
+	x.count(nil, c.PrefixCacheQueries)
+	x.family(prefix+"_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.")
+	x.count(nil, c.PrefixCacheHits)
+	x.family("vllm:external_prefix_cache_queries_total", "counter", "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.")
+	x.count(nil, c.ExternalPrefixCacheQueries)
+	x.family("vllm:external_prefix_cache_hits_total", "counter", "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.")
+	x.count(nil, c.ExternalPrefixCacheHits)
+	x.family("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.")
+	x.count(nil, c.Preemptions)
+	x.family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.")
+	x.count(nil, c.PromptTokens)
+	x.family("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.")
+	x.count([]string{"source", "local_compute"}, c.PromptTokensLocalCompute)
+	x.count([]string{"source", "local_cache_hit"}, c.PromptTokensLocalCacheHit)
+	x.count([]string{"source", "external_kv_transfer"}, c.PromptTokensExternalKVTransfer)
+	x.family("vllm:prompt_tokens_cached_total", "counter", "Number of cached prompt tokens (local + external).")
+	x.count(nil, c.PromptTokensCached)
+	x.family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.")
+	x.count(nil, c.GenerationTokens)
+	x.family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
+	x.count([]string{"finished_reason", "stop"}, c.RequestsStop)
+	x.count([]string{"finished_reason", "length"}, c.RequestsLength)
+	x.count([]string{"finished_reason", "abort"}, c.RequestsAbort)
+	x.family("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.")
+	x.histogram(nil, c.TimeToFirstToken)
+	x.family("vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.")
+	x.histogram(nil, c.InterTokenLatency)
+	x.family("vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds.")
+	x.histogram(nil, c.E2ERequestLatency)
+
+	x.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+	backend, size := "None", "None"
+	if p.CPUBlocks() > 0 {
+		backend, size = "native", formatFloat(p.CPUOffloadGiB)
+	}
+	for i := 0; i < x.engines; i++ {
+		// vLLM leaves model_name off this family.
+		x.sample("vllm:cache_config_info", []string{
+			"block_size", strconv.Itoa(p.BlockSize),
+			"cache_dtype", p.CacheDtype,
+			"enable_prefix_caching", "True",
+			"engine", strconv.Itoa(i),
+			"gpu_memory_utilization", "0.9",
+			"kv_offloading_backend", backend,
+			"kv_offloading_size", size,
+			"num_cpu_blocks", "None",
+			"num_gpu_blocks", strconv.FormatUint(share(uint64(p.NumGPUBlocks), i, x.engines), 10),
+		}, 1)
+	}
+
+	if p.LabelledOffloadMetrics {
+		type direction struct {
+			name    string
+			bytes   int64
+			seconds float64
+			size    Histogram
+		}
+		dirs := []direction{
+			{"GPU_to_CPU", c.GPUToCPUBytes, c.GPUToCPUSeconds, c.GPUToCPUSize},
+			{"CPU_to_GPU", c.CPUToGPUBytes, c.CPUToGPUSeconds, c.CPUToGPUSize},
+		}
+		// Early versions create a transfer_type's series on its first transfer.
+		present := func(d direction) bool { return !p.LazyOffloadSeries || d.size.Count > 0 }
+		x.family("vllm:kv_offload_total_bytes_total", "counter", "Number of bytes offloaded by KV connector")
+		for _, d := range dirs {
+			if present(d) {
+				x.count([]string{"transfer_type", d.name}, d.bytes)
+			}
+		}
+		x.family("vllm:kv_offload_total_time_total", "counter", "Total time measured by all KV offloading operations")
+		for _, d := range dirs {
+			if present(d) {
+				x.seconds([]string{"transfer_type", d.name}, d.seconds)
+			}
+		}
+		x.family("vllm:kv_offload_size", "histogram", "Histogram of KV offload transfer size, in bytes.")
+		for _, d := range dirs {
+			if present(d) {
+				x.histogram([]string{"transfer_type", d.name}, d.size)
+			}
+		}
+	}
+	if p.FlatOffloadMetrics && !p.LegacyNames && !p.LazyOffloadSeries {
+		x.family("vllm:kv_offload_store_bytes_total", "counter", "Total bytes stored from GPU to offload storage.")
+		x.count(nil, c.GPUToCPUBytes)
+		x.family("vllm:kv_offload_store_time_total", "counter", "Total store time from GPU to offload storage, in seconds.")
+		x.seconds(nil, c.GPUToCPUSeconds)
+		x.family("vllm:kv_offload_load_bytes_total", "counter", "Total bytes loaded from offload storage to GPU.")
+		x.count(nil, c.CPUToGPUBytes)
+		x.family("vllm:kv_offload_load_time_total", "counter", "Total load time from offload storage to GPU, in seconds.")
+		x.seconds(nil, c.CPUToGPUSeconds)
+		x.family("vllm:kv_offload_load_size", "histogram", "Histogram of KV offload load operation size, in bytes.")
+		x.histogram(nil, c.CPUToGPUSize)
+		x.family("vllm:kv_offload_allocation_failure_total", "counter", "Number of KV offload store allocation attempts that failed.")
+		x.count(nil, 0) // stores never wait on pinned blocks here, so allocation never fails
+		x.family("vllm:kv_offload_cpu_cache_usage_perc", "gauge", "Fraction of CPU KV-cache space currently pinned by active transfers (0.0 = idle, 1.0 = saturated).")
+		x.fraction(nil, 0) // transfers are instantaneous in the model: nothing stays pinned
+	}
+	_, err := w.Write(x.buf.Bytes())
+	return err
+}
+
+// exposition builds the text format, one series per engine label for each value.
+type exposition struct {
+	buf     bytes.Buffer
+	model   string
+	engines int
+	name    string // current family
+}
+
+func (x *exposition) family(name, typ, help string) {
+	x.name = name
+	x.buf.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " " + typ + "\n")
+}
+
+// count writes an integer total split across engines.
+func (x *exposition) count(labels []string, v int64) {
+	for i := 0; i < x.engines; i++ {
+		x.sample(x.name, x.labels(labels, i), float64(share(uint64(max(v, 0)), i, x.engines)))
+	}
+}
+
+// seconds writes a float total divided evenly across engines.
+func (x *exposition) seconds(labels []string, v float64) {
+	for i := 0; i < x.engines; i++ {
+		x.sample(x.name, x.labels(labels, i), v/float64(x.engines))
+	}
+}
+
+// fraction writes the same ratio on every engine.
+func (x *exposition) fraction(labels []string, v float64) {
+	for i := 0; i < x.engines; i++ {
+		x.sample(x.name, x.labels(labels, i), v)
+	}
+}
+
+func (x *exposition) histogram(labels []string, h Histogram) {
+	for i := 0; i < x.engines; i++ {
+		base := x.labels(labels, i)
+		cumulative := uint64(0)
+		for b, n := range h.Counts {
+			cumulative += n
+			le := "+Inf"
+			if b < len(h.Bounds) {
+				le = formatFloat(h.Bounds[b])
+			}
+			x.sample(x.name+"_bucket", append(slices.Clone(base), "le", le), float64(share(cumulative, i, x.engines)))
+		}
+		x.sample(x.name+"_count", base, float64(share(h.Count, i, x.engines)))
+		x.sample(x.name+"_sum", base, h.Sum/float64(x.engines))
+	}
+}
+
+func (x *exposition) labels(extra []string, engine int) []string {
+	l := append([]string{"engine", strconv.Itoa(engine), "model_name", x.model}, extra...)
+	return l
+}
+
+// sample writes one line with labels (name, value pairs) sorted by name, as vLLM does.
+func (x *exposition) sample(name string, labels []string, v float64) {
+	type pair struct{ k, v string }
+	pairs := make([]pair, 0, len(labels)/2)
+	for i := 0; i+1 < len(labels); i += 2 {
+		pairs = append(pairs, pair{labels[i], labels[i+1]})
+	}
+	slices.SortFunc(pairs, func(a, b pair) int { return strings.Compare(a.k, b.k) })
+	x.buf.WriteString(name)
+	x.buf.WriteByte('{')
+	for i, p := range pairs {
+		if i > 0 {
+			x.buf.WriteByte(',')
+		}
+		x.buf.WriteString(p.k + `="` + labelEscaper.Replace(p.v) + `"`)
+	}
+	x.buf.WriteString("} " + formatFloat(v) + "\n")
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// share is engine i's part of a total v split over n engines: floor(v/n), plus one for the
+// first v mod n engines. Each part never decreases as v grows, and the parts sum to v.
+func share(v uint64, i, n int) uint64 {
+	q, r := v/uint64(n), v%uint64(n)
+	if uint64(i) < r {
+		q++
+	}
+	return q
+}
+
+// formatFloat writes values the way Python's client does for the common cases: "4.0" for
+// small integers, shortest exponent form for large ones.
+func formatFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case v == math.Trunc(v) && math.Abs(v) < 1e6:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+}

@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+//go:embed profiles/*.toml
+var profileFiles embed.FS
+
+// ErrUnknownProfile is returned for a profile name that is not embedded.
+var ErrUnknownProfile = errors.New("unknown simulator profile")
+
+// Profile describes one simulated server: its cache geometry, its speed, the shape of its
+// /metrics and the faults it injects. Field names follow the TOML keys.
+type Profile struct {
+	Name        string `toml:"name"`
+	Description string `toml:"description"`
+
+	// Model is the repository name (/v1/models root); ServedModelName is what requests
+	// and the model_name label use.
+	Model           string `toml:"model"`
+	ServedModelName string `toml:"served_model_name"`
+	Version         string `toml:"version"`
+	MaxModelLen     int    `toml:"max_model_len"`
+
+	BlockSize    int    `toml:"block_size"`
+	NumGPUBlocks int    `toml:"num_gpu_blocks"`
+	CacheDtype   string `toml:"cache_dtype"`
+	// CPUOffloadGiB sizes the CPU tier; 0 disables offloading.
+	CPUOffloadGiB float64 `toml:"cpu_offload_gib"`
+	// StoreBytesPerToken fills the CPU tier and the GPU_to_CPU counters; LoadBytesPerToken
+	// feeds CPU_to_GPU (equal to the store figure when unset).
+	StoreBytesPerToken int64 `toml:"store_bytes_per_token"`
+	LoadBytesPerToken  int64 `toml:"load_bytes_per_token"`
+
+	// Speed divides every modelled duration; Options.Speed overrides it.
+	Speed                  float64 `toml:"speed"`
+	PrefillTokensPerSecond float64 `toml:"prefill_tokens_per_second"`
+	// PrefillSlowdownPer100k slows each computed token by this fraction per 100k tokens of
+	// context before it (attention cost grows with context).
+	PrefillSlowdownPer100k float64       `toml:"prefill_slowdown_per_100k"`
+	DecodeTokensPerSecond  float64       `toml:"decode_tokens_per_second"`
+	CPUToGPUBytesPerSecond float64       `toml:"cpu_to_gpu_bytes_per_second"`
+	GPUToCPUBytesPerSecond float64       `toml:"gpu_to_cpu_bytes_per_second"`
+	RequestOverhead        time.Duration `toml:"request_overhead"`
+	// JitterFraction multiplies each request's durations by a factor in
+	// [1-JitterFraction, 1+JitterFraction] drawn from (JitterSeed, request number).
+	JitterFraction float64 `toml:"jitter_fraction"`
+	JitterSeed     uint64  `toml:"jitter_seed"`
+
+	// Output: a request naturally produces a reasoning part then an answer, each length
+	// drawn per prompt from its range; max_tokens cuts it short (finish_reason "length").
+	DefaultMaxTokens   int    `toml:"default_max_tokens"`
+	ReasoningTokensMin int    `toml:"reasoning_tokens_min"`
+	ReasoningTokensMax int    `toml:"reasoning_tokens_max"`
+	AnswerTokensMin    int    `toml:"answer_tokens_min"`
+	AnswerTokensMax    int    `toml:"answer_tokens_max"`
+	ReasoningField     string `toml:"reasoning_field"` // "reasoning" (new vLLM) or "reasoning_content" (<= v0.11)
+	OutputSeed         uint64 `toml:"output_seed"`
+
+	// Metrics shape.
+	LegacyNames               bool `toml:"legacy_names"`
+	LazyOffloadSeries         bool `toml:"lazy_offload_series"`
+	FlatOffloadMetrics        bool `toml:"flat_offload_metrics"`
+	LabelledOffloadMetrics    bool `toml:"labelled_offload_metrics"`
+	DataParallelEngines       int  `toml:"data_parallel_engines"`
+	EnablePromptTokensDetails bool `toml:"enable_prompt_tokens_details"`
+
+	// Faults, all off at 0.
+	FailEveryNthRequest  int           `toml:"fail_every_nth_request"`  // chat requests n, 2n, ... get a 500
+	CutStreamAfterTokens int           `toml:"cut_stream_after_tokens"` // streams end without [DONE] after K tokens
+	RestartAtRequest     int           `toml:"restart_at_request"`      // the Rth chat request finds counters and caches reset
+	MetricsDelay         time.Duration `toml:"metrics_delay"`           // /metrics answers after this wall time (not scaled)
+	MalformedSSEAtToken  int           `toml:"malformed_sse_at_token"`  // a broken data: line precedes the Kth token's chunk
+}
+
+// defaultProfile holds the values a profile file does not set.
+func defaultProfile() Profile {
+	return Profile{
+		Version:                   "0.11.2+kvbench.sim",
+		CacheDtype:                "auto",
+		BlockSize:                 16,
+		Speed:                     1,
+		DefaultMaxTokens:          256,
+		AnswerTokensMin:           16,
+		AnswerTokensMax:           64,
+		ReasoningField:            "reasoning",
+		FlatOffloadMetrics:        true,
+		LabelledOffloadMetrics:    true,
+		DataParallelEngines:       1,
+		EnablePromptTokensDetails: true,
+	}
+}
+
+// ProfileNames returns the embedded profiles' names, sorted.
+func ProfileNames() []string {
+	entries, err := profileFiles.ReadDir("profiles")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".toml"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadProfile returns the embedded profile called name, defaults filled in and validated.
+func LoadProfile(name string) (Profile, error) {
+	file := path.Join("profiles", name+".toml")
+	data, err := profileFiles.ReadFile(file)
+	if err != nil || strings.ContainsAny(name, "/\\") {
+		return Profile{}, fmt.Errorf("%w %q (have %s)", ErrUnknownProfile, name, strings.Join(ProfileNames(), ", "))
+	}
+	p, err := ParseProfile(file, data)
+	if err != nil {
+		return Profile{}, err
+	}
+	if p.Name == "" {
+		p.Name = name
+	}
+	return p, nil
+}
+
+// ParseProfile decodes a profile from TOML, rejecting unknown keys, and validates it.
+func ParseProfile(file string, data []byte) (Profile, error) {
+	p := defaultProfile()
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&p)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return Profile{}, fmt.Errorf("%s: %s", file, pe.ErrorWithPosition())
+		}
+		return Profile{}, fmt.Errorf("%s: %w", file, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return Profile{}, fmt.Errorf("%s: unknown keys %s", file, strings.Join(keys, ", "))
+	}
+	if err := p.Validate(); err != nil {
+		return Profile{}, fmt.Errorf("%s: %w", file, err)
+	}
+	return p, nil
+}
+
+// Validate checks that p describes a server that can run, filling derived defaults
+// (load bytes per token, served name, one DP engine).
+func (p *Profile) Validate() error {
+	if p.LoadBytesPerToken == 0 {
+		p.LoadBytesPerToken = p.StoreBytesPerToken
+	}
+	if p.GPUToCPUBytesPerSecond == 0 {
+		p.GPUToCPUBytesPerSecond = p.CPUToGPUBytesPerSecond
+	}
+	if p.ServedModelName == "" {
+		p.ServedModelName = p.Model
+	}
+	if p.DataParallelEngines == 0 {
+		p.DataParallelEngines = 1
+	}
+	var problems []string
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	check(p.ServedModelName != "", "model is empty")
+	check(p.BlockSize > 0, "block_size %d must be > 0", p.BlockSize)
+	check(p.NumGPUBlocks > 0, "num_gpu_blocks %d must be > 0", p.NumGPUBlocks)
+	check(p.MaxModelLen > 0 && p.MaxModelLen <= p.NumGPUBlocks*p.BlockSize,
+		"max_model_len %d must be in 1..num_gpu_blocks*block_size (%d)", p.MaxModelLen, p.NumGPUBlocks*p.BlockSize)
+	check(p.CPUOffloadGiB >= 0, "cpu_offload_gib %g must be >= 0", p.CPUOffloadGiB)
+	check(p.CPUOffloadGiB == 0 || p.StoreBytesPerToken > 0, "store_bytes_per_token must be > 0 with a CPU tier")
+	check(p.LoadBytesPerToken >= 0, "load_bytes_per_token %d must be >= 0", p.LoadBytesPerToken)
+	check(p.Speed > 0, "speed %g must be > 0", p.Speed)
+	check(p.PrefillTokensPerSecond > 0, "prefill_tokens_per_second must be > 0")
+	check(p.PrefillSlowdownPer100k >= 0, "prefill_slowdown_per_100k must be >= 0")
+	check(p.DecodeTokensPerSecond > 0, "decode_tokens_per_second must be > 0")
+	check(p.CPUOffloadGiB == 0 || p.CPUToGPUBytesPerSecond > 0, "cpu_to_gpu_bytes_per_second must be > 0 with a CPU tier")
+	check(p.RequestOverhead >= 0, "request_overhead must be >= 0")
+	check(p.JitterFraction >= 0 && p.JitterFraction < 1, "jitter_fraction %g must be in [0, 1)", p.JitterFraction)
+	check(p.DefaultMaxTokens > 0, "default_max_tokens must be > 0")
+	check(p.ReasoningTokensMin >= 0 && p.ReasoningTokensMin <= p.ReasoningTokensMax,
+		"reasoning_tokens_min..max %d..%d is not a range", p.ReasoningTokensMin, p.ReasoningTokensMax)
+	check(p.AnswerTokensMin >= 1 && p.AnswerTokensMin <= p.AnswerTokensMax,
+		"answer_tokens_min..max %d..%d is not a range of at least one token", p.AnswerTokensMin, p.AnswerTokensMax)
+	check(p.ReasoningField == "reasoning" || p.ReasoningField == "reasoning_content",
+		"reasoning_field %q must be reasoning or reasoning_content", p.ReasoningField)
+	check(p.DataParallelEngines >= 1, "data_parallel_engines %d must be >= 1", p.DataParallelEngines)
+	check(p.FailEveryNthRequest >= 0 && p.CutStreamAfterTokens >= 0 && p.RestartAtRequest >= 0 &&
+		p.MetricsDelay >= 0 && p.MalformedSSEAtToken >= 0, "fault settings must be >= 0")
+	if len(problems) > 0 {
+		return fmt.Errorf("invalid profile %q: %s", p.Name, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// CPUBlocks is the CPU tier's size in blocks: floor(GiB * 2^30 / (stored bytes per block)).
+func (p Profile) CPUBlocks() int {
+	if p.CPUOffloadGiB <= 0 || p.StoreBytesPerToken <= 0 {
+		return 0
+	}
+	return int(p.CPUOffloadGiB * (1 << 30) / float64(p.StoreBytesPerToken*int64(p.BlockSize)))
+}
+
+// Summary is a one-line description of p's cache geometry and speed.
+func (p Profile) Summary() string {
+	gpu := p.NumGPUBlocks * p.BlockSize
+	cpu := p.CPUBlocks() * p.BlockSize
+	verdict := "CPU tier larger than GPU pool: a valid reload setup"
+	if cpu <= gpu {
+		verdict = "CPU tier not larger than GPU pool: reload cannot be proven"
+	}
+	return fmt.Sprintf("%s: model %s, GPU pool %d tokens (%d blocks of %d), CPU tier %d tokens (%g GiB at %d B/token stored, %d loaded), max_model_len %d, speed %gx; %s",
+		p.Name, p.ServedModelName, gpu, p.NumGPUBlocks, p.BlockSize, cpu, p.CPUOffloadGiB,
+		p.StoreBytesPerToken, p.LoadBytesPerToken, p.MaxModelLen, p.Speed, verdict)
+}
