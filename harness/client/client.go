@@ -1,0 +1,344 @@
+// Package client talks to an OpenAI-compatible LLM server (vLLM first): it streams chat
+// completions and times them as the shared DOMAIN notes define (time to first output, to
+// first visible token, end to end, decode and effective prefill rates), and it calls the
+// server's /tokenize, /v1/models, /version and /health endpoints for preflight checks and
+// token targeting.
+//
+// A failed chat request is data, not an abort: StreamChat always returns a Result, and its
+// Error, ErrorKind and HTTPStatus fields say what went wrong. The API key never appears in
+// any error text or result field (see Redact).
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/anvil-serving/kvbench/prompts"
+)
+
+// DefaultProgressInterval is how often, at most, StreamChat reports decode progress.
+const DefaultProgressInterval = 100 * time.Millisecond
+
+// AnswerCapBytes bounds the visible answer text kept in a Result.
+const AnswerCapBytes = 4096
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the OpenAI API base, e.g. "http://127.0.0.1:8000/v1". Server-root
+	// endpoints (/tokenize, /version, /health) live at BaseURL without its trailing /v1.
+	BaseURL string
+	// APIKey is sent as a bearer token when not empty, and redacted from all errors.
+	APIKey string
+	// HTTPClient defaults to a client without an overall timeout, since streams are long;
+	// bound requests with ChatRequest.Timeout or the context instead.
+	HTTPClient *http.Client
+	// ProgressInterval throttles decode progress callbacks; 0 means DefaultProgressInterval.
+	ProgressInterval time.Duration
+}
+
+// Client streams chat completions and calls a server's helper endpoints. It is safe for
+// concurrent use.
+type Client struct {
+	baseURL          string
+	rootURL          string
+	apiKey           string
+	httpClient       *http.Client
+	openai           *openai.Client
+	progressInterval time.Duration
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) *Client {
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	oaCfg := openai.DefaultConfig(cfg.APIKey)
+	oaCfg.BaseURL = base
+	oaCfg.HTTPClient = tappingDoer{inner: httpClient}
+	interval := cfg.ProgressInterval
+	if interval <= 0 {
+		interval = DefaultProgressInterval
+	}
+	return &Client{
+		baseURL:          base,
+		rootURL:          strings.TrimSuffix(base, "/v1"),
+		apiKey:           cfg.APIKey,
+		httpClient:       httpClient,
+		openai:           openai.NewClientWithConfig(oaCfg),
+		progressInterval: interval,
+	}
+}
+
+// BaseURL returns the OpenAI API base the client sends chat requests to.
+func (c *Client) BaseURL() string { return c.baseURL }
+
+// RootURL returns the server root: the base URL without a trailing /v1.
+func (c *Client) RootURL() string { return c.rootURL }
+
+// ChatRequest is one streamed chat completion.
+type ChatRequest struct {
+	Model    string
+	Messages []prompts.Message
+	// MaxTokens bounds generated tokens, reasoning included; 0 leaves it to the server.
+	MaxTokens int
+	// Temperature 0 means greedy: go-openai omits a zero temperature, so it is sent as the
+	// smallest positive float32, which vLLM treats as greedy (below its 1e-5 epsilon).
+	Temperature float32
+	// Timeout bounds the whole request, stream included; 0 means only ctx bounds it.
+	Timeout time.Duration
+}
+
+// Phase names the stage of a request in a Progress report.
+const (
+	PhasePrefill = "prefill" // sent, nothing generated yet
+	PhaseDecode  = "decode"  // first output seen
+	PhaseDone    = "done"    // stream ended, successfully or not
+)
+
+// Progress is a live report on one streaming request.
+type Progress struct {
+	Phase string
+	// Tokens counts generated chunks so far (about one token each on vLLM).
+	Tokens  int
+	Elapsed time.Duration
+}
+
+// Error kinds recorded in Result.ErrorKind.
+const (
+	ErrorKindInvalidRequest = "invalid_request" // rejected before sending (caller mistake)
+	ErrorKindUnreachable    = "unreachable"     // no connection: refused, DNS, dial timeout
+	ErrorKindTransport      = "transport"       // connection made, no HTTP response
+	ErrorKindHTTPStatus     = "http_status"     // non-2xx answer; see HTTPStatus
+	ErrorKindServerError    = "server_error"    // an error event inside the stream
+	ErrorKindStreamCut      = "stream_cut"      // stream ended or broke without [DONE]
+	ErrorKindMalformedChunk = "malformed_chunk" // a data: line that is not a chunk
+	ErrorKindCanceled       = "canceled"        // the caller's context was canceled
+	ErrorKindTimeout        = "timeout"         // ChatRequest.Timeout or ctx deadline passed
+)
+
+// Output token sources recorded in Result.OutputTokensSource.
+const (
+	OutputTokensFromUsage         = "usage"
+	OutputTokensFromCountedChunks = "counted_chunks"
+)
+
+// Result is everything measured about one streamed chat request. Durations are
+// milliseconds on the monotonic clock from the request start; a nil pointer (JSON null)
+// means absent or unknown, never 0.
+type Result struct {
+	StartedAt time.Time `json:"started_at"` // wall clock, UTC, RFC3339Nano in JSON
+	Model     string    `json:"model"`
+
+	TimeToFirstOutputMS       *float64 `json:"time_to_first_output_ms"`
+	TimeToFirstVisibleTokenMS *float64 `json:"time_to_first_visible_token_ms"`
+	// EndToEndMS runs to the last chunk carrying generated text, not the usage chunk.
+	EndToEndMS *float64 `json:"end_to_end_ms"`
+	// StreamMS runs to the end of the stream ([DONE], usage included, or the failure).
+	StreamMS float64 `json:"stream_ms"`
+
+	OutputTokens       int    `json:"output_tokens"`
+	OutputTokensSource string `json:"output_tokens_source"`
+	PromptTokens       *int   `json:"prompt_tokens"`
+	// CachedPromptTokens is usage.prompt_tokens_details.cached_tokens; vLLM reports it only
+	// with --enable-prompt-tokens-details and omits it when 0, so nil means unknown.
+	CachedPromptTokens         *int `json:"cached_prompt_tokens"`
+	PromptTokensDetailsPresent bool `json:"prompt_tokens_details_present"`
+	ReasoningTokens            *int `json:"reasoning_tokens"` // usage.completion_tokens_details
+	UsagePresent               bool `json:"usage_present"`
+
+	GeneratedChunks int `json:"generated_chunks"`
+	ReasoningChunks int `json:"reasoning_chunks"`
+	ReasoningBytes  int `json:"reasoning_bytes"`
+	ContentChunks   int `json:"content_chunks"`
+	ContentBytes    int `json:"content_bytes"`
+	// VisibleAnswer: some non-empty content arrived. ReasoningOnly: something was generated
+	// but no visible content (DOMAIN's reasoning_only_failure), whether or not it failed.
+	VisibleAnswer bool   `json:"visible_answer"`
+	ReasoningOnly bool   `json:"reasoning_only"`
+	FinishReason  string `json:"finish_reason"`
+
+	DecodeTokensPerSecond           *float64 `json:"decode_tokens_per_second"`
+	EffectivePrefillTokensPerSecond *float64 `json:"effective_prefill_tokens_per_second"`
+
+	HTTPStatus int    `json:"http_status"` // 0 when no HTTP response arrived
+	Error      string `json:"error"`       // redacted; empty on success
+	ErrorKind  string `json:"error_kind"`  // one of the ErrorKind constants; empty on success
+
+	Answer          string `json:"answer"` // visible content, first AnswerCapBytes bytes
+	AnswerTruncated bool   `json:"answer_truncated"`
+}
+
+// Failed reports whether the request ended with an error.
+func (r *Result) Failed() bool { return r.ErrorKind != "" }
+
+// errRequestTimeout is the cause set when ChatRequest.Timeout expires.
+var errRequestTimeout = errors.New("request timeout")
+
+// StreamChat sends req as a streamed chat completion and measures it. It never aborts on
+// a failed request: every outcome, including a canceled ctx, an elapsed Timeout and an
+// invalid request, is returned in the Result's ErrorKind, Error and HTTPStatus, so the
+// caller records the result either way and checks ctx itself to decide whether to stop.
+//
+// progress, when not nil, is called from the calling goroutine: once when the request is
+// sent (prefill), at the first output (decode), at most every ProgressInterval while
+// decoding, and once at the end (done). Nothing calls it while the server is prefilling.
+func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(Progress)) Result {
+	start := time.Now()
+	res := Result{StartedAt: start.UTC(), Model: req.Model, OutputTokensSource: OutputTokensFromCountedChunks}
+	if req.Model == "" || len(req.Messages) == 0 {
+		res.ErrorKind = ErrorKindInvalidRequest
+		res.Error = "chat request needs a model and at least one message"
+		return res
+	}
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+
+	reqCtx, cancel := ctx, context.CancelFunc(func() {})
+	if req.Timeout > 0 {
+		reqCtx, cancel = context.WithTimeoutCause(ctx, req.Timeout, errRequestTimeout)
+	}
+	defer cancel()
+	tap := &streamTap{}
+	reqCtx = context.WithValue(reqCtx, tapKey{}, tap)
+
+	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval}
+	progress(Progress{Phase: PhasePrefill})
+	stream, err := c.openai.CreateChatCompletionStream(reqCtx, c.chatCompletionRequest(req))
+	if err != nil {
+		res.HTTPStatus = tap.status
+		c.recordOpenError(ctx, reqCtx, &res, err)
+		acc.finish()
+		return res
+	}
+	defer stream.Close()
+	res.HTTPStatus = tap.status
+
+	for {
+		line, recvErr := stream.RecvRaw()
+		now := time.Now()
+		if recvErr != nil {
+			if errors.Is(recvErr, io.EOF) && tap.body != nil && !tap.body.endsWithDone() {
+				recvErr = io.ErrUnexpectedEOF
+			}
+			if !errors.Is(recvErr, io.EOF) {
+				c.recordStreamError(ctx, reqCtx, &res, acc.chunks, recvErr)
+			}
+			break
+		}
+		if err := acc.add(line, now); err != nil {
+			res.ErrorKind = ErrorKindMalformedChunk
+			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: malformed stream chunk %q: %v", c.baseURL, snippet(line), err))
+			break
+		}
+		if acc.serverError != "" {
+			res.ErrorKind = ErrorKindServerError
+			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: error in stream: %s", c.baseURL, acc.serverError))
+			break
+		}
+	}
+	acc.finish()
+	return res
+}
+
+func (c *Client) chatCompletionRequest(req ChatRequest) openai.ChatCompletionRequest {
+	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	temperature := req.Temperature
+	if temperature == 0 {
+		temperature = math.SmallestNonzeroFloat32
+	}
+	return openai.ChatCompletionRequest{
+		Model:         req.Model,
+		Messages:      msgs,
+		MaxTokens:     req.MaxTokens,
+		Temperature:   temperature,
+		Stream:        true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+	}
+}
+
+// recordOpenError classifies a failure before the stream started.
+func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err error) {
+	where := "post " + c.baseURL + "/chat/completions"
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		res.ErrorKind = ErrorKindHTTPStatus
+		res.HTTPStatus = apiErr.HTTPStatusCode
+		res.Error = c.redact(fmt.Sprintf("%s: http status %s: %s", where, apiErr.HTTPStatus, oneLine(apiErr.Message)))
+	case errors.As(err, &reqErr):
+		res.ErrorKind = ErrorKindHTTPStatus
+		res.HTTPStatus = reqErr.HTTPStatusCode
+		res.Error = c.redact(fmt.Sprintf("%s: http status %s: %s", where, reqErr.HTTPStatus, errorBodyMessage(reqErr.Body)))
+	case ctxKind(ctx, reqCtx) != "":
+		res.ErrorKind = ctxKind(ctx, reqCtx)
+		res.Error = c.redact(fmt.Sprintf("%s: %s before a response: %v", where, res.ErrorKind, context.Cause(reqCtx)))
+	case !tapFrom(reqCtx).sent:
+		// go-openai rejected the request before sending it (e.g. its model checks).
+		res.ErrorKind = ErrorKindInvalidRequest
+		res.Error = c.redact(fmt.Sprintf("%s: %v", where, err))
+	case isDialError(err):
+		res.ErrorKind = ErrorKindUnreachable
+		res.Error = c.redact(fmt.Sprintf("%s: unreachable: %v", where, err))
+	default:
+		res.ErrorKind = ErrorKindTransport
+		res.Error = c.redact(fmt.Sprintf("%s: no response: %v", where, err))
+	}
+}
+
+// recordStreamError classifies a failure after the response headers arrived.
+func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, chunks int, err error) {
+	where := "post " + c.baseURL + "/chat/completions"
+	var apiErr *openai.APIError
+	switch {
+	case ctxKind(ctx, reqCtx) != "":
+		res.ErrorKind = ctxKind(ctx, reqCtx)
+		res.Error = c.redact(fmt.Sprintf("%s: %s while streaming: %v", where, res.ErrorKind, context.Cause(reqCtx)))
+	case errors.As(err, &apiErr):
+		res.ErrorKind = ErrorKindServerError
+		res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, oneLine(apiErr.Message)))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		res.ErrorKind = ErrorKindStreamCut
+		res.Error = c.redact(fmt.Sprintf("%s: stream ended without [DONE] after %d chunks%s", where, chunks, contentTypeNote(tapFrom(reqCtx))))
+	default:
+		res.ErrorKind = ErrorKindStreamCut
+		res.Error = c.redact(fmt.Sprintf("%s: stream broke: %v", where, err))
+	}
+}
+
+// contentTypeNote names a content type that is not an event stream, which explains a
+// stream without chunks (an HTML page from a proxy, a non-streaming JSON answer).
+func contentTypeNote(tap *streamTap) string {
+	if tap == nil || strings.HasPrefix(tap.contentType, "text/event-stream") {
+		return ""
+	}
+	return fmt.Sprintf(" (content type %q, not text/event-stream)", tap.contentType)
+}
+
+// ctxKind says whether the request ended because of the caller's context or the timeout.
+func ctxKind(ctx, reqCtx context.Context) string {
+	switch {
+	case reqCtx.Err() == nil:
+		return ""
+	case errors.Is(context.Cause(reqCtx), errRequestTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ErrorKindTimeout
+	default:
+		return ErrorKindCanceled
+	}
+}
+
+func (c *Client) redact(s string) string { return Redact(s, c.apiKey) }

@@ -1,0 +1,60 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/anvil-serving/kvbench/prompts"
+)
+
+// testKey is the API key of the tests; it must never show up in an error or a result.
+const testKey = "sk-test-7f3a9c0e1d2b4a6f"
+
+var testMessages = []prompts.Message{{Role: "user", Content: "say hi"}}
+
+// sseServer serves handler on 127.0.0.1 and closes it when the test ends.
+func sseServer(t testing.TB, handler http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newTestClient(srv *httptest.Server) *Client {
+	return New(Config{BaseURL: srv.URL + "/v1", APIKey: testKey})
+}
+
+// writeEvents writes each payload as an SSE data event and flushes.
+func writeEvents(w http.ResponseWriter, payloads ...string) {
+	for _, p := range payloads {
+		fmt.Fprintf(w, "data: %s\n\n", p)
+	}
+	w.(http.Flusher).Flush()
+}
+
+func startStream(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+}
+
+func roleChunk() string {
+	return `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`
+}
+
+func deltaChunk(field, text string) string {
+	quoted, _ := json.Marshal(text)
+	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{%q:%s},"logprobs":null,"finish_reason":null}]}`, field, quoted)
+}
+
+func finishChunk(reason string) string {
+	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":%q,"stop_reason":null}]}`, reason)
+}
+
+// usageChunk is the last chunk of an include_usage stream; details is the raw JSON of
+// the usage's extra fields, e.g. `,"prompt_tokens_details":{"cached_tokens":5}`.
+func usageChunk(prompt, completion int, details string) string {
+	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}}`, prompt, prompt+completion, completion, details)
+}

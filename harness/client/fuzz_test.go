@@ -1,0 +1,123 @@
+package client
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func FuzzDecodeChunk(f *testing.F) {
+	seeds := []string{
+		roleChunk(),
+		deltaChunk("reasoning", "th\u00e9"),
+		deltaChunk("reasoning_content", "日本語"),
+		deltaChunk("content", "\U0001F600 emoji"),
+		finishChunk("length"),
+		usageChunk(10, 2, `,"prompt_tokens_details":{"cached_tokens":0}`),
+		usageChunk(10, 2, `,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":1}`),
+		`{"choices":null,"usage":null}`,
+		`{"choices":[{}]}`,
+		`{"choices":[{"delta":null,"finish_reason":null}]}`,
+		`{"choices":[{"delta":{"content":null,"reasoning":null}}]}`,
+		`{"choices":[]}`,
+		`{}`,
+		`null`,
+		`[]`,
+		`{"choices":[{"delta":{"content":"\ud800"}}]}`,
+		`{"choices":[{"delta":{"content":"a","reasoning":"b","reasoning_content":"c"}},{"delta":{"content":"d"}}]}`,
+		`{"object":"error","message":"boom"}`,
+		`{"usage":{"prompt_tokens":-1,"completion_tokens":1e3}}`,
+		`{"choices":[{"delta":{"content":1}}]}`,
+		`{"choices":[{"delta":{"content":"x"`,
+		`{"choices":[{"delta":{"Content":"x"}}]}`,
+		`{"choices":[{"delta":{"content":"a","content":"b"}}]}`,
+		`{"choices":[{"delta":{"content":"a\n\t\"q\" \u00e9 \ud83d\ude00"}}]}`,
+		`{"choiceſ":[]}`,
+		`{"choices":[null,{"finish_reason":"stop","index":0}]} `,
+		`{"id":"x","created":-1.5e+3,"extra":[true,false,null,{"a":[]}],"choices":[]}`,
+		`{"choices":[{"delta":{"content":"ÿ"}}]}`,
+		`{"choices":[]}x`,
+		`{"choices":[{"delta":{"content":"a b"}}]}`,
+		`{"choices":[{"finish_reason":01}]}`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		slow, slowErr := slowDecodeChunk(data)
+		if fast, ok := fastDecodeChunk(data); ok {
+			if slowErr != nil {
+				t.Fatalf("fast path accepted %q, encoding/json says %v", data, slowErr)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast path decoded %q as %+v, encoding/json as %+v", data, fast, slow)
+			}
+		}
+		chunk, err := decodeChunk(data)
+		if (err == nil) != (slowErr == nil) {
+			t.Fatalf("decodeChunk error %v, encoding/json error %v", err, slowErr)
+		}
+		if err != nil {
+			return
+		}
+		_ = slow
+		if !json.Valid(data) {
+			t.Fatalf("decoded invalid JSON %q", data)
+		}
+		var res Result
+		acc := streamAccumulator{res: &res, progress: func(Progress) {}, start: time.Now(), interval: time.Millisecond}
+		acc.observe(chunk, time.Now())
+		acc.finish()
+
+		var wantContent, wantReasoning int
+		for _, c := range chunk.Choices {
+			wantContent += len(c.Delta.Content)
+			wantReasoning += len(c.Delta.Reasoning) + len(c.Delta.ReasoningContent)
+		}
+		if chunk.Object == "error" {
+			wantContent, wantReasoning = 0, 0
+		}
+		if res.ContentBytes != wantContent || res.ReasoningBytes != wantReasoning {
+			t.Errorf("content/reasoning bytes %d/%d, want %d/%d", res.ContentBytes, res.ReasoningBytes, wantContent, wantReasoning)
+		}
+		if res.VisibleAnswer != (wantContent > 0) || res.ReasoningOnly != (wantContent == 0 && wantReasoning > 0) {
+			t.Errorf("visible %v reasoning_only %v for content %d reasoning %d", res.VisibleAnswer, res.ReasoningOnly, wantContent, wantReasoning)
+		}
+		if len(res.Answer) > AnswerCapBytes || !strings.HasPrefix(joinedContent(chunk), res.Answer) {
+			t.Errorf("answer %q is not a capped prefix of the content", res.Answer)
+		}
+		if utf8.ValidString(joinedContent(chunk)) && !utf8.ValidString(res.Answer) {
+			t.Errorf("answer cut inside a rune: %q", res.Answer)
+		}
+		if _, err := json.Marshal(res); err != nil {
+			t.Errorf("result does not encode: %v", err)
+		}
+	})
+}
+
+func joinedContent(chunk streamChunk) string {
+	if chunk.Object == "error" {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range chunk.Choices {
+		b.WriteString(c.Delta.Content)
+	}
+	return b.String()
+}
+
+// The fast path must take vLLM's ordinary token chunks, or the per-token cost regresses.
+func TestFastDecodeTakesTokenChunks(t *testing.T) {
+	for _, line := range []string{roleChunk(), deltaChunk("content", "a \"b\"\n"), deltaChunk("reasoning", "ü"),
+		deltaChunk("reasoning_content", "x"), finishChunk("stop"),
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":null}`} {
+		fast, ok := fastDecodeChunk([]byte(line))
+		slow, err := slowDecodeChunk([]byte(line))
+		if !ok || err != nil || !reflect.DeepEqual(fast, slow) {
+			t.Errorf("fast path on %s: ok %v, %+v vs encoding/json %+v (%v)", line, ok, fast, slow, err)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+)
+
+// streamChunk is the part of a chat.completion.chunk that kvbench reads. go-openai's own
+// type drops vLLM's newer delta.reasoning, so chunks are decoded from raw JSON into this.
+type streamChunk struct {
+	Choices []chunkChoice `json:"choices"`
+	Usage   *chunkUsage   `json:"usage"`
+	// Object and Message catch an error sent in place of a chunk ({"object":"error",...}),
+	// the shape older vLLM servers use.
+	Object  string `json:"object"`
+	Message string `json:"message"`
+}
+
+type chunkChoice struct {
+	Delta        chunkDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Content          string `json:"content"`
+	Reasoning        string `json:"reasoning"`         // vLLM after v0.11
+	ReasoningContent string `json:"reasoning_content"` // vLLM up to v0.11, DeepSeek API
+}
+
+type chunkUsage struct {
+	PromptTokens        *int `json:"prompt_tokens"`
+	CompletionTokens    *int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens *int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// decodeChunk decodes one SSE data payload: token chunks on the fast path, the rest
+// (usage, errors, anything unusual) with encoding/json.
+func decodeChunk(data []byte) (streamChunk, error) {
+	if chunk, ok := fastDecodeChunk(data); ok {
+		return chunk, nil
+	}
+	return slowDecodeChunk(data)
+}
+
+func slowDecodeChunk(data []byte) (streamChunk, error) {
+	var chunk streamChunk
+	err := json.Unmarshal(data, &chunk)
+	return chunk, err
+}
+
+// streamAccumulator folds decoded chunks into a Result as they arrive.
+type streamAccumulator struct {
+	start    time.Time
+	res      *Result
+	progress func(Progress)
+	interval time.Duration
+
+	chunks        int    // data payloads received, generated or not
+	answer        []byte // visible content kept, copied to the Result at the end
+	lastGenerated time.Time
+	lastProgress  time.Time
+	serverError   string // set when a chunk turned out to be an error object
+}
+
+// add decodes and records one chunk received at now.
+func (a *streamAccumulator) add(data []byte, now time.Time) error {
+	a.chunks++
+	chunk, err := decodeChunk(data)
+	if err != nil {
+		return err
+	}
+	a.observe(chunk, now)
+	return nil
+}
+
+// observe records one decoded chunk received at now.
+func (a *streamAccumulator) observe(chunk streamChunk, now time.Time) {
+	res := a.res
+	if chunk.Object == "error" {
+		a.serverError = oneLine(chunk.Message)
+		if a.serverError == "" {
+			a.serverError = "error object without a message"
+		}
+		return
+	}
+	generated := false
+	for i := range chunk.Choices {
+		choice := &chunk.Choices[i]
+		reasoning := len(choice.Delta.Reasoning) + len(choice.Delta.ReasoningContent)
+		if reasoning > 0 {
+			res.ReasoningChunks++
+			res.ReasoningBytes += reasoning
+			generated = true
+		}
+		if content := choice.Delta.Content; content != "" {
+			if !res.VisibleAnswer {
+				res.VisibleAnswer = true
+				res.TimeToFirstVisibleTokenMS = msSince(a.start, now)
+			}
+			res.ContentChunks++
+			res.ContentBytes += len(content)
+			a.keepAnswer(content)
+			generated = true
+		}
+		if choice.FinishReason != nil && *choice.FinishReason != "" {
+			res.FinishReason = *choice.FinishReason
+		}
+	}
+	if chunk.Usage != nil {
+		a.observeUsage(chunk.Usage)
+	}
+	if !generated {
+		return
+	}
+	res.GeneratedChunks++
+	a.lastGenerated = now
+	if res.TimeToFirstOutputMS == nil {
+		res.TimeToFirstOutputMS = msSince(a.start, now)
+		a.report(PhaseDecode, now)
+	} else if now.Sub(a.lastProgress) >= a.interval {
+		a.report(PhaseDecode, now)
+	}
+}
+
+func (a *streamAccumulator) observeUsage(u *chunkUsage) {
+	res := a.res
+	res.UsagePresent = true
+	if u.PromptTokens != nil {
+		res.PromptTokens = intPtr(*u.PromptTokens)
+	}
+	if u.CompletionTokens != nil {
+		res.OutputTokens = *u.CompletionTokens
+		res.OutputTokensSource = OutputTokensFromUsage
+	}
+	if u.PromptTokensDetails != nil {
+		res.PromptTokensDetailsPresent = true
+		if u.PromptTokensDetails.CachedTokens != nil {
+			res.CachedPromptTokens = intPtr(*u.PromptTokensDetails.CachedTokens)
+		}
+	}
+	if u.CompletionTokensDetails != nil && u.CompletionTokensDetails.ReasoningTokens != nil {
+		res.ReasoningTokens = intPtr(*u.CompletionTokensDetails.ReasoningTokens)
+	}
+}
+
+// keepAnswer appends visible content up to AnswerCapBytes, cut on a rune boundary.
+func (a *streamAccumulator) keepAnswer(content string) {
+	if a.res.AnswerTruncated {
+		return
+	}
+	room := AnswerCapBytes - len(a.answer)
+	if len(content) <= room {
+		a.answer = append(a.answer, content...)
+		return
+	}
+	for room > 0 && !utf8.RuneStart(content[room]) {
+		room--
+	}
+	a.answer = append(a.answer, content[:room]...)
+	a.res.AnswerTruncated = true
+}
+
+func (a *streamAccumulator) report(phase string, now time.Time) {
+	a.lastProgress = now
+	a.progress(Progress{Phase: phase, Tokens: a.res.GeneratedChunks, Elapsed: now.Sub(a.start)})
+}
+
+// finish fills the fields known only at the end and sends the last progress report.
+func (a *streamAccumulator) finish() {
+	res := a.res
+	end := time.Now()
+	res.StreamMS = durationMS(end.Sub(a.start))
+	res.Answer = string(a.answer)
+	if !a.lastGenerated.IsZero() {
+		res.EndToEndMS = msSince(a.start, a.lastGenerated)
+	}
+	if res.OutputTokensSource != OutputTokensFromUsage {
+		res.OutputTokens = res.GeneratedChunks
+	}
+	res.ReasoningOnly = res.GeneratedChunks > 0 && !res.VisibleAnswer
+	res.DecodeTokensPerSecond = DecodeTokensPerSecond(res.OutputTokens, res.TimeToFirstOutputMS, res.EndToEndMS)
+	res.EffectivePrefillTokensPerSecond = EffectivePrefillTokensPerSecond(res.PromptTokens, res.TimeToFirstOutputMS)
+	a.report(PhaseDone, end)
+}
+
+func msSince(start, now time.Time) *float64 {
+	ms := durationMS(now.Sub(start))
+	return &ms
+}
+
+func durationMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func intPtr(v int) *int { return &v }
