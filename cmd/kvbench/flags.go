@@ -18,7 +18,9 @@ func newFlagSet(name, usage, example string, stdout io.Writer) *flag.FlagSet {
 			fmt.Fprintf(stdout, "\nExample:\n  %s\n", strings.ReplaceAll(example, "\n", "\n  "))
 		}
 		fmt.Fprintln(stdout, "\nFlags:")
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
 	return fs
 }
@@ -26,12 +28,16 @@ func newFlagSet(name, usage, example string, stdout io.Writer) *flag.FlagSet {
 // parseFlags parses args, mapping -h to errHelpShown and any other problem to a usage error.
 // Flags may come before or after positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	// flag calls Usage itself on -h and on errors; show help once, and errors as one line.
+	help := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = help }()
 	fs.SetOutput(io.Discard)
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.Usage()
+				help()
 				return nil, errHelpShown
 			}
 			return nil, usageErrorf("%s: %v", fs.Name(), err)

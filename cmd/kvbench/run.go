@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/runner"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+func init() {
+	register(command{name: "run", summary: "run a scenario and write its records under results/", run: runRun})
+	register(command{name: "preflight", summary: "check a server against a scenario without running it", run: runPreflight})
+}
+
+// runOptions are the flags run and demo share.
+type runOptions struct {
+	target   targetFlags
+	out      string
+	format   string
+	force    bool
+	noProbes bool
+}
+
+func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
+	fs := newFlagSet(fsName, usage, example, stdout)
+	o.target.register(fs)
+	fs.StringVar(&o.out, "out", "results", "directory the run directory is created in")
+	fs.StringVar(&o.format, "format", "text", "output: text (console and table) or json (the run record on stdout)")
+	fs.BoolVar(&o.force, "force", false, "run even if preflight finds the scenario cannot run here")
+	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
+	return fs
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o runOptions
+	fs := o.register("run", stdout, "SCENARIO [flags]",
+		"kvbench run eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1\nkvbench run my-study.toml --metrics http://gpu0:8000/metrics --metrics http://gpu1:8001/metrics --format json")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageErrorf("run: want one scenario file or built-in name, got %d", len(args))
+	}
+	if o.format != "text" && o.format != "json" {
+		return usageErrorf("run: --format must be text or json")
+	}
+	sc, err := loadScenario(args[0])
+	if err != nil {
+		return err
+	}
+	if err := o.target.apply(sc); err != nil {
+		return err
+	}
+	outcome, err := runScenario(ctx, sc, o, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	return outcomeError(outcome)
+}
+
+// runScenario preflights and runs sc, printing the console to stderr (json) or stdout (text).
+func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdout, stderr io.Writer) (*runner.Outcome, error) {
+	consoleW := stdout
+	if o.format == "json" {
+		consoleW = stderr
+	}
+	con := runner.NewConsole(consoleW, isTerminal(consoleW))
+	key, err := apiKey(sc)
+	if err != nil {
+		return nil, err
+	}
+	t, err := runner.Connect(sc, key)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
+	rep, p, err := runner.Preflight(ctx, sc, t)
+	if err != nil {
+		return nil, inputError(err)
+	}
+	printPreflightBrief(con, rep)
+	if len(rep.Problems) > 0 && !o.force {
+		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
+	}
+	outcome, err := runner.Run(ctx, runner.Config{
+		Scenario:       sc,
+		Plan:           p,
+		Chat:           t.Client,
+		Metrics:        t.Metrics,
+		ResultsDir:     o.out,
+		KvbenchVersion: kvbenchVersion(),
+		ServerVersion:  rep.ServerVersion,
+		Cache:          runner.RecordCache(sc, rep),
+		Setup:          rep.Setup,
+		BlockSize:      rep.BlockSize,
+		Preflight:      rep,
+		NoProbes:       o.noProbes,
+		Console:        con,
+	})
+	if err != nil {
+		return outcome, err
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(outcome.Record); err != nil {
+			return outcome, err
+		}
+	} else {
+		fmt.Fprintln(stdout)
+		runner.Summary(stdout, outcome)
+	}
+	con.Printf("records: %s", outcome.Dir)
+	return outcome, nil
+}
+
+// outcomeError maps an interrupted run or failed gates to their exit codes.
+func outcomeError(o *runner.Outcome) error {
+	if o.Interrupted {
+		return fmt.Errorf("interrupted: what was measured is in %s", o.Dir)
+	}
+	if failed := o.GatesFailed(); len(failed) > 0 {
+		var why []string
+		for _, g := range failed {
+			why = append(why, fmt.Sprintf("%s: %s", g.Gate.Step, g.Reason))
+		}
+		return &exitError{code: exitGateFailed, err: fmt.Errorf("%d gate(s) failed: %s", len(failed), strings.Join(why, "; "))}
+	}
+	return nil
+}
+
+// inputError maps failures to reach or understand the server (exit 2).
+func inputError(err error) error {
+	switch {
+	case errors.Is(err, client.ErrUnreachable), errors.Is(err, client.ErrHTTPStatus), errors.Is(err, client.ErrBadResponse),
+		errors.Is(err, metrics.ErrNotExposition), errors.Is(err, metrics.ErrScrapeStatus):
+		return usageError(err)
+	}
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) && strings.Contains(err.Error(), "connect") {
+		return usageError(err)
+	}
+	return err
+}
+
+func printPreflightBrief(con *runner.Console, rep *runner.PreflightReport) {
+	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, orDash(rep.ServerVersion))
+	con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
+		rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+	for _, rp := range rep.Capacity {
+		con.Printf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
+		if rp.Assessment.CanProveReload != capacity.Yes {
+			for _, f := range rp.Assessment.Findings {
+				con.Printf("    - %s", f)
+			}
+		}
+	}
+	for _, w := range rep.Warnings {
+		con.Printf("  warning: %s", w)
+	}
+	for _, p := range rep.Problems {
+		con.Printf("  PROBLEM: %s", p)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlagSet("preflight", "SCENARIO [flags]", "kvbench preflight eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1", stdout)
+	var tf targetFlags
+	tf.register(fs)
+	format := fs.String("format", "text", "output: text or json")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageErrorf("preflight: want one scenario file or built-in name, got %d", len(args))
+	}
+	sc, err := loadScenario(args[0])
+	if err != nil {
+		return err
+	}
+	if err := tf.apply(sc); err != nil {
+		return err
+	}
+	key, err := apiKey(sc)
+	if err != nil {
+		return err
+	}
+	t, err := runner.Connect(sc, key)
+	if err != nil {
+		return usageError(err)
+	}
+	rep, _, err := runner.Preflight(ctx, sc, t)
+	if err != nil {
+		return inputError(err)
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		con := runner.NewConsole(stdout, false)
+		con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
+		printPreflightBrief(con, rep)
+		con.Printf("  counters (kvbench name <- server metric):")
+		for _, c := range metrics.Counters() {
+			con.Printf("    %-30s %s", c, rep.Counters[string(c)])
+		}
+		for _, rp := range rep.Capacity {
+			printAssessment(stdout, rp)
+		}
+	}
+	if len(rep.Problems) > 0 {
+		return usageErrorf("%s cannot run on %s: %s", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device (live console lines).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

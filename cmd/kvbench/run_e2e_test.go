@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/sim"
+)
+
+// startSim starts the embedded engine on a free loopback port for one test.
+func startSim(t *testing.T, opts sim.Options) *sim.Server {
+	t.Helper()
+	srv, err := sim.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// runJSON runs kvbench with --format json and decodes the run record it prints.
+func runJSON(t *testing.T, ctx context.Context, args ...string) (map[string]any, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(ctx, append(args, "--format", "json"), &out, &errb)
+	code := exitCode(err, &errb)
+	if code != exitOK && code != exitGateFailed {
+		return nil, errb.String(), code
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
+		t.Fatalf("run record is not JSON: %v\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	return rec, errb.String(), code
+}
+
+func section(t *testing.T, rec map[string]any, key string) map[string]any {
+	t.Helper()
+	s, ok := rec[key].(map[string]any)
+	if !ok {
+		t.Fatalf("record has no %q section (keys %v)", key, keys(rec))
+	}
+	return s
+}
+
+func keys(m map[string]any) []string {
+	var k []string
+	for key := range m {
+		k = append(k, key)
+	}
+	return k
+}
+
+func num(t *testing.T, s map[string]any, key string) float64 {
+	t.Helper()
+	v, ok := s[key].(float64)
+	if !ok {
+		t.Fatalf("%s = %v (%T), want a number", key, s[key], s[key])
+	}
+	return v
+}
+
+func readArtifact(t *testing.T, dir, name string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRunEvictionReplayReloads is the main job end to end: the seed study on the embedded
+// engine's 16 GiB profile proves store, eviction and reload from the written records.
+func TestRunEvictionReplayReloads(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "dsv4-offload16", Speed: 1000})
+	out := t.TempDir()
+	rec, stderr, code := runJSON(t, context.Background(), "run", "eviction-6x150k-replay", "--endpoint", srv.URL()+"/v1", "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if rec["schema"] != "anvil-serving.kv-offload-replay/v1" || rec["status"] != "completed" {
+		t.Fatalf("schema %v status %v", rec["schema"], rec["status"])
+	}
+	seq := section(t, rec, "eviction_sequence")
+	if num(t, seq, "gpu_to_cpu_bytes_after") <= 0 || seq["store_proven"] != true {
+		t.Fatalf("store not proven: %v", seq)
+	}
+	if num(t, seq, "requests") != 6 || num(t, seq, "planned_context_tokens_each") != 150000 {
+		t.Fatalf("sequence %v", seq)
+	}
+	r := section(t, rec, "replay")
+	if r["verdict"] != "cpu_reload" {
+		t.Fatalf("replay verdict %v: %v", r["verdict"], r["verdict_reason"])
+	}
+	prompt := num(t, r, "prompt_tokens")
+	gpu, ext := num(t, r, "gpu_prefix_hits_delta"), num(t, r, "external_prefix_hits_delta")
+	// The shared prefix stays hot in GPU memory (vLLM frees a request's tail blocks first), so
+	// external hits cover everything beyond it and GPU hits nothing beyond it.
+	if gpu > 8000 || ext < 0.95*(prompt-gpu) || gpu+ext < 0.95*prompt {
+		t.Fatalf("prompt %v: GPU hits %v, external hits %v", prompt, gpu, ext)
+	}
+	if load := num(t, r, "cpu_to_gpu_bytes_delta"); load != ext*8833 {
+		t.Fatalf("load bytes %v, want hits x 8833 = %v", load, ext*8833)
+	}
+	cached := num(t, r, "cached_prompt_tokens")
+	if frac := num(t, r, "cached_fraction"); math.Abs(frac-cached/prompt) > 1e-12 || cached != gpu+ext {
+		t.Fatalf("cached fraction %v, cached %v, prompt %v, hits %v", frac, cached, prompt, gpu+ext)
+	}
+	if r["setup_valid"] != "yes" || !strings.Contains(r["interpretation"].(string), "valid GPU-eviction reload setup") {
+		t.Fatalf("setup %v: %v", r["setup_valid"], r["interpretation"])
+	}
+	// The replay sent request 0's exact bytes.
+	dir := filepath.Join(out, onlyEntry(t, out))
+	art := readArtifact(t, dir, "step-01-eviction_sequence.json")
+	req0 := art["requests"].([]any)[0].(map[string]any)["prompt"].(map[string]any)
+	if r["exact_prompt_identity"] != req0["identity"] || r["identity_matches_original"] != true {
+		t.Fatalf("replay identity %v, request 0 %v", r["exact_prompt_identity"], req0["identity"])
+	}
+	// sources name every artifact with its sha256.
+	sources := rec["sources"].([]any)
+	first := sources[0].(map[string]any)
+	if first["path"] != "step-01-eviction_sequence.json" || len(first["sha256"].(string)) != 64 {
+		t.Fatalf("sources %v", sources)
+	}
+}
+
+func onlyEntry(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("%s holds %d entries (%v), want one run directory", dir, len(entries), err)
+	}
+	return entries[0].Name()
+}
+
+// TestRunOffload8ControlCannotProveReload: the control's replay stays a GPU hit and the
+// record says the setup could not prove a reload.
+func TestRunOffload8ControlCannotProveReload(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "dsv4-offload8", Speed: 1000})
+	rec, stderr, code := runJSON(t, context.Background(), "run", "offload8-control", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	r := section(t, rec, "replay")
+	if r["verdict"] != "gpu_hit" || num(t, r, "cpu_to_gpu_bytes_delta") != 0 {
+		t.Fatalf("replay %v, load bytes %v", r["verdict"], r["cpu_to_gpu_bytes_delta"])
+	}
+	ctl := section(t, rec, "offload8_control")
+	interp := ctl["interpretation"].(string)
+	if ctl["setup_valid"] != "no" || !strings.Contains(interp, "The replay remained in GPU cache.") || !strings.Contains(interp, "was not a valid GPU-eviction reload setup") {
+		t.Fatalf("control %v", ctl)
+	}
+	if num(t, ctl, "cpu_offload_gib") != 8 || num(t, ctl, "cpu_to_gpu_bytes_after") != 0 {
+		t.Fatalf("control %v", ctl)
+	}
+}
+
+// metricsVariant runs smoke on a tiny-profile engine with a metrics variant and returns the
+// replay and sequence sections.
+func metricsVariant(t *testing.T, override func(*sim.Profile)) (map[string]any, map[string]any) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: override})
+	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	return section(t, rec, "sequence"), section(t, rec, "replay")
+}
+
+// TestMetricGenerationsGiveSameDeltas: legacy names, lazy offload series and two DP engines
+// must not change what kvbench measures.
+func TestMetricGenerationsGiveSameDeltas(t *testing.T) {
+	baseSeq, baseReplay := metricsVariant(t, nil)
+	fields := []string{"gpu_prefix_hits_delta", "external_prefix_hits_delta", "cpu_to_gpu_bytes_delta", "gpu_to_cpu_bytes_delta", "verdict", "prompt_tokens"}
+	for name, override := range map[string]func(*sim.Profile){
+		"legacy names": func(p *sim.Profile) { p.LegacyNames = true },
+		"lazy series":  func(p *sim.Profile) { p.LazyOffloadSeries = true },
+		"two engines":  func(p *sim.Profile) { p.DataParallelEngines = 2 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			seq, replay := metricsVariant(t, override)
+			for _, f := range fields {
+				if replay[f] != baseReplay[f] {
+					t.Errorf("replay %s = %v, default profile %v", f, replay[f], baseReplay[f])
+				}
+			}
+			if seq["gpu_to_cpu_bytes_delta"] != baseSeq["gpu_to_cpu_bytes_delta"] {
+				t.Errorf("store bytes %v, default %v", seq["gpu_to_cpu_bytes_delta"], baseSeq["gpu_to_cpu_bytes_delta"])
+			}
+		})
+	}
+}
+
+func TestRunBadInput(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html><body>login</body></html>"))
+	}))
+	defer html.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	cases := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"unreachable endpoint", []string{"--endpoint", deadURL + "/v1"}, "127.0.0.1"},
+		{"metrics URL returns HTML", []string{"--endpoint", srv.URL() + "/v1", "--metrics", html.URL + "/metrics"}, "html"},
+		{"unknown model", []string{"--endpoint", srv.URL() + "/v1", "--model", "no-such-model"}, `"no-such-model"`},
+		{"unset API key variable", []string{"--endpoint", srv.URL() + "/v1", "--api-key-env", "KVBENCH_TEST_UNSET_KEY"}, "KVBENCH_TEST_UNSET_KEY"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := t.TempDir()
+			_, stderr, code := runCLI(t, append([]string{"run", "smoke", "--out", out}, c.args...)...)
+			if code != exitUsage || !strings.Contains(strings.ToLower(stderr), strings.ToLower(c.msg)) || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stderr %q; want exit 2 with %q on one line", code, stderr, c.msg)
+			}
+			if entries, _ := os.ReadDir(out); len(entries) != 0 {
+				t.Fatalf("a failed setup left %d entries in %s", len(entries), out)
+			}
+		})
+	}
+}
+
+// TestPromptOverMaxModelLen: preflight refuses; with --force the 400 is recorded as a failed
+// request and the run goes on to the next one.
+func TestPromptOverMaxModelLen(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	file := filepath.Join(t.TempDir(), "too-long.toml")
+	os.WriteFile(file, []byte(`name = "too-long"
+[server]
+gpu_kv_tokens = "server"
+[prompt]
+shared_prefix_tokens = 100
+token_counting = "estimate"
+[request]
+max_tokens = 8
+[[step]]
+id = "sequence"
+planned_context_tokens = [3000, 500]
+`), 0o644)
+	_, stderr, code := runCLI(t, "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "max_model_len is 2048") {
+		t.Fatalf("without --force: exit %d %q", code, stderr)
+	}
+	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--force")
+	if code != exitOK {
+		t.Fatalf("with --force: exit %d %s", code, stderr)
+	}
+	seq := section(t, rec, "sequence")
+	failed := seq["failed_request_indices"].([]any)
+	if len(failed) != 1 || failed[0] != 0.0 || num(t, seq, "visible_answer_passes") != 1 {
+		t.Fatalf("sequence %v", seq)
+	}
+}
+
+// TestInterruptedRunKeepsMeasurements cancels a run midway: what was measured is written and
+// the record says interrupted.
+func TestInterruptedRunKeepsMeasurements(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "dsv4-offload16", Speed: 20})
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Cancel once the first step artifact exists (bounded: 60 s at most).
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if m, _ := filepath.Glob(filepath.Join(out, "*", "step-01-*.json")); len(m) > 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"run", "offload8-control", "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("err %v", err)
+	}
+	dir := filepath.Join(out, onlyEntry(t, out))
+	rec := readArtifact(t, dir, "run.json")
+	if rec["status"] != "interrupted" {
+		t.Fatalf("status %v", rec["status"])
+	}
+	seq := section(t, rec, "prefix_sequence")
+	if num(t, seq, "requests") != 3 {
+		t.Fatalf("the finished step lost requests: %v", seq)
+	}
+}
+
+// TestRestartInvalidatesReplay: counters that go down between the scrapes around the replay
+// mark it invalid.
+func TestRestartInvalidatesReplay(t *testing.T) {
+	// smoke sends 2 preflight checks, then requests 3..5 and the replay as the 6th.
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.RestartAtRequest = 6 }})
+	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("exit %d %s", code, stderr)
+	}
+	r := section(t, rec, "replay")
+	if r["verdict"] != "invalid" || !strings.Contains(r["verdict_reason"].(string), "restart") {
+		t.Fatalf("replay %v: %v", r["verdict"], r["verdict_reason"])
+	}
+}

@@ -1,0 +1,97 @@
+package record
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// NewRunDir creates a fresh directory for a run under parent, named after the scenario and
+// the start time; it never reuses an existing directory (a suffix is added instead).
+func NewRunDir(parent, scenario string, start time.Time) (string, error) {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("creating results directory: %w", err)
+	}
+	base := filepath.Join(parent, fmt.Sprintf("%s-%s", safeName(scenario), start.UTC().Format("20060102T150405Z")))
+	for i := 0; i < 1000; i++ {
+		dir := base
+		if i > 0 {
+			dir = fmt.Sprintf("%s-%d", base, i)
+		}
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("creating run directory: %w", err)
+		}
+	}
+	return "", fmt.Errorf("creating run directory: %s-* all taken", base)
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// WriteJSON writes v as indented JSON to path atomically (temp file, fsync, rename), refusing
+// to replace an existing file: nothing a run measured is ever overwritten. It returns the
+// sha256 of the bytes written.
+func WriteJSON(path string, v any) (string, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
+	}
+	data = append(data, '\n')
+	return WriteFile(path, data)
+}
+
+// WriteFile writes data to path atomically and never over an existing file.
+func WriteFile(path string, data []byte) (string, error) {
+	if _, err := os.Lstat(path); err == nil {
+		return "", fmt.Errorf("writing %s: %w", path, fs.ErrExist)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	// Link fails if path appeared meanwhile, where rename would silently replace it.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// FileSHA256 returns the sha256 of a file's bytes.
+func FileSHA256(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}

@@ -1,0 +1,176 @@
+package runner
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/record"
+)
+
+// Console reports a run as it goes: on a terminal one live line per request (phase, tokens,
+// elapsed), rewritten in place; elsewhere plain lines a log can keep. A nil writer is quiet.
+type Console struct {
+	w    io.Writer
+	tty  bool
+	mu   sync.Mutex
+	live bool // a live line is on screen
+	last time.Time
+}
+
+// NewConsole writes to w; tty selects live lines.
+func NewConsole(w io.Writer, tty bool) *Console { return &Console{w: w, tty: tty} }
+
+// Printf writes a plain line.
+func (c *Console) Printf(format string, args ...any) {
+	if c == nil || c.w == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clearLive()
+	fmt.Fprintf(c.w, format+"\n", args...)
+}
+
+func (c *Console) clearLive() {
+	if c.live {
+		fmt.Fprint(c.w, "\r\033[K")
+		c.live = false
+	}
+}
+
+func (c *Console) liveLine(text string) {
+	if c == nil || c.w == nil || !c.tty {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprint(c.w, "\r\033[K"+text)
+	c.live = true
+}
+
+// StepStart announces a step.
+func (c *Console) StepStart(st plan.Step) {
+	kind := fmt.Sprintf("%d requests, concurrency %d", len(st.Requests), st.Step.Concurrency)
+	if st.Step.Replay != nil {
+		kind = fmt.Sprintf("replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
+	}
+	c.Printf("step %s: %s", st.ID, kind)
+}
+
+// Waiting shows that a request waits for the server to be idle.
+func (c *Console) Waiting(req plan.Request) {
+	c.liveLine(fmt.Sprintf("  [%d] %d/%d tokens  waiting for idle", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens))
+}
+
+// Sending shows a request of a concurrent step going out (plain mode only logs completions).
+func (c *Console) Sending(req plan.Request) {
+	c.liveLine(fmt.Sprintf("  [%d] %d/%d tokens  sent", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens))
+}
+
+// Progress updates a request's live line.
+func (c *Console) Progress(req plan.Request, p client.Progress) {
+	if c == nil || !c.tty || p.Phase == client.PhaseDone {
+		return
+	}
+	c.liveLine(fmt.Sprintf("  [%d] %d/%d tokens  %6.1fs  %-7s  %d tokens out", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens, p.Elapsed.Seconds(), p.Phase, p.Tokens))
+}
+
+// RequestDone prints a request's closing line.
+func (c *Console) RequestDone(r record.Request) {
+	res := r.Result
+	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
+		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
+		msOr(res.TimeToFirstOutputMS), msOr(res.EndToEndMS), res.OutputTokens)
+	if res.Failed() {
+		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)
+	} else if res.ReasoningOnly {
+		line += "  reasoning only"
+	}
+	if r.CountersError != "" {
+		line += "  counters: " + r.CountersError
+	}
+	c.Printf("%s", line)
+}
+
+// StepDone prints a replay's verdict when the step was a replay.
+func (c *Console) StepDone(a record.StepArtifact) {
+	for _, r := range a.Requests {
+		if r.Verdict != nil {
+			c.Printf("  verdict %s: %s", r.Verdict.Verdict, r.Verdict.Reason)
+		}
+	}
+	if a.Interrupted {
+		c.Printf("  interrupted: %d requests measured", len(a.Requests))
+	}
+}
+
+// Summary prints the closing table of steps and verdicts.
+func Summary(w io.Writer, o *Outcome) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tREQUESTS\tFAILED\tSTORE BYTES\tVERDICT\tCACHED\tTTFT ms\tSETUP VALID")
+	for _, a := range o.Artifacts {
+		sec, _ := o.Record.Get(a.Step)
+		switch s := sec.(type) {
+		case record.SequenceSection:
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\t-\t-\n", a.Step, s.Requests, len(s.FailedRequestIndices), floatOr(s.GPUToCPUBytesDelta, "absent"))
+		case record.ReplaySection:
+			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Step, b2i(s.Error != ""), floatOr(s.GPUToCPUBytesDelta, "absent"), s.Verdict,
+				fracOr(s.CachedFraction), msOr(s.TimeToFirstOutputMS), s.SetupValid)
+		}
+	}
+	tw.Flush()
+	for _, a := range o.Artifacts {
+		if sec, ok := o.Record.Get(a.Step); ok {
+			if s, ok := sec.(record.ReplaySection); ok && s.Interpretation != "" {
+				fmt.Fprintf(w, "%s: %s\n", a.Step, s.Interpretation)
+			}
+		}
+	}
+	for _, g := range o.Gates {
+		mark := "PASS"
+		if !g.Passed {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "gate %s on %s: %s\n", mark, g.Gate.Step, g.Reason)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func intOr(p *int, absent string) string {
+	if p == nil {
+		return absent
+	}
+	return fmt.Sprint(*p)
+}
+
+func msOr(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *p)
+}
+
+func floatOr(p *float64, absent string) string {
+	if p == nil {
+		return absent
+	}
+	return fmt.Sprintf("%.0f", *p)
+}
+
+func fracOr(p *float64) string {
+	if p == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%.4f", *p)
+}

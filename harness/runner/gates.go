@@ -1,0 +1,79 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// EvaluateGates checks each gate against the run record's sections.
+func EvaluateGates(gates []scenarios.Gate, rec record.Object) []record.GateResult {
+	out := make([]record.GateResult, 0, len(gates))
+	for _, g := range gates {
+		sec, _ := rec.Get(g.Step)
+		var fails, passes []string
+		check := func(ok bool, pass, fail string) {
+			if ok {
+				passes = append(passes, pass)
+			} else {
+				fails = append(fails, fail)
+			}
+		}
+		switch s := sec.(type) {
+		case record.ReplaySection:
+			if g.Verdict != "" {
+				check(s.Verdict == g.Verdict, "verdict "+s.Verdict, fmt.Sprintf("verdict %s, want %s (%s)", s.Verdict, g.Verdict, s.VerdictReason))
+			}
+			if g.MinCachedFraction > 0 {
+				check(s.CachedFraction != nil && *s.CachedFraction >= g.MinCachedFraction,
+					fmt.Sprintf("cached fraction %s >= %g", fracOr(s.CachedFraction), g.MinCachedFraction),
+					fmt.Sprintf("cached fraction %s, want >= %g", fracOr(s.CachedFraction), g.MinCachedFraction))
+			}
+			if g.MaxTimeToFirstOutputMS > 0 {
+				check(s.TimeToFirstOutputMS != nil && *s.TimeToFirstOutputMS <= g.MaxTimeToFirstOutputMS,
+					fmt.Sprintf("time to first output %s ms <= %g", msOr(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
+					fmt.Sprintf("time to first output %s ms, want <= %g", msOr(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
+			}
+			if g.MinDecodeTokensPerSec > 0 {
+				check(s.DecodeTokensPerSecond != nil && *s.DecodeTokensPerSecond >= g.MinDecodeTokensPerSec,
+					fmt.Sprintf("decode %s tokens/s >= %g", msOr(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
+					fmt.Sprintf("decode %s tokens/s, want >= %g", msOr(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
+			}
+			if g.RequireValidSetup {
+				check(s.SetupValid == capacity.Yes, "valid reload setup", "setup cannot prove a reload ("+string(s.SetupValid)+"): "+s.Interpretation)
+			}
+			if g.MaxFailedRequests != nil {
+				failed := b2i(s.Error != "")
+				check(failed <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", failed), fmt.Sprintf("%d failed requests, want <= %d", failed, *g.MaxFailedRequests))
+			}
+			if g.RequireStore {
+				check(s.GPUToCPUBytesDelta != nil && *s.GPUToCPUBytesDelta > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
+			}
+		case record.SequenceSection:
+			if g.RequireStore {
+				check(s.StoreProven, fmt.Sprintf("store proven (%s bytes)", floatOr(s.GPUToCPUBytesDelta, "absent")),
+					fmt.Sprintf("store not proven: GPU->CPU bytes delta %s", floatOr(s.GPUToCPUBytesDelta, "absent")))
+			}
+			if g.MaxFailedRequests != nil {
+				n := len(s.FailedRequestIndices)
+				check(n <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", n), fmt.Sprintf("%d failed requests %v, want <= %d", n, s.FailedRequestIndices, *g.MaxFailedRequests))
+			}
+			if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup {
+				fails = append(fails, "verdict, cached fraction and setup validity apply to replay steps only")
+			}
+		default:
+			fails = append(fails, "the step was not measured")
+		}
+		r := record.GateResult{Gate: g, Passed: len(fails) == 0}
+		if r.Passed {
+			r.Reason = strings.Join(passes, "; ")
+		} else {
+			r.Reason = strings.Join(fails, "; ")
+		}
+		out = append(out, r)
+	}
+	return out
+}

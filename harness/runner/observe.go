@@ -1,0 +1,132 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
+)
+
+// ChatStreamer sends one streamed chat request and measures it (client.Client).
+type ChatStreamer interface {
+	StreamChat(ctx context.Context, req client.ChatRequest, progress func(client.Progress)) client.Result
+}
+
+// MetricsSource reads the server's counters (metrics.Target).
+type MetricsSource interface {
+	Snapshot(ctx context.Context) (metrics.Snapshot, error)
+}
+
+var (
+	_ ChatStreamer  = (*client.Client)(nil)
+	_ MetricsSource = metrics.Target{}
+)
+
+// idlePoll is how often the running/waiting gauges are read while waiting for idle.
+const idlePoll = 25 * time.Millisecond
+
+// waitIdle polls until the server reports no running or waiting requests, or timeout passes,
+// and returns the last snapshot: taken while idle, it serves as the next "before" scrape.
+func waitIdle(ctx context.Context, src MetricsSource, timeout time.Duration) (metrics.Snapshot, record.Isolation, time.Duration, bool, error) {
+	iso := record.Isolation{IdleCheck: "gauges"}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		snap, err := src.Snapshot(ctx)
+		if err != nil {
+			return snap, iso, time.Since(start), false, err
+		}
+		run, wait := snap.Gauges[metrics.RequestsRunning], snap.Gauges[metrics.RequestsWaiting]
+		if !run.Present {
+			iso.IdleCheck = "unavailable"
+			return snap, iso, time.Since(start), false, nil
+		}
+		if run.Value == 0 && (!wait.Present || wait.Value == 0) {
+			return snap, iso, time.Since(start), false, nil
+		}
+		if time.Now().After(deadline) {
+			return snap, iso, time.Since(start), true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return snap, iso, time.Since(start), false, ctx.Err()
+		case <-time.After(idlePoll):
+		}
+	}
+}
+
+// sampler reads the KV usage and running gauges at an interval while requests run, keeping
+// the series and the peaks (block occupancy is a pool-wide gauge, so it is sampled, not diffed).
+type sampler struct {
+	src      MetricsSource
+	interval time.Duration
+	origin   time.Time
+
+	mu      sync.Mutex
+	samples record.Samples
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startSampler(ctx context.Context, src MetricsSource, interval time.Duration, origin time.Time) *sampler {
+	s := &sampler{src: src, interval: interval, origin: origin, stop: make(chan struct{}), done: make(chan struct{})}
+	s.samples.IntervalMS = ms(interval)
+	go s.loop(ctx)
+	return s
+}
+
+func (s *sampler) loop(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		snap, err := s.src.Snapshot(ctx)
+		s.mu.Lock()
+		if err != nil {
+			s.samples.Errors++
+		} else {
+			smp := record.Sample{AtMS: ms(time.Since(s.origin))}
+			if r := snap.Gauges[metrics.KVUsage]; r.Present {
+				v := r.Value
+				smp.KVUsage = &v
+				s.samples.PeakKVUsage = maxOf(s.samples.PeakKVUsage, v)
+			}
+			if r := snap.Gauges[metrics.RequestsRunning]; r.Present {
+				v := r.Value
+				smp.Running = &v
+				s.samples.PeakRunning = maxOf(s.samples.PeakRunning, v)
+			}
+			s.samples.Count++
+			s.samples.Series = append(s.samples.Series, smp)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// finish stops the sampler and returns what it read.
+func (s *sampler) finish() record.Samples {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
+}
+
+func maxOf(p *float64, v float64) *float64 {
+	if p == nil || v > *p {
+		return &v
+	}
+	return p
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

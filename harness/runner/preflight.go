@@ -1,0 +1,236 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/prompts"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// Target is a connected server: its chat client and its metrics.
+type Target struct {
+	Client  *client.Client
+	Metrics metrics.Target
+}
+
+// Connect builds the clients for sc's target (no traffic yet).
+func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
+	prof, err := metrics.ProfileByName(sc.Target.Backend)
+	if err != nil {
+		return Target{}, fmt.Errorf("%s: target.backend: %w", sc.Position("target.backend"), err)
+	}
+	if len(sc.Target.MetricNames) > 0 {
+		if prof, err = prof.WithOverrides(sc.Target.MetricNames); err != nil {
+			return Target{}, fmt.Errorf("%s: target.metric_names: %w", sc.Position("target.metric_names"), err)
+		}
+	}
+	return Target{
+		Client:  client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey}),
+		Metrics: metrics.Target{URLs: sc.Target.Metrics, Profile: prof, Client: &http.Client{Timeout: 30 * time.Second}},
+	}, nil
+}
+
+// PreflightReport is what kvbench found out about the server before running anything.
+type PreflightReport struct {
+	Endpoint             string              `json:"endpoint"`
+	Model                string              `json:"model"`
+	ModelsListed         []string            `json:"models_listed"`
+	ServerVersion        string              `json:"server_version,omitempty"`
+	MaxModelLen          int                 `json:"max_model_len"`
+	LargestRequestTokens int                 `json:"largest_request_tokens"`
+	Tokenize             string              `json:"tokenize"`
+	MetricsURLs          []string            `json:"metrics_urls"`
+	Backend              string              `json:"backend"`
+	Counters             map[string]string   `json:"counters"` // counter -> source metric, or "absent"
+	Gauges               map[string]string   `json:"gauges"`
+	CachedTokensReported string              `json:"cached_tokens_reported"`
+	Cache                metrics.CacheConfig `json:"server_cache_config"`
+	Setup                capacity.Setup      `json:"capacity_setup"`
+	BlockSize            int                 `json:"block_size"`
+	Capacity             []plan.Replay       `json:"capacity"`
+	// Problems make the scenario unrunnable here; run refuses them unless --force.
+	Problems []string `json:"problems"`
+	Warnings []string `json:"warnings"`
+}
+
+// Preflight checks sc against the server and plans its requests. It returns an error only
+// when the server cannot be reached or understood at all (a usage error for the CLI).
+func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*PreflightReport, *plan.Plan, error) {
+	rep := &PreflightReport{Endpoint: sc.Target.Endpoint, MetricsURLs: sc.Target.Metrics, Backend: sc.Target.Backend,
+		Counters: map[string]string{}, Gauges: map[string]string{}, Problems: []string{}, Warnings: []string{}}
+	models, err := t.Client.Models(ctx)
+	if err != nil {
+		return rep, nil, err
+	}
+	for _, m := range models {
+		rep.ModelsListed = append(rep.ModelsListed, m.ID)
+	}
+	if sc.Target.Model == "" {
+		if len(models) == 0 {
+			return rep, nil, fmt.Errorf("%s/models lists no model: %w", sc.Target.Endpoint, client.ErrBadResponse)
+		}
+		sc.Target.Model = models[0].ID
+	}
+	rep.Model = sc.Target.Model
+	i := slices.IndexFunc(models, func(m client.Model) bool { return m.ID == sc.Target.Model })
+	if i < 0 {
+		return rep, nil, fmt.Errorf("model %q is not served at %s (it lists %v): %w", sc.Target.Model, sc.Target.Endpoint, rep.ModelsListed, client.ErrBadResponse)
+	}
+	rep.MaxModelLen = models[i].MaxModelLen
+	if v, err := t.Client.Version(ctx); err == nil {
+		rep.ServerVersion = v
+	}
+
+	snap, err := t.Metrics.Snapshot(ctx)
+	if err != nil {
+		return rep, nil, err
+	}
+	for _, c := range metrics.Counters() {
+		rep.Counters[string(c)] = sourceOrAbsent(snap.Counters[c])
+	}
+	for _, g := range metrics.Gauges() {
+		rep.Gauges[string(g)] = sourceOrAbsent(snap.Gauges[g])
+	}
+	rep.Cache = snap.Cache
+	if !snap.Counters[metrics.ExternalPrefixHits].Present && sc.Target.Backend != "llamacpp" {
+		rep.Warnings = append(rep.Warnings, "no external prefix-cache hit counter: a reload from the CPU tier cannot be seen")
+	}
+	if !snap.Gauges[metrics.RequestsRunning].Present {
+		rep.Warnings = append(rep.Warnings, "no running-requests gauge: requests cannot be proven isolated")
+	}
+
+	var counter prompts.TokenCounter
+	rep.Tokenize = "not needed (estimate)"
+	if sc.Prompt.TokenCounting == "server" {
+		tok := t.Client.Tokenizer(sc.Target.Model)
+		if _, err := tok.CountTokens(ctx, []prompts.Message{{Role: "user", Content: "kvbench preflight"}}); err != nil {
+			return rep, nil, fmt.Errorf("prompt.token_counting is \"server\" but %w", err)
+		}
+		rep.Tokenize, counter = "available", tok
+	}
+	p, err := plan.Make(ctx, sc, counter)
+	if err != nil {
+		return rep, nil, err
+	}
+	for _, st := range p.Steps {
+		maxTokens := sc.Request.MaxTokens
+		if st.Step.MaxTokens > 0 {
+			maxTokens = st.Step.MaxTokens
+		}
+		for _, r := range st.Requests {
+			rep.LargestRequestTokens = max(rep.LargestRequestTokens, r.Prompt.Tokens+maxTokens)
+		}
+	}
+	if rep.MaxModelLen > 0 && rep.LargestRequestTokens > rep.MaxModelLen {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the largest request needs %d tokens (prompt + max_tokens) but max_model_len is %d: the server will reject it", rep.LargestRequestTokens, rep.MaxModelLen))
+	}
+
+	rep.CachedTokensReported = cachedTokensReported(ctx, t.Client, sc.Target.Model)
+
+	rep.Setup, rep.BlockSize = ResolveSetup(sc, snap.Cache)
+	if rep.Setup.GPUKVTokens == 0 {
+		msg := "the GPU KV pool size is unknown (no vllm:cache_config_info and none in [server])"
+		if sc.Server.GPUKVTokens.FromServer {
+			rep.Problems = append(rep.Problems, msg+": server.gpu_kv_tokens = \"server\" cannot be met")
+		} else {
+			rep.Warnings = append(rep.Warnings, msg)
+		}
+	}
+	tokens := map[int]int{}
+	for _, st := range p.Steps {
+		for _, r := range st.Requests {
+			tokens[r.Ordinal] = r.Prompt.Tokens
+		}
+	}
+	rep.Capacity = plan.AssessReplays(sc, rep.Setup, tokens, p.TokenCounting)
+	return rep, p, nil
+}
+
+// cachedTokensReported sends one short prompt twice: with prefix caching and
+// --enable-prompt-tokens-details the second reports cached tokens (vLLM omits them when 0).
+func cachedTokensReported(ctx context.Context, c *client.Client, model string) string {
+	text := "kvbench preflight: checking whether usage reports cached prompt tokens. "
+	for len(text) < 600 {
+		text += "The quick brown fox jumps over the lazy dog near the quiet river bank. "
+	}
+	req := client.ChatRequest{Model: model, Messages: []prompts.Message{{Role: "user", Content: text}}, MaxTokens: 1, Timeout: time.Minute}
+	var res client.Result
+	for range 2 {
+		if res = c.StreamChat(ctx, req, nil); res.Failed() {
+			return "unknown: the check request failed: " + res.Error
+		}
+	}
+	switch {
+	case res.CachedPromptTokens != nil && *res.CachedPromptTokens > 0:
+		return "yes"
+	case !res.PromptTokensDetailsPresent:
+		return "no: usage has no prompt_tokens_details (vLLM needs --enable-prompt-tokens-details); cached_fraction will be absent"
+	default:
+		return "unknown: prompt_tokens_details present but no cached tokens on a repeated prompt"
+	}
+}
+
+// ResolveSetup takes the GPU pool, block size and CPU tier from the server's cache config
+// when it reports them, else from the scenario, and says which.
+func ResolveSetup(sc *scenarios.Scenario, cc metrics.CacheConfig) (capacity.Setup, int) {
+	s := plan.ScenarioSetup(sc)
+	block := sc.Server.BlockSize.Value
+	if cc.Present && cc.GPUKVTokens > 0 {
+		s.GPUKVTokens, s.GPUKVTokensSource = cc.GPUKVTokens, "server ("+cc.Source+")"
+	}
+	if cc.Present && cc.BlockSize > 0 {
+		block = cc.BlockSize
+	}
+	if gib := offloadGiB(cc); gib > 0 {
+		s.CPUOffloadGiB = gib
+	}
+	return s, block
+}
+
+func offloadGiB(cc metrics.CacheConfig) float64 {
+	total := 0.0
+	for _, e := range cc.Engines {
+		total += e.KVOffloadingSizeGiB
+	}
+	return total
+}
+
+// RecordCache is the record's cache section for a resolved setup.
+func RecordCache(sc *scenarios.Scenario, rep *PreflightReport) record.Cache {
+	c := record.Cache{
+		MaxModelLen:            rep.MaxModelLen,
+		GPUKVCacheTokens:       rep.Setup.GPUKVTokens,
+		GPUKVCacheTokensSource: rep.Setup.GPUKVTokensSource,
+		BlockSize:              rep.BlockSize,
+		BlockSizeSource:        "scenario",
+		CPUOffloadGiB:          rep.Setup.CPUOffloadGiB,
+		CPUOffloadGiBSource:    "scenario",
+	}
+	if rep.Cache.Present && rep.Cache.BlockSize > 0 {
+		c.BlockSizeSource = "server (" + rep.Cache.Source + ")"
+	}
+	if offloadGiB(rep.Cache) > 0 {
+		c.CPUOffloadGiBSource = "server (" + rep.Cache.Source + ")"
+	}
+	if len(rep.Cache.Engines) > 0 {
+		c.KVDtype = rep.Cache.Engines[0].CacheDtype
+		c.PrefixCaching = rep.Cache.Engines[0].PrefixCaching
+	}
+	return c
+}
+
+func sourceOrAbsent(r metrics.Reading) string {
+	if !r.Present {
+		return "absent"
+	}
+	return r.Source
+}

@@ -1,0 +1,377 @@
+// Package runner runs a planned scenario against a server: it isolates each measured request
+// (waiting for an idle server), scrapes the counters right before and after it, samples the
+// KV usage while it runs, decides replay verdicts, runs probes and gates, and writes the step
+// artifacts and the run record as it goes, so an interrupted run keeps what it measured.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/verdict"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// Config is everything a run needs; preflight fills the server-side parts.
+type Config struct {
+	Scenario *scenarios.Scenario
+	Plan     *plan.Plan
+	Chat     ChatStreamer
+	Metrics  MetricsSource
+	// ResultsDir is the parent of the run directory (results/ by default).
+	ResultsDir     string
+	KvbenchVersion string
+	ServerVersion  string
+	// Cache and Setup describe the server's KV capacity as preflight resolved it.
+	Cache     record.Cache
+	Setup     capacity.Setup
+	BlockSize int
+	Preflight any
+	NoProbes  bool
+	Console   *Console
+	// Now is the clock for the record's wall times (tests pin it); nil means time.Now.
+	Now func() time.Time
+}
+
+// Outcome is what a finished (or interrupted) run wrote.
+type Outcome struct {
+	Dir         string
+	RecordPath  string
+	Record      record.Object
+	Artifacts   []record.StepArtifact
+	Gates       []record.GateResult
+	Interrupted bool
+}
+
+// GatesFailed lists the gates that did not pass.
+func (o *Outcome) GatesFailed() []record.GateResult {
+	var failed []record.GateResult
+	for _, g := range o.Gates {
+		if !g.Passed {
+			failed = append(failed, g)
+		}
+	}
+	return failed
+}
+
+type runner struct {
+	cfg       Config
+	origin    time.Time
+	dir       string
+	artifacts []record.StepArtifact
+	refs      []record.ArtifactRef
+}
+
+// Run executes cfg.Plan. It returns an error only when nothing could be recorded (the run
+// directory could not be created, or a file could not be written); a failed request is data.
+func Run(ctx context.Context, cfg Config) (*Outcome, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Console == nil {
+		cfg.Console = NewConsole(nil, false)
+	}
+	r := &runner{cfg: cfg, origin: time.Now()}
+	started := cfg.Now()
+	dir, err := record.NewRunDir(cfg.ResultsDir, cfg.Scenario.Name, started)
+	if err != nil {
+		return nil, err
+	}
+	r.dir = dir
+	out := &Outcome{Dir: dir}
+	info := record.RunInfo{
+		Scenario:       cfg.Scenario,
+		ObservedAt:     started,
+		Status:         record.StatusCompleted,
+		KvbenchVersion: cfg.KvbenchVersion,
+		ServerVersion:  cfg.ServerVersion,
+		ServedModel:    cfg.Scenario.Target.Model,
+		Cache:          cfg.Cache,
+		Preflight:      cfg.Preflight,
+	}
+	if !cfg.NoProbes {
+		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "before", cfg.Console)...)
+	}
+	for i, st := range cfg.Plan.Steps {
+		if ctx.Err() != nil {
+			break
+		}
+		art := r.runStep(ctx, st)
+		r.artifacts = append(r.artifacts, art)
+		name := fmt.Sprintf("step-%02d-%s.json", i+1, st.ID)
+		sum, err := record.WriteJSON(filepath.Join(dir, name), art)
+		if err != nil {
+			return out, err
+		}
+		r.refs = append(r.refs, record.ArtifactRef{Step: st.ID, Path: name, SHA256: sum})
+		cfg.Console.StepDone(art)
+	}
+	if ctx.Err() != nil {
+		out.Interrupted = true
+		info.Status, info.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
+	} else if !cfg.NoProbes {
+		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "after", cfg.Console)...)
+	}
+	info.Artifacts = r.refs
+	rec := record.Build(info, r.artifacts)
+	if !out.Interrupted {
+		info.Gates = EvaluateGates(cfg.Scenario.Gates, rec)
+		rec = record.Build(info, r.artifacts)
+	}
+	out.RecordPath = filepath.Join(dir, "run.json")
+	if _, err := record.WriteJSON(out.RecordPath, rec); err != nil {
+		return out, err
+	}
+	out.Record, out.Artifacts, out.Gates = rec, r.artifacts, info.Gates
+	return out, nil
+}
+
+func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact {
+	art := record.StepArtifact{
+		Schema:      record.StepSchema,
+		Scenario:    r.cfg.Scenario.Name,
+		Step:        st.ID,
+		Kind:        "sequence",
+		Concurrency: st.Step.Concurrency,
+		DeltaScope:  record.ScopeRequest,
+		StartedAt:   r.cfg.Now().UTC(),
+	}
+	if st.Step.Replay != nil {
+		art.Kind = "replay"
+	}
+	r.cfg.Console.StepStart(st)
+	if st.Step.Concurrency > 1 && len(st.Requests) > 1 {
+		r.runConcurrentStep(ctx, st, &art)
+	} else {
+		for _, req := range st.Requests {
+			if ctx.Err() != nil {
+				break
+			}
+			rec := r.isolatedRequest(ctx, st, req)
+			art.Requests = append(art.Requests, rec)
+			art.Samples.Merge(rec.Samples)
+			if rec.Counters != nil {
+				if art.Counters == nil {
+					art.Counters = &record.Counters{Before: rec.Counters.Before}
+				}
+				art.Counters.After = rec.Counters.After
+			}
+		}
+		if art.Counters != nil {
+			art.Counters.Delta = metrics.Diff(art.Counters.Before, art.Counters.After)
+		}
+	}
+	art.Interrupted = ctx.Err() != nil
+	art.EndedAt = r.cfg.Now().UTC()
+	if art.Kind == "replay" {
+		r.decideReplay(&art)
+	}
+	return art
+}
+
+// isolatedRequest sends one request alone: idle server, scrape, request, idle, scrape.
+func (r *runner) isolatedRequest(ctx context.Context, st plan.Step, req plan.Request) record.Request {
+	rec := r.newRequest(st, req)
+	idle := r.cfg.Scenario.Target.IdleTimeout.Duration
+	r.cfg.Console.Waiting(req)
+	before, iso, waited, timedOut, err := waitIdle(ctx, r.cfg.Metrics, idle)
+	iso.WaitBeforeMS, iso.TimedOutBefore = ms(waited), timedOut
+	if err != nil {
+		rec.CountersError = "before the request: " + err.Error()
+	}
+	smp := startSampler(ctx, r.cfg.Metrics, r.cfg.Scenario.Target.SampleInterval.Duration, r.origin)
+	rec.Result = r.send(ctx, req)
+	rec.Samples = smp.finish()
+
+	// An interrupted request still gets its after-scrape, on a short leash.
+	actx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	after, iso2, waited, timedOut, err2 := waitIdle(actx, r.cfg.Metrics, idle)
+	iso.WaitAfterMS, iso.TimedOutAfter = ms(waited), timedOut
+	if iso2.IdleCheck != iso.IdleCheck {
+		iso.IdleCheck = "unavailable"
+	}
+	rec.Isolation = &iso
+	switch {
+	case err2 != nil:
+		rec.CountersError = joinErr(rec.CountersError, "after the request: "+err2.Error())
+	case err == nil:
+		rec.Counters = &record.Counters{Before: before, After: after, Delta: metrics.Diff(before, after)}
+	}
+	r.cfg.Console.RequestDone(rec)
+	return rec
+}
+
+// runConcurrentStep overlaps the step's requests: only the step's counter delta is meaningful.
+// Workers send results on a channel; this goroutine is the one consumer.
+func (r *runner) runConcurrentStep(ctx context.Context, st plan.Step, art *record.StepArtifact) {
+	art.DeltaScope = record.ScopeStep
+	idle := r.cfg.Scenario.Target.IdleTimeout.Duration
+	before, _, _, _, errBefore := waitIdle(ctx, r.cfg.Metrics, idle)
+	smp := startSampler(ctx, r.cfg.Metrics, r.cfg.Scenario.Target.SampleInterval.Duration, r.origin)
+
+	type done struct {
+		i   int
+		res client.Result
+	}
+	results := make(chan done)
+	var g errgroup.Group
+	g.SetLimit(st.Step.Concurrency)
+	go func() {
+		for i, req := range st.Requests {
+			if ctx.Err() != nil {
+				break
+			}
+			g.Go(func() error {
+				r.cfg.Console.Sending(req)
+				results <- done{i, r.send(ctx, req)}
+				return nil // a failed request is data, never a reason to stop the step
+			})
+		}
+		g.Wait()
+		close(results)
+	}()
+	got := map[int]client.Result{}
+	for d := range results {
+		got[d.i] = d.res
+	}
+	samples := smp.finish()
+	after, _, _, _, errAfter := waitIdle(context.WithoutCancel(ctx), r.cfg.Metrics, idle)
+	for i, req := range st.Requests {
+		res, ok := got[i]
+		if !ok {
+			continue // never sent: interrupted
+		}
+		rec := r.newRequest(st, req)
+		rec.Result = res
+		art.Requests = append(art.Requests, rec)
+		r.cfg.Console.RequestDone(rec)
+	}
+	art.Samples = samples
+	if errBefore == nil && errAfter == nil {
+		art.Counters = &record.Counters{Before: before, After: after, Delta: metrics.Diff(before, after)}
+	}
+}
+
+func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
+	rec := record.Request{
+		Step:          st.ID,
+		IndexInStep:   req.IndexInStep,
+		Ordinal:       req.Ordinal,
+		Replay:        req.Replay,
+		PlannedTokens: req.PlannedTokens,
+		Prompt:        req.Prompt,
+	}
+	if req.Replay {
+		ref := *st.Step.Replay
+		rec.ReplayOf = &ref
+	}
+	return rec
+}
+
+func (r *runner) send(ctx context.Context, req plan.Request) client.Result {
+	sc := r.cfg.Scenario
+	maxTokens := sc.Request.MaxTokens
+	if st := sc.StepByID(req.Step); st != nil && st.MaxTokens > 0 {
+		maxTokens = st.MaxTokens
+	}
+	return r.cfg.Chat.StreamChat(ctx, client.ChatRequest{
+		Model:       sc.Target.Model,
+		Messages:    req.Prompt.Messages,
+		MaxTokens:   maxTokens,
+		Temperature: float32(sc.Request.Temperature),
+		Timeout:     sc.Request.Timeout.Duration,
+	}, func(p client.Progress) { r.cfg.Console.Progress(req, p) })
+}
+
+// decideReplay sets the replay request's verdict and the step's capacity math, with the
+// tokens the server counted and the bytes per token the run measured.
+func (r *runner) decideReplay(art *record.StepArtifact) {
+	if len(art.Requests) == 0 {
+		return
+	}
+	req := &art.Requests[0]
+	c := req.Counters
+	if c == nil {
+		c = art.Counters
+	}
+	ev := verdict.Evidence{
+		PromptTokens:       req.Result.PromptTokens,
+		CachedPromptTokens: req.Result.CachedPromptTokens,
+		SharedPrefixTokens: req.Prompt.SharedPrefixTokens,
+		BlockSize:          r.cfg.BlockSize,
+		LoadBytesPerToken:  r.cfg.Scenario.Server.LoadBytesPerToken,
+		CountersValid:      true,
+		RequestFailed:      req.Result.Failed(),
+		RequestFailure:     req.Result.Error,
+	}
+	if c != nil {
+		ev.CountersValid = c.Delta.Valid
+		if !c.Delta.Valid && len(c.Delta.InvalidReasons) > 0 {
+			ev.InvalidReason = c.Delta.InvalidReasons[0]
+		}
+		ev.GPUHitsDelta = deltaPtr(c.Delta, metrics.GPUPrefixHits)
+		ev.ExternalHitsDelta = deltaPtr(c.Delta, metrics.ExternalPrefixHits)
+		ev.LoadBytesDelta = deltaPtr(c.Delta, metrics.LoadBytes)
+	} else {
+		ev.CountersValid = false
+		ev.InvalidReason = "no counters were read around the replay: " + req.CountersError
+	}
+	v := verdict.Decide(ev)
+	req.Verdict = &v
+
+	setup := r.cfg.Setup
+	if store, _ := record.MeasuredBytesPerToken(r.artifacts); store != nil {
+		setup.StoreBytesPerToken, setup.StoreBytesSource = *store, "measured"
+	}
+	tokens := map[int]int{}
+	counting := "measured"
+	for _, a := range append(r.artifacts, *art) {
+		for _, q := range a.Requests {
+			if q.Result.PromptTokens != nil {
+				tokens[q.Ordinal] = *q.Result.PromptTokens
+			} else if _, ok := tokens[q.Ordinal]; !ok {
+				tokens[q.Ordinal] = q.Prompt.Tokens
+				counting = r.cfg.Plan.TokenCounting
+			}
+		}
+	}
+	for _, rp := range plan.AssessReplays(r.cfg.Scenario, setup, tokens, counting) {
+		if rp.Step == art.Step {
+			a := rp.Assessment
+			art.Capacity = &a
+		}
+	}
+}
+
+func deltaPtr(d metrics.Delta, c metrics.Counter) *float64 {
+	v, ok := d.Value(c)
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// ErrCannotRun means preflight found a problem that makes the scenario unrunnable.
+var ErrCannotRun = errors.New("scenario cannot run on this server")
