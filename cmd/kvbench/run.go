@@ -29,6 +29,7 @@ type runOptions struct {
 	format   string
 	force    bool
 	noProbes bool
+	repeat   int
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -38,6 +39,7 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs.StringVar(&o.format, "format", "text", "output: text (console and table) or json (the run record on stdout)")
 	fs.BoolVar(&o.force, "force", false, "run even if preflight finds the scenario cannot run here")
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
+	fs.IntVar(&o.repeat, "repeat", 0, "run the steps N times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)")
 	return fs
 }
 
@@ -75,6 +77,12 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if o.format == "json" {
 		consoleW = stderr
 	}
+	if o.repeat < 0 || o.repeat > scenarios.MaxRepeat {
+		return nil, usageErrorf("--repeat must be between 1 and %d", scenarios.MaxRepeat)
+	}
+	if o.repeat > 0 {
+		sc.Repeat = o.repeat
+	}
 	con := runner.NewConsole(consoleW, isTerminal(consoleW))
 	key, err := apiKey(sc)
 	if err != nil {
@@ -101,12 +109,15 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		ResultsDir:     o.out,
 		KvbenchVersion: kvbenchVersion(),
 		ServerVersion:  rep.ServerVersion,
+		ModelRoot:      rep.ModelRoot,
 		Cache:          runner.RecordCache(sc, rep),
 		Setup:          rep.Setup,
 		BlockSize:      rep.BlockSize,
 		Preflight:      rep,
 		NoProbes:       o.noProbes,
 		Console:        con,
+		Repeat:         sc.Repeat,
+		Replan:         runner.RepetitionPlanner(sc, t),
 	})
 	if err != nil {
 		return outcome, err

@@ -114,9 +114,9 @@ func Assess(s Setup, seq Sequence) Assessment {
 	a.EvictionPressure = answer(s.GPUKVTokens > 0, a.UniqueTokens > s.GPUKVTokens)
 	switch a.EvictionPressure {
 	case Yes:
-		a.add("The requests from the replayed one on need %s unique tokens (%s), more than the %s-token GPU KV pool: the replayed prompt is pushed out of GPU memory.", group(a.UniqueTokens), tokensWord, group(s.GPUKVTokens))
+		a.add("The requests from the replayed one on need %s unique tokens (%s), more than the %s-token GPU KV pool: the replayed prompt is pushed out of GPU memory.", Group(a.UniqueTokens), tokensWord, Group(s.GPUKVTokens))
 	case No:
-		a.add("The requests from the replayed one on need %s unique tokens (%s), which fit in the %s-token GPU KV pool: the replayed prompt can stay in GPU memory, so its replay is expected to be a GPU hit.", group(a.UniqueTokens), tokensWord, group(s.GPUKVTokens))
+		a.add("The requests from the replayed one on need %s unique tokens (%s), which fit in the %s-token GPU KV pool: the replayed prompt can stay in GPU memory, so its replay is expected to be a GPU hit.", Group(a.UniqueTokens), tokensWord, Group(s.GPUKVTokens))
 	default:
 		a.add("The GPU KV pool size is unknown, so eviction from GPU memory cannot be predicted.")
 	}
@@ -137,15 +137,15 @@ func Assess(s Setup, seq Sequence) Assessment {
 		}
 		switch a.TierLargerThanGPU {
 		case Yes:
-			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, more than the %s-token GPU pool: a valid eviction-reload setup.", group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, group(int(a.CPUTierTokens)), group(s.GPUKVTokens))
+			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, more than the %s-token GPU pool: a valid eviction-reload setup.", Group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
 		case No:
-			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, group(int(a.CPUTierTokens)), group(s.GPUKVTokens))
+			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", Group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
 		}
 		switch {
 		case a.TierHoldsSequence == No:
-			a.add("The %s unique tokens exceed the CPU tier's %s: the replayed prompt's oldest blocks are evicted from the CPU tier before the replay.", group(a.UniqueTokens), group(int(a.CPUTierTokens)))
+			a.add("The %s unique tokens exceed the CPU tier's %s: the replayed prompt's oldest blocks are evicted from the CPU tier before the replay.", Group(a.UniqueTokens), Group(int(a.CPUTierTokens)))
 		case a.TierHoldsSequence == Unknown:
-			a.add("The %s estimated unique tokens exceed the CPU tier's %s; the server usually counts fewer than the estimate (seed 001: 113,674 of 150,000 planned), so whether the replayed prompt survives in the CPU tier is known once it counts them.", group(a.UniqueTokens), group(int(a.CPUTierTokens)))
+			a.add("The %s estimated unique tokens exceed the CPU tier's %s; the server usually counts fewer than the estimate (seed 001: 113,674 of 150,000 planned), so whether the replayed prompt survives in the CPU tier is known once it counts them.", Group(a.UniqueTokens), Group(int(a.CPUTierTokens)))
 		}
 	}
 
@@ -166,8 +166,8 @@ func (a *Assessment) add(format string, args ...any) {
 	a.Findings = append(a.Findings, fmt.Sprintf(format, args...))
 }
 
-// group writes n with thousands separators, as the seed records' prose does.
-func group(n int) string {
+// Group writes n with thousands separators, as the seed records' prose does.
+func Group(n int) string {
 	s := fmt.Sprint(n)
 	neg := n < 0
 	if neg {

@@ -53,8 +53,8 @@ func TestAssessSeedStudies(t *testing.T) {
 
 func TestGroup(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 506283: "506,283", -1234567: "-1,234,567"} {
-		if got := group(n); got != want {
-			t.Errorf("group(%d) = %q, want %q", n, got, want)
+		if got := Group(n); got != want {
+			t.Errorf("Group(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -26,32 +27,41 @@ type RunInfo struct {
 	KvbenchVersion string
 	ServerVersion  string
 	ServedModel    string
-	Cache          Cache
-	Preflight      any
-	Probes         []ProbeResult
-	Gates          []GateResult
-	Artifacts      []ArtifactRef
+	// ModelRoot is what the server says it loaded (vLLM's /v1/models root), the model's repo
+	// when the scenario names none.
+	ModelRoot string
+	Cache     Cache
+	Preflight any
+	Probes    []ProbeResult
+	Gates     []GateResult
+	Artifacts []ArtifactRef
+	// Repetitions holds every pass over the steps when the scenario repeats (repetition 0
+	// is the steps Build gets); with one pass it may be empty.
+	Repetitions []Repetition
 }
 
 // ArtifactRef names a file of the run and its sha256.
 type ArtifactRef struct {
-	Step   string `json:"-"`
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
+	Step       string `json:"-"`
+	Path       string `json:"path"`
+	SHA256     string `json:"sha256"`
+	Repetition int    `json:"repetition,omitempty"`
 }
 
 // Cache is the record's cache section: the KV setup the run measured against, each figure
 // with where it came from.
 type Cache struct {
-	MaxModelLen                int      `json:"max_model_len,omitempty"`
-	GPUKVCacheTokens           int      `json:"gpu_kv_cache_tokens"`
-	GPUKVCacheTokensSource     string   `json:"gpu_kv_cache_tokens_source"`
-	BlockSize                  int      `json:"block_size,omitempty"`
-	BlockSizeSource            string   `json:"block_size_source,omitempty"`
-	CPUOffloadGiB              float64  `json:"cpu_offload_gib"`
-	CPUOffloadGiBSource        string   `json:"cpu_offload_gib_source"`
-	KVDtype                    string   `json:"kv_dtype,omitempty"`
-	PrefixCaching              *bool    `json:"prefix_caching,omitempty"`
+	MaxModelLen            int     `json:"max_model_len,omitempty"`
+	GPUKVCacheTokens       int     `json:"gpu_kv_cache_tokens"`
+	GPUKVCacheTokensSource string  `json:"gpu_kv_cache_tokens_source"`
+	BlockSize              int     `json:"block_size,omitempty"`
+	BlockSizeSource        string  `json:"block_size_source,omitempty"`
+	CPUOffloadGiB          float64 `json:"cpu_offload_gib"`
+	CPUOffloadGiBSource    string  `json:"cpu_offload_gib_source"`
+	// CPUMmapBytes is the offload tier's mapped size; no counter shows it (a probe can).
+	CPUMmapBytes               *int64   `json:"cpu_mmap_bytes"`
+	KVDtype                    *string  `json:"kv_dtype"`
+	PrefixCaching              *bool    `json:"prefix_caching"`
 	StoreBytesPerTokenMeasured *float64 `json:"store_bytes_per_token_measured"`
 	LoadBytesPerTokenMeasured  *float64 `json:"load_bytes_per_token_measured"`
 }
@@ -172,11 +182,15 @@ func Build(info RunInfo, steps []StepArtifact) Object {
 	if model.ServedName == "" {
 		model.ServedName = info.ServedModel
 	}
+	if model.Repo == "" {
+		model.Repo = info.ModelRoot
+	}
 	o.Set("model", model)
-	o.Set("runtime", struct {
-		scenarios.Runtime
-		ServerVersion string `json:"server_version,omitempty"`
-	}{sc.Runtime, info.ServerVersion})
+	runtime := sc.Runtime
+	if runtime.Engine == "" {
+		runtime.Engine = info.ServerVersion // what /version says, when the scenario names none
+	}
+	o.Set("runtime", runtime)
 	if len(sc.Topology) > 0 {
 		o.Set("topology", sc.Topology)
 	} else {
@@ -188,7 +202,7 @@ func Build(info RunInfo, steps []StepArtifact) Object {
 
 	artifactOf := map[string]string{}
 	for _, a := range info.Artifacts {
-		if a.Step != "" {
+		if a.Step != "" && a.Repetition == 0 {
 			artifactOf[a.Step] = a.Path
 		}
 	}
@@ -205,6 +219,9 @@ func Build(info RunInfo, steps []StepArtifact) Object {
 		}
 	}
 	o.Set("steps", ids)
+	if len(info.Repetitions) > 1 {
+		o.Set("repeats", BuildRepeats(info.Repetitions))
+	}
 	if sc.Study.Role == "control" && sc.Study.Key != "" {
 		o.Set(sc.Study.Key, controlSection(sc, cache, steps, replays, info.Artifacts))
 	}
@@ -335,7 +352,7 @@ func controlSection(sc *scenarios.Scenario, cache Cache, steps []StepArtifact, r
 		SetupValid:       capacity.Unknown,
 	}
 	for _, a := range artifacts {
-		if a.Step != "" {
+		if a.Step != "" && a.Repetition == 0 {
 			cs.Artifacts = append(cs.Artifacts, a.Path)
 		}
 	}
@@ -464,17 +481,18 @@ func Interpretation(v *verdict.Replay, a *capacity.Assessment) string {
 		per = "measured"
 	}
 	sentence := ""
+	g := func(x float64) string { return capacity.Group(int(math.Round(x))) }
 	switch {
 	case a.TierLargerThanGPU == capacity.No && s.CPUOffloadGiB > 0:
-		sentence = fmt.Sprintf("At the %s bytes per stored token (%.0f), the %g GiB CPU tier (about %.0f tokens) was smaller than the %d-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, s.StoreBytesPerToken, s.CPUOffloadGiB, a.CPUTierTokens, s.GPUKVTokens)
+		sentence = fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), capacity.Group(s.GPUKVTokens))
 	case a.TierLargerThanGPU == capacity.No:
 		sentence = "No CPU offload tier was configured, so the run could not prove a reload."
 	case a.EvictionPressure == capacity.No:
-		sentence = fmt.Sprintf("The sequence's %d unique tokens fit in the %d-token GPU KV pool, so the replayed prompt was not evicted and the run could not prove a reload.", a.UniqueTokens, s.GPUKVTokens)
+		sentence = fmt.Sprintf("The sequence's %s unique tokens fit in the %s-token GPU KV pool, so the replayed prompt was not evicted and the run could not prove a reload.", capacity.Group(a.UniqueTokens), capacity.Group(s.GPUKVTokens))
 	case a.TierHoldsSequence == capacity.No:
-		sentence = fmt.Sprintf("The sequence's %d unique tokens overflowed the CPU tier's %.0f, so the replayed prompt could not survive there until the replay.", a.UniqueTokens, a.CPUTierTokens)
+		sentence = fmt.Sprintf("The sequence's %s unique tokens overflowed the CPU tier's %s, so the replayed prompt could not survive there until the replay.", capacity.Group(a.UniqueTokens), g(a.CPUTierTokens))
 	case a.CanProveReload == capacity.Yes:
-		sentence = fmt.Sprintf("At the %s bytes per stored token (%.0f), the %g GiB CPU tier (about %.0f tokens) was larger than the %d-token GPU KV tier and the sequence's %d unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, s.StoreBytesPerToken, s.CPUOffloadGiB, a.CPUTierTokens, s.GPUKVTokens, a.UniqueTokens)
+		sentence = fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), capacity.Group(s.GPUKVTokens), capacity.Group(a.UniqueTokens))
 	default:
 		sentence = "Whether the setup could prove a reload is unknown: " + strings.Join(a.Findings, " ")
 	}

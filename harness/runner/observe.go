@@ -67,12 +67,13 @@ type sampler struct {
 
 	mu      sync.Mutex
 	samples record.Samples
+	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 func startSampler(ctx context.Context, src MetricsSource, interval time.Duration, origin time.Time) *sampler {
-	s := &sampler{src: src, interval: interval, origin: origin, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &sampler{src: src, interval: interval, origin: origin, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.samples.IntervalMS = ms(interval)
 	go s.loop(ctx)
 	return s
@@ -89,6 +90,7 @@ func (s *sampler) loop(ctx context.Context) {
 		case <-s.stop:
 			return
 		case <-t.C:
+		case <-s.kick:
 		}
 		snap, err := s.src.Snapshot(ctx)
 		s.mu.Lock()
@@ -110,6 +112,16 @@ func (s *sampler) loop(ctx context.Context) {
 			s.samples.Series = append(s.samples.Series, smp)
 		}
 		s.mu.Unlock()
+	}
+}
+
+// sampleNow asks for a reading at once without waiting for it. The runner calls it at a
+// request's first output, when its blocks are allocated: a request shorter than the
+// interval still gets a reading at its peak.
+func (s *sampler) sampleNow() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -43,6 +43,7 @@ func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
 type PreflightReport struct {
 	Endpoint             string              `json:"endpoint"`
 	Model                string              `json:"model"`
+	ModelRoot            string              `json:"model_root,omitempty"` // vLLM's /v1/models root: the repo it loaded
 	ModelsListed         []string            `json:"models_listed"`
 	ServerVersion        string              `json:"server_version,omitempty"`
 	MaxModelLen          int                 `json:"max_model_len"`
@@ -85,7 +86,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	if i < 0 {
 		return rep, nil, fmt.Errorf("model %q is not served at %s (it lists %v): %w", sc.Target.Model, sc.Target.Endpoint, rep.ModelsListed, client.ErrBadResponse)
 	}
-	rep.MaxModelLen = models[i].MaxModelLen
+	rep.MaxModelLen, rep.ModelRoot = models[i].MaxModelLen, models[i].Root
 	if v, err := t.Client.Version(ctx); err == nil {
 		rep.ServerVersion = v
 	}
@@ -222,7 +223,9 @@ func RecordCache(sc *scenarios.Scenario, rep *PreflightReport) record.Cache {
 		c.CPUOffloadGiBSource = "server (" + rep.Cache.Source + ")"
 	}
 	if len(rep.Cache.Engines) > 0 {
-		c.KVDtype = rep.Cache.Engines[0].CacheDtype
+		if dt := rep.Cache.Engines[0].CacheDtype; dt != "" {
+			c.KVDtype = &dt
+		}
 		c.PrefixCaching = rep.Cache.Engines[0].PrefixCaching
 	}
 	return c

@@ -7,7 +7,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -32,6 +31,7 @@ type Config struct {
 	ResultsDir     string
 	KvbenchVersion string
 	ServerVersion  string
+	ModelRoot      string
 	// Cache and Setup describe the server's KV capacity as preflight resolved it.
 	Cache     record.Cache
 	Setup     capacity.Setup
@@ -39,6 +39,10 @@ type Config struct {
 	Preflight any
 	NoProbes  bool
 	Console   *Console
+	// Repeat is how many times the steps run (0 or 1: once). Repetition k > 0 runs the plan
+	// Replan(k) returns (see RepetitionPlanner).
+	Repeat int
+	Replan func(ctx context.Context, k int) (*plan.Plan, error)
 	// Now is the clock for the record's wall times (tests pin it); nil means time.Now.
 	Now func() time.Time
 }
@@ -96,25 +100,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		KvbenchVersion: cfg.KvbenchVersion,
 		ServerVersion:  cfg.ServerVersion,
 		ServedModel:    cfg.Scenario.Target.Model,
+		ModelRoot:      cfg.ModelRoot,
 		Cache:          cfg.Cache,
 		Preflight:      cfg.Preflight,
 	}
 	if !cfg.NoProbes {
 		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "before", cfg.Console)...)
 	}
-	for i, st := range cfg.Plan.Steps {
-		if ctx.Err() != nil {
-			break
-		}
-		art := r.runStep(ctx, st)
-		r.artifacts = append(r.artifacts, art)
-		name := fmt.Sprintf("step-%02d-%s.json", i+1, st.ID)
-		sum, err := record.WriteJSON(filepath.Join(dir, name), art)
-		if err != nil {
-			return out, err
-		}
-		r.refs = append(r.refs, record.ArtifactRef{Step: st.ID, Path: name, SHA256: sum})
-		cfg.Console.StepDone(art)
+	if err := r.runRepetitions(ctx, &info); err != nil {
+		return out, err
 	}
 	if ctx.Err() != nil {
 		out.Interrupted = true
@@ -125,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Artifacts = r.refs
 	rec := record.Build(info, r.artifacts)
 	if !out.Interrupted {
-		info.Gates = EvaluateGates(cfg.Scenario.Gates, rec)
+		info.Gates = evaluateRepeatedGates(cfg.Scenario.Gates, info, rec)
 		rec = record.Build(info, r.artifacts)
 	}
 	out.RecordPath = filepath.Join(dir, "run.json")
@@ -190,7 +184,7 @@ func (r *runner) isolatedRequest(ctx context.Context, st plan.Step, req plan.Req
 		rec.CountersError = "before the request: " + err.Error()
 	}
 	smp := startSampler(ctx, r.cfg.Metrics, r.cfg.Scenario.Target.SampleInterval.Duration, r.origin)
-	rec.Result = r.send(ctx, req)
+	rec.Result = r.send(ctx, req, smp)
 	rec.Samples = smp.finish()
 
 	// An interrupted request still gets its after-scrape, on a short leash.
@@ -238,7 +232,7 @@ func (r *runner) runConcurrentStep(ctx context.Context, st plan.Step, art *recor
 			}
 			g.Go(func() error {
 				r.cfg.Console.Sending(req)
-				results <- done{i, r.send(ctx, req)}
+				results <- done{i, r.send(ctx, req, smp)}
 				return nil // a failed request is data, never a reason to stop the step
 			})
 		}
@@ -283,7 +277,7 @@ func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
 	return rec
 }
 
-func (r *runner) send(ctx context.Context, req plan.Request) client.Result {
+func (r *runner) send(ctx context.Context, req plan.Request, smp *sampler) client.Result {
 	sc := r.cfg.Scenario
 	maxTokens := sc.Request.MaxTokens
 	if st := sc.StepByID(req.Step); st != nil && st.MaxTokens > 0 {
@@ -295,7 +289,12 @@ func (r *runner) send(ctx context.Context, req plan.Request) client.Result {
 		MaxTokens:   maxTokens,
 		Temperature: float32(sc.Request.Temperature),
 		Timeout:     sc.Request.Timeout.Duration,
-	}, func(p client.Progress) { r.cfg.Console.Progress(req, p) })
+	}, func(p client.Progress) {
+		if p.Phase == client.PhaseDecode && p.Tokens <= 1 {
+			smp.sampleNow()
+		}
+		r.cfg.Console.Progress(req, p)
+	})
 }
 
 // decideReplay sets the replay request's verdict and the step's capacity math, with the

@@ -1,0 +1,159 @@
+package record
+
+import (
+	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/verdict"
+)
+
+// SeedRule says how a repetition's prompts differ from the first's. A server's caches cannot
+// be reset, so sending the same bytes again would turn the cold sequence into cache hits.
+const SeedRule = "repetition k builds its prompts with seed = prompt.seed + k: the same shapes with fresh bytes, so every repetition's sequence is cold and its replay meaningful"
+
+// Repetition is one pass over a scenario's steps; repetition 0 is the run's main record.
+type Repetition struct {
+	Index int   `json:"repetition"`
+	Seed  int64 `json:"seed"`
+	// Steps are the repetition's artifacts, in step order.
+	Steps []StepArtifact `json:"-"`
+	// Artifacts are the files the steps were written to.
+	Artifacts []string `json:"artifacts"`
+	Status    string   `json:"status"`
+}
+
+// RepeatMetrics are the per-request measurements summarized across repetitions.
+type RepeatMetrics struct {
+	TimeToFirstOutputMS             stats.Summary `json:"time_to_first_output_ms"`
+	DecodeTokensPerSecond           stats.Summary `json:"decode_tokens_per_second"`
+	EffectivePrefillTokensPerSecond stats.Summary `json:"effective_prefill_tokens_per_second"`
+	CachedFraction                  stats.Summary `json:"cached_fraction"`
+	LoadBytesPerToken               stats.Summary `json:"load_bytes_per_token"`
+}
+
+// RepeatRequest is one request position of a step (index in step) across repetitions.
+type RepeatRequest struct {
+	IndexInStep int           `json:"index_in_step"`
+	Metrics     RepeatMetrics `json:"metrics"`
+}
+
+// RepeatStep summarizes one step across repetitions. For a replay, Verdicts lists each
+// repetition's verdict in order: a disagreement is reported, never averaged away.
+type RepeatStep struct {
+	Kind          string          `json:"kind"`
+	Requests      []RepeatRequest `json:"requests"`
+	Verdicts      []string        `json:"verdicts,omitempty"`
+	VerdictsAgree *bool           `json:"verdicts_agree,omitempty"`
+	StoreBytes    stats.Summary   `json:"gpu_to_cpu_bytes_delta"`
+}
+
+// RepeatsSection is the run record's "repeats" section.
+type RepeatsSection struct {
+	Count       int          `json:"count"`
+	SeedRule    string       `json:"seed_rule"`
+	Repetitions []Repetition `json:"repetitions"`
+	// Steps maps each step id to its summary, in step order.
+	Steps         Object `json:"steps"`
+	VerdictsAgree bool   `json:"verdicts_agree"`
+	// Disagreements names each replay whose repetitions reached different verdicts.
+	Disagreements []string `json:"disagreements"`
+}
+
+// RequestMetric is one named per-request measurement; nil when absent.
+type RequestMetric func(r Request) *float64
+
+// Per-request measurements by name, as the repeats section, verify and compare use them.
+var RequestMetrics = map[string]RequestMetric{
+	"time_to_first_output_ms":             func(r Request) *float64 { return r.Result.TimeToFirstOutputMS },
+	"time_to_first_visible_token_ms":      func(r Request) *float64 { return r.Result.TimeToFirstVisibleTokenMS },
+	"end_to_end_ms":                       func(r Request) *float64 { return r.Result.EndToEndMS },
+	"decode_tokens_per_second":            func(r Request) *float64 { return r.Result.DecodeTokensPerSecond },
+	"effective_prefill_tokens_per_second": func(r Request) *float64 { return r.Result.EffectivePrefillTokensPerSecond },
+	"cached_fraction": func(r Request) *float64 {
+		return verdict.CachedFraction(r.Result.PromptTokens, r.Result.CachedPromptTokens)
+	},
+	"load_bytes_per_token": LoadBytesPerToken,
+}
+
+// LoadBytesPerToken is a request's CPU->GPU bytes over its external prefix-cache hits; nil
+// when either counter is absent, the request's counters were step-scoped, or nothing loaded.
+func LoadBytesPerToken(r Request) *float64 {
+	if r.Counters == nil {
+		return nil
+	}
+	lb, ok1 := r.Counters.Delta.Value(metrics.LoadBytes)
+	hits, ok2 := r.Counters.Delta.Value(metrics.ExternalPrefixHits)
+	if !ok1 || !ok2 || hits <= 0 {
+		return nil
+	}
+	v := lb / hits
+	return &v
+}
+
+// BuildRepeats summarizes reps (repetition 0 first) step by step and request by request.
+func BuildRepeats(reps []Repetition) RepeatsSection {
+	rs := RepeatsSection{Count: len(reps), SeedRule: SeedRule, Repetitions: reps, VerdictsAgree: true, Disagreements: []string{}}
+	if len(reps) == 0 {
+		return rs
+	}
+	for si, first := range reps[0].Steps {
+		st := RepeatStep{Kind: first.Kind, Requests: []RepeatRequest{}}
+		var store []*float64
+		for _, rep := range reps {
+			if si < len(rep.Steps) && rep.Steps[si].Counters != nil {
+				store = append(store, delta(rep.Steps[si].Counters, metrics.StoreBytes))
+			} else {
+				store = append(store, nil)
+			}
+		}
+		st.StoreBytes = stats.Summarize(store)
+		for ri := range first.Requests {
+			rr := RepeatRequest{IndexInStep: first.Requests[ri].IndexInStep}
+			collect := func(name string) stats.Summary {
+				var vals []*float64
+				for _, rep := range reps {
+					if si < len(rep.Steps) && ri < len(rep.Steps[si].Requests) {
+						vals = append(vals, RequestMetrics[name](rep.Steps[si].Requests[ri]))
+					} else {
+						vals = append(vals, nil)
+					}
+				}
+				return stats.Summarize(vals)
+			}
+			rr.Metrics = RepeatMetrics{
+				TimeToFirstOutputMS:             collect("time_to_first_output_ms"),
+				DecodeTokensPerSecond:           collect("decode_tokens_per_second"),
+				EffectivePrefillTokensPerSecond: collect("effective_prefill_tokens_per_second"),
+				CachedFraction:                  collect("cached_fraction"),
+				LoadBytesPerToken:               collect("load_bytes_per_token"),
+			}
+			st.Requests = append(st.Requests, rr)
+		}
+		if first.Kind == "replay" {
+			for _, rep := range reps {
+				st.Verdicts = append(st.Verdicts, StepVerdict(rep.Steps, si))
+			}
+			agree := true
+			for _, v := range st.Verdicts {
+				agree = agree && v == st.Verdicts[0]
+			}
+			st.VerdictsAgree = &agree
+			if !agree {
+				rs.VerdictsAgree = false
+				rs.Disagreements = append(rs.Disagreements, fmt.Sprintf("%s: %v", first.Step, st.Verdicts))
+			}
+		}
+		rs.Steps.Set(first.Step, st)
+	}
+	return rs
+}
+
+// StepVerdict is the verdict of step si's replayed request, "missing" when the repetition
+// stopped before it.
+func StepVerdict(steps []StepArtifact, si int) string {
+	if si >= len(steps) || len(steps[si].Requests) == 0 || steps[si].Requests[0].Verdict == nil {
+		return "missing"
+	}
+	return steps[si].Requests[0].Verdict.Verdict
+}

@@ -1,0 +1,234 @@
+package study
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+)
+
+// AccountingSchema is seed 000's schema.
+const AccountingSchema = "anvil-serving.kv-accounting-summary/v1"
+
+// Derivation is the formula the GiB estimates follow, stated in the record as seed 000 does.
+const Derivation = "occupied_gib_estimate = configured total_bytes / 2**30 * sampled_peak_block_occupancy_fraction; unused_pool_gib_estimate = total_gib - occupied_gib_estimate"
+
+// ErrNoOccupancy means a run has no sampled block occupancy to account for.
+var ErrNoOccupancy = errors.New("no sampled block occupancy")
+
+// PoolSpec says how big the GPU KV pool is in bytes. With BytesPerGPU and GPUs set the pool
+// is "configured" (SourcePath, when given, is the file the figure came from); otherwise it is
+// derived from the runs: the server's token slots times the bytes per stored token measured.
+type PoolSpec struct {
+	BytesPerGPU int64
+	GPUs        int
+	SourcePath  string
+}
+
+// Pool is seed 000's pool section.
+type Pool struct {
+	Status                     string  `json:"status"`
+	BytesPerGPU                int64   `json:"bytes_per_gpu"`
+	GPUCount                   int     `json:"gpu_count"`
+	TotalBytes                 int64   `json:"total_bytes"`
+	TotalGiB                   float64 `json:"total_gib"`
+	RuntimeReportedTokenSlots  int     `json:"runtime_reported_allocated_token_slots"`
+	RoundedStartupGiBPerGPU    float64 `json:"rounded_startup_gib_per_gpu"`
+	ConfiguredByteSource       any     `json:"configured_byte_source"`
+	StoreBytesPerTokenMeasured float64 `json:"store_bytes_per_token_measured,omitempty"`
+}
+
+// Row is one population: one step of one run.
+type Row struct {
+	Population                 string  `json:"population"`
+	ActualPromptTokensP50      float64 `json:"actual_prompt_tokens_p50"`
+	RequestedClientConcurrency int     `json:"requested_client_concurrency"`
+	SampledEngineActiveMax     int     `json:"sampled_engine_active_max"`
+	SampledPeakBlockOccupancy  float64 `json:"sampled_peak_block_occupancy_fraction"`
+	OccupancyStatus            string  `json:"occupancy_status"`
+	OccupiedGiBEstimate        float64 `json:"occupied_gib_estimate"`
+	UnusedPoolGiBEstimate      float64 `json:"unused_pool_gib_estimate"`
+	GiBStatus                  string  `json:"gib_status"`
+	Source                     struct {
+		Path   string `json:"path"`
+		SHA256 string `json:"sha256"`
+	} `json:"source"`
+	samples    int
+	intervalMS float64
+}
+
+// Accounting computes the kv-accounting-summary/v1 of runs (paths relative to base).
+func Accounting(runs []*Run, spec PoolSpec, base string) (record.Object, error) {
+	if len(runs) == 0 {
+		return nil, errors.New("accounting needs at least one run")
+	}
+	pool, err := poolOf(runs, spec, base)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+	newest := ""
+	for _, r := range runs {
+		if t := r.str("observed_at"); t > newest {
+			newest = t
+		}
+		for _, f := range r.Files {
+			if f.Step == "" {
+				continue
+			}
+			a := r.Artifacts[f.Step]
+			if a.Samples.PeakKVUsage == nil {
+				return nil, fmt.Errorf("%w: run %s, step %s: no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, or its requests were shorter than the %g ms sample interval)", ErrNoOccupancy, r.Name(), f.Step, a.Samples.IntervalMS)
+			}
+			row := Row{
+				Population:                 r.Name() + "/" + f.Step,
+				RequestedClientConcurrency: a.Concurrency,
+				SampledPeakBlockOccupancy:  *a.Samples.PeakKVUsage,
+				OccupancyStatus:            "measured",
+				GiBStatus:                  "estimated",
+				samples:                    a.Samples.Count,
+				intervalMS:                 a.Samples.IntervalMS,
+			}
+			if a.Samples.PeakRunning != nil {
+				row.SampledEngineActiveMax = int(*a.Samples.PeakRunning)
+			}
+			var tokens []float64
+			for _, q := range a.Requests {
+				if q.Result.PromptTokens != nil {
+					tokens = append(tokens, float64(*q.Result.PromptTokens))
+				}
+			}
+			row.ActualPromptTokensP50 = median(tokens)
+			row.OccupiedGiBEstimate = float64(pool.TotalBytes) / (1 << 30) * row.SampledPeakBlockOccupancy
+			row.UnusedPoolGiBEstimate = pool.TotalGiB - row.OccupiedGiBEstimate
+			row.Source.Path, row.Source.SHA256 = rel(base, f.Path), f.SHA256
+			rows = append(rows, row)
+		}
+	}
+	date := newest
+	if t, err := time.Parse(time.RFC3339, newest); err == nil {
+		date = t.UTC().Format("2006-01-02")
+	}
+	var model struct {
+		Repo     string `json:"repo"`
+		Revision string `json:"revision"`
+	}
+	runs[0].decode("model", &model)
+	var o record.Object
+	o.Set("schema", AccountingSchema)
+	o.Set("date", date)
+	o.Set("identity", map[string]string{"model": model.Repo, "revision": model.Revision})
+	o.Set("pool", pool)
+	o.Set("derivation", Derivation)
+	o.Set("rows", rows)
+	o.Set("limits", limits(runs, rows, pool))
+	return o, nil
+}
+
+func poolOf(runs []*Run, spec PoolSpec, base string) (Pool, error) {
+	var cache record.Cache
+	if err := runs[0].decode("cache", &cache); err != nil {
+		return Pool{}, err
+	}
+	p := Pool{RuntimeReportedTokenSlots: cache.GPUKVCacheTokens}
+	if spec.BytesPerGPU > 0 {
+		p.Status = "configured"
+		p.BytesPerGPU, p.GPUCount = spec.BytesPerGPU, max(spec.GPUs, 1)
+		src := map[string]string{"kind": "command-line flags"}
+		if spec.SourcePath != "" {
+			sum, err := record.FileSHA256(spec.SourcePath)
+			if err != nil {
+				return Pool{}, fmt.Errorf("pool byte source: %w", err)
+			}
+			src = map[string]string{"path": rel(base, spec.SourcePath), "sha256": sum}
+		}
+		p.ConfiguredByteSource = src
+	} else {
+		// The server reports token slots, not bytes: derive bytes from the bytes per stored
+		// token the runs measured, and say so.
+		if cache.StoreBytesPerTokenMeasured == nil || cache.GPUKVCacheTokens == 0 {
+			return Pool{}, fmt.Errorf("run %s has no measured bytes per stored token or GPU token slots to size the pool: pass --pool-bytes-per-gpu and --gpus", runs[0].Name())
+		}
+		p.Status = "derived"
+		p.GPUCount = max(spec.GPUs, 1)
+		p.StoreBytesPerTokenMeasured = *cache.StoreBytesPerTokenMeasured
+		p.BytesPerGPU = int64(math.Round(float64(cache.GPUKVCacheTokens) * *cache.StoreBytesPerTokenMeasured / float64(p.GPUCount)))
+		p.ConfiguredByteSource = map[string]string{
+			"kind":   "server token slots x measured bytes per stored token",
+			"path":   rel(base, runs[0].Files[0].Path), // the run.json holding both figures
+			"sha256": runs[0].Files[0].SHA256,
+		}
+	}
+	p.TotalBytes = p.BytesPerGPU * int64(p.GPUCount)
+	p.TotalGiB = math.Round(float64(p.TotalBytes)/(1<<30)*100) / 100
+	p.RoundedStartupGiBPerGPU = math.Round(float64(p.BytesPerGPU)/(1<<30)*100) / 100
+	return p, nil
+}
+
+// limits says which of seed 000's caveats hold for these runs, computed from what was sampled.
+func limits(runs []*Run, rows []Row, pool Pool) []string {
+	minSamples, interval := math.MaxInt, 0.0
+	for _, r := range rows {
+		minSamples = min(minSamples, r.samples)
+		interval = max(interval, r.intervalMS)
+	}
+	backend := runs[0].Scenario.Target.Backend
+	out := []string{
+		fmt.Sprintf("Block occupancy is the server's KV block-pool usage gauge (backend profile %q), sampled every %g ms while requests ran; each row's fraction is the sampled maximum (at least %d samples per row).", backend, interval, minSamples),
+	}
+	if pool.Status == "configured" {
+		out = append(out, fmt.Sprintf("GiB values are estimates multiplying the measured block fraction by the configured %d-GPU pool; the gauge does not split cache groups.", pool.GPUCount))
+	} else {
+		out = append(out, fmt.Sprintf("GiB values are estimates multiplying the measured block fraction by a pool derived from %d token slots at %.0f measured bytes per stored token; the gauge does not split cache groups.", pool.RuntimeReportedTokenSlots, pool.StoreBytesPerTokenMeasured))
+	}
+	out = append(out, "Pool usage includes shared-prefix blocks and block rounding; it is not a sum of live logical prompt tokens.")
+	var under []string
+	maxActive := 0
+	for _, r := range rows {
+		maxActive = max(maxActive, r.SampledEngineActiveMax)
+		if r.RequestedClientConcurrency > r.SampledEngineActiveMax {
+			under = append(under, fmt.Sprintf("%s asked for %d but sampled at most %d", r.Population, r.RequestedClientConcurrency, r.SampledEngineActiveMax))
+		}
+	}
+	switch {
+	case len(under) > 0:
+		out = append(out, "Requested concurrency was not always reached: "+joinLimited(under)+". These rows do not establish that many simultaneous full-window sequences.")
+	default:
+		out = append(out, fmt.Sprintf("At most %d sequences were sampled active at once across these runs; no row establishes more simultaneous full-window sequences than that.", maxActive))
+	}
+	out = append(out,
+		"Unused preallocated KV capacity is not free GPU memory for loading another model.",
+		"These are measured run peaks, not a current idle/usage snapshot.")
+	return out
+}
+
+func joinLimited(s []string) string {
+	if len(s) > 4 {
+		s = append(slices.Clone(s[:4]), fmt.Sprintf("and %d more", len(s)-4))
+	}
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += "; "
+		}
+		out += x
+	}
+	return out
+}
+
+// median of xs (the mean of the middle two for an even count, as seed 000's p50s are).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
