@@ -316,3 +316,78 @@ func TestRestartInvalidatesReplay(t *testing.T) {
 		t.Fatalf("replay %v: %v", r["verdict"], r["verdict_reason"])
 	}
 }
+
+// TestProbesAndGates: a probe's JSON lands in the record, a failing probe is recorded and does
+// not lose the run, and a failed gate exits 3 with the gate named.
+func TestProbesAndGates(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	file := filepath.Join(t.TempDir(), "probed.toml")
+	base, _ := os.ReadFile("../../scenarios/smoke.toml")
+	os.WriteFile(file, append(base, []byte(`
+[[probe]]
+name = "restoration"
+when = "after"
+command = ["sh", "-c", "echo '{\"remaining_offload_mmap_files\": 0}'"]
+
+[[probe]]
+name = "broken"
+when = "before"
+command = ["sh", "-c", "echo not json; echo oops >&2"]
+
+[[gate]]
+step = "replay"
+verdict = "cpu_reload"
+`)...), 0o644)
+	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitGateFailed || !strings.Contains(stderr, "gate(s) failed: replay: verdict gpu_hit, want cpu_reload") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	probes := section(t, rec, "probes")
+	restoration := probes["restoration"].(map[string]any)
+	if restoration["ok"] != true || restoration["output"].(map[string]any)["remaining_offload_mmap_files"] != 0.0 {
+		t.Fatalf("restoration probe %v", restoration)
+	}
+	broken := probes["broken"].(map[string]any)
+	if broken["ok"] != false || !strings.Contains(broken["error"].(string), "not JSON") || !strings.Contains(broken["stderr_tail"].(string), "oops") {
+		t.Fatalf("broken probe %v", broken)
+	}
+	if section(t, rec, "replay")["verdict"] != "gpu_hit" {
+		t.Fatal("the run was lost to a failing probe")
+	}
+	// --no-probes skips them.
+	rec, _, _ = runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--no-probes")
+	if _, ok := rec["probes"]; ok {
+		t.Fatal("--no-probes ran probes")
+	}
+}
+
+// TestAPIKeyNeverWritten: the key reaches the server but no file or output.
+func TestAPIKeyNeverWritten(t *testing.T) {
+	const key = "sk-kvbench-test-secret-0123456789"
+	srv := startSim(t, sim.Options{Profile: "tiny", APIKey: key})
+	t.Setenv("KVBENCH_TEST_KEY", key)
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"run", "smoke", "--endpoint", srv.URL() + "/v1", "--out", out, "--api-key-env", "KVBENCH_TEST_KEY"}, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stdout.String()+stderr.String(), key) {
+		t.Fatal("the API key was printed")
+	}
+	filepath.Walk(out, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			data, _ := os.ReadFile(p)
+			if bytes.Contains(data, []byte(key)) {
+				t.Errorf("the API key is in %s", p)
+			}
+		}
+		return nil
+	})
+	// A wrong key is a clear usage error.
+	t.Setenv("KVBENCH_TEST_KEY", "wrong")
+	_, errOut, code := runCLI(t, "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--api-key-env", "KVBENCH_TEST_KEY")
+	if code != exitUsage || !strings.Contains(errOut, "401") {
+		t.Fatalf("wrong key: exit %d %s", code, errOut)
+	}
+}
