@@ -1,0 +1,95 @@
+package llamacpp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/anvil-serving/kvbench/prompts"
+)
+
+var _ prompts.TokenCounter = (*TokenClient)(nil)
+
+// TokenClient tokenizes chat messages exactly as llama-server will for a chat completion:
+// POST /apply-template renders them with the model's chat template and generation prompt,
+// then POST /tokenize turns the text into token ids with special tokens added and parsed,
+// as the completion path does.
+type TokenClient struct {
+	baseURL string
+	http    *http.Client
+	calls   atomic.Int64
+}
+
+// NewTokenClient returns a client for the server at baseURL (e.g. Server.URL()); a nil hc
+// means http.DefaultClient.
+func NewTokenClient(baseURL string, hc *http.Client) *TokenClient {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &TokenClient{baseURL: strings.TrimRight(baseURL, "/"), http: hc}
+}
+
+// CountTokens returns the number of prompt tokens msgs become, which llama-server reports
+// as usage.prompt_tokens.
+func (c *TokenClient) CountTokens(ctx context.Context, msgs []prompts.Message) (int, error) {
+	ids, err := c.TokenIDs(ctx, msgs)
+	return len(ids), err
+}
+
+// TokenIDs returns the prompt token ids msgs become.
+func (c *TokenClient) TokenIDs(ctx context.Context, msgs []prompts.Message) ([]int, error) {
+	c.calls.Add(1)
+	var tmpl struct {
+		Prompt string `json:"prompt"`
+	}
+	if err := c.post(ctx, "/apply-template", map[string]any{"messages": msgs}, &tmpl); err != nil {
+		return nil, err
+	}
+	var tok struct {
+		Tokens []int `json:"tokens"`
+	}
+	body := map[string]any{"content": tmpl.Prompt, "add_special": true, "parse_special": true}
+	if err := c.post(ctx, "/tokenize", body, &tok); err != nil {
+		return nil, err
+	}
+	return tok.Tokens, nil
+}
+
+// Calls returns how many CountTokens and TokenIDs calls were made; each costs two HTTP
+// requests.
+func (c *TokenClient) Calls() int64 { return c.calls.Load() }
+
+func (c *TokenClient) post(ctx context.Context, path string, in, out any) error {
+	url := c.baseURL + path
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encoding request to %s: %w", url, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("building request to %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// Both endpoints are pure, so let the transport resend the request when the server
+	// has closed a pooled keep-alive connection (llama-server does, after streamed
+	// responses); the nil value marks it replayable without sending the header.
+	req.Header["X-Idempotency-Key"] = nil
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("POST %s: status %s: %s", url, resp.Status, bytes.TrimSpace(msg))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding response of %s: %w", url, err)
+	}
+	return nil
+}
