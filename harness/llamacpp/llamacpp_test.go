@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,9 @@ const (
 func TestPromptCacheReplay(t *testing.T) {
 	server, model, err := Locate()
 	if err != nil {
+		if os.Getenv("KVBENCH_REQUIRE_LLAMA") != "" {
+			t.Fatalf("KVBENCH_REQUIRE_LLAMA is set but %v", err)
+		}
 		t.Skipf("skipping llama.cpp test: %v", err)
 	}
 	tests := []struct {

@@ -93,3 +93,28 @@ func (c *TokenClient) post(ctx context.Context, path string, in, out any) error 
 	}
 	return nil
 }
+
+// Slots returns the server's slot count from GET /props (total_slots): with one slot, the
+// prompt a replay's slot held before is known, which is what tier attribution needs.
+func (c *TokenClient) Slots(ctx context.Context) (int, error) {
+	url := c.baseURL + "/props"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("building request to %s: %w", url, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: status %s", url, resp.Status)
+	}
+	var props struct {
+		TotalSlots int `json:"total_slots"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&props); err != nil {
+		return 0, fmt.Errorf("decoding response of %s: %w", url, err)
+	}
+	return props.TotalSlots, nil
+}
