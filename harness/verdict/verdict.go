@@ -58,6 +58,9 @@ type Replay struct {
 	UsageAgrees *bool    `json:"usage_agrees_with_counters,omitempty"`
 	Notes       []string `json:"notes,omitempty"`
 	Evidence    Evidence `json:"evidence"`
+	// Slot holds the attribution by a single slot's common prefix, for engines without tier
+	// counters (llama.cpp); nil when the counters decided.
+	Slot *SlotReplay `json:"slot_attribution,omitempty"`
 }
 
 // Decide applies the rules to e.
