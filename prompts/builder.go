@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 )
 
 // Mode says how the prompts of one run relate to each other.
@@ -197,13 +198,15 @@ func prefixText(text []byte) string {
 func (b *Builder) render(s *textStream, units int) []Message {
 	text, _, _ := s.text(units)
 	question := b.question(s, units)
-	user := make([]byte, 0, len(b.prefix)+len(documentHeading)+len(text)+2+len(question))
-	user = append(user, b.prefix...)
-	user = append(user, documentHeading...)
-	user = append(user, text...)
-	user = append(user, "\n\n"...)
-	user = append(user, question...)
-	return []Message{{Role: "system", Content: systemText}, {Role: "user", Content: string(user)}}
+	// A Builder hands its bytes to the string without the copy string([]byte) makes.
+	var user strings.Builder
+	user.Grow(len(b.prefix) + len(documentHeading) + len(text) + 2 + len(question))
+	user.Write(b.prefix)
+	user.WriteString(documentHeading)
+	user.Write(text)
+	user.WriteString("\n\n")
+	user.WriteString(question)
+	return []Message{{Role: "system", Content: systemText}, {Role: "user", Content: user.String()}}
 }
 
 const documentHeading = "\nDocument:\n\n"

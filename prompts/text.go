@@ -30,6 +30,14 @@ var words = [...]string{
 	"compared", "explained", "observed", "reported", "returned", "prepared", "collected",
 }
 
+// wordsSpaced holds each word followed by a space, the common case of the generator.
+var wordsSpaced = func() (out [len(words)]string) {
+	for i, w := range words {
+		out[i] = w + " "
+	}
+	return out
+}()
+
 var sectionTitles = [...]string{
 	"Background", "Observations", "Methods", "Inventory", "Correspondence", "Travel",
 	"Accounts", "Maintenance", "Weather", "Planning", "Findings", "Appendix",
@@ -39,10 +47,10 @@ var sectionTitles = [...]string{
 // punctuation, or a heading). Its output is prefix-stable: a longer document is always a
 // shorter one plus more text, so the builder can search for a token count by cutting it.
 type textStream struct {
-	rng  *rand.Rand
+	rng  *rand.PCG // used directly: the rand.Rand wrapper's interface call dominated generation
 	tag  string // names the stream in its facts, so facts of different streams differ
 	buf  []byte
-	ends []int // buf offset just after each unit
+	ends []int32 // buf offset just after each unit (int32 halves the index of a 1 MB prompt)
 
 	section, paragraph, sentence, word int // position in the document's structure
 	sentenceLen                        int
@@ -59,7 +67,7 @@ type fact struct {
 }
 
 func newTextStream(seed, stream uint64, tag string) *textStream {
-	return &textStream{rng: rand.New(rand.NewPCG(seed, stream)), tag: tag}
+	return &textStream{rng: rand.NewPCG(seed, stream), tag: tag}
 }
 
 // ensure extends the document until it holds at least n units.
@@ -74,7 +82,7 @@ func (s *textStream) ensureBytes(n int) {
 	if cap(s.buf) < n {
 		// Grow once: appending a megabyte word by word would copy it many times.
 		s.buf = append(make([]byte, 0, n+n/8+64), s.buf...)
-		s.ends = append(make([]int, 0, (n+n/8)/5+16), s.ends...)
+		s.ends = append(make([]int32, 0, (n+n/8)/5+16), s.ends...)
 	}
 	for len(s.buf) < n {
 		s.next()
@@ -92,28 +100,36 @@ func (s *textStream) next() {
 			s.facts[len(s.facts)-1].end = len(s.buf)
 			s.buf = append(s.buf, ' ')
 		}
-		s.ends = append(s.ends, len(s.buf))
+		s.ends = append(s.ends, int32(len(s.buf)))
 		return
 	}
 	if s.sentenceLen == 0 {
-		s.sentenceLen = 8 + s.rng.IntN(13)
+		s.sentenceLen = 8 + s.intn(13)
 	}
 	// One draw per word: the word from the low bits, a comma from the high ones.
 	r := s.rng.Uint64()
-	w := words[(r&0xffffffff)%uint64(len(words))]
-	if s.word == 0 {
+	i := (r & 0xffffffff) * uint64(len(words)) >> 32
+	s.word++
+	comma := (r>>32)%12 == 0
+	if s.word > 1 && s.word < s.sentenceLen && !comma {
+		// The common case: a mid-sentence word and its space in one append.
+		s.buf = append(s.buf, wordsSpaced[i]...)
+		s.ends = append(s.ends, int32(len(s.buf)))
+		return
+	}
+	w := words[i]
+	if s.word == 1 {
 		s.buf = append(s.buf, w[0]-'a'+'A')
 		s.buf = append(s.buf, w[1:]...)
 	} else {
 		s.buf = append(s.buf, w...)
 	}
-	s.word++
 	if s.word < s.sentenceLen {
-		if (r>>32)%12 == 0 {
+		if comma {
 			s.buf = append(s.buf, ',')
 		}
 		s.buf = append(s.buf, ' ')
-		s.ends = append(s.ends, len(s.buf))
+		s.ends = append(s.ends, int32(len(s.buf)))
 		return
 	}
 	s.buf = append(s.buf, '.')
@@ -131,7 +147,7 @@ func (s *textStream) next() {
 		s.sectionOpen = false // the next unit starts a section
 		s.buf = append(s.buf, "\n\n"...)
 	}
-	s.ends = append(s.ends, len(s.buf))
+	s.ends = append(s.ends, int32(len(s.buf)))
 }
 
 func (s *textStream) startSection() {
@@ -141,14 +157,19 @@ func (s *textStream) startSection() {
 	f := fact{label: label, code: s.code()}
 	s.facts = append(s.facts, f)
 	s.queued = append(s.queued,
-		fmt.Sprintf("## %d. %s\n\n", s.section, sectionTitles[s.rng.IntN(len(sectionTitles))]),
+		fmt.Sprintf("## %d. %s\n\n", s.section, sectionTitles[s.intn(len(sectionTitles))]),
 		"Ledger ", "entry ", label+" ", "records ", "the ", "code ", f.code+".")
+}
+
+// intn returns a number in [0, n) by multiply-shift; its slight bias does not matter for text.
+func (s *textStream) intn(n int) int {
+	return int((s.rng.Uint64() >> 32) * uint64(n) >> 32)
 }
 
 func (s *textStream) code() string {
 	const letters = "ABCDEFGHJKLMNPQRSTUVWXYZ"
-	b := []byte{letters[s.rng.IntN(len(letters))], letters[s.rng.IntN(len(letters))], '-'}
-	return string(strconv.AppendInt(b, int64(1000+s.rng.IntN(9000)), 10))
+	b := []byte{letters[s.intn(len(letters))], letters[s.intn(len(letters))], '-'}
+	return string(strconv.AppendInt(b, int64(1000+s.intn(9000)), 10))
 }
 
 // text returns the first n units and the last fact wholly inside them (ok false if none).
@@ -157,7 +178,7 @@ func (s *textStream) text(n int) (text []byte, last fact, ok bool) {
 		return nil, fact{}, false
 	}
 	s.ensure(n)
-	end := s.ends[n-1]
+	end := int(s.ends[n-1])
 	for i := len(s.facts) - 1; i >= 0; i-- {
 		if s.facts[i].end > 0 && s.facts[i].end <= end {
 			return s.buf[:end], s.facts[i], true
@@ -175,7 +196,7 @@ func (s *textStream) unitsWithin(n int) int {
 	lo, hi := 0, len(s.ends)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if s.ends[mid] <= n {
+		if int(s.ends[mid]) <= n {
 			lo = mid + 1
 		} else {
 			hi = mid
