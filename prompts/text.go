@@ -48,7 +48,7 @@ var sectionTitles = [...]string{
 // shorter one plus more text, so the builder can search for a token count by cutting it.
 type textStream struct {
 	rng  *rand.PCG // used directly: the rand.Rand wrapper's interface call dominated generation
-	tag  string // names the stream in its facts, so facts of different streams differ
+	tag  string    // names the stream in its facts, so facts of different streams differ
 	buf  []byte
 	ends []int32 // buf offset just after each unit (int32 halves the index of a 1 MB prompt)
 
