@@ -215,6 +215,9 @@ func (s *Scenario) validate() []Problem {
 		bad("server.load_bytes_per_token", "must not be negative")
 	}
 
+	if s.Repeat < 0 || s.Repeat > MaxRepeat {
+		bad("repeat", "must be between 1 and %d, or 0 for once (got %d)", MaxRepeat, s.Repeat)
+	}
 	if s.Prompt.Seed < 0 {
 		bad("prompt.seed", "must not be negative")
 	}
@@ -328,35 +331,10 @@ func (s *Scenario) validate() []Problem {
 func (s *Scenario) defined(key string) bool { return s.lines[key] > 0 }
 
 // lineOf finds key, or the nearest enclosing key that has a line.
-func (s *Scenario) lineOf(key string) int {
-	for key != "" {
-		if l := s.lines[key]; l > 0 {
-			return l
-		}
-		i := strings.LastIndexAny(key, ".[")
-		if i < 0 {
-			break
-		}
-		key = key[:i]
-	}
-	return 0
-}
+func (s *Scenario) lineOf(key string) int { return Positions(s.lines).Line(key) }
 
 // lineOfUnindexed finds a key given without array indices (as toml's MetaData names them).
-func (s *Scenario) lineOfUnindexed(key string) int {
-	best := 0
-	for k, l := range s.lines {
-		if stripIndices(k) == key && (best == 0 || l < best) {
-			best = l
-		}
-	}
-	if best == 0 {
-		if i := strings.LastIndex(key, "."); i > 0 {
-			return s.lineOfUnindexed(key[:i])
-		}
-	}
-	return best
-}
+func (s *Scenario) lineOfUnindexed(key string) int { return Positions(s.lines).LineUnindexed(key) }
 
 var indexPattern = regexp.MustCompile(`\[\d+\]`)
 

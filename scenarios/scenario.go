@@ -27,6 +27,9 @@ type Scenario struct {
 	Runtime     Runtime        `toml:"runtime" json:"runtime"`
 	Topology    map[string]any `toml:"topology" json:"topology,omitempty"`
 	Sources     []Source       `toml:"source" json:"sources,omitempty"`
+	// Repeat runs the steps this many times on the same server (0 or 1: once); repetition k
+	// builds its prompts with seed = prompt.seed + k so every repetition starts cold.
+	Repeat int `toml:"repeat" json:"repeat,omitempty"`
 
 	// Path is where the scenario came from: a file path, or "builtin:NAME".
 	Path  string         `toml:"-" json:"path"`

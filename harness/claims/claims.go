@@ -1,0 +1,334 @@
+// Package claims reads claim files, a recipe's published numbers with where they come from,
+// and judges measured values against them: reproduced, not reproduced, or not measurable
+// (and why). The judgement is pure arithmetic over values already read from runs
+// (Evaluate); Measure reads them from loaded runs. `kvbench verify` is its CLI.
+//
+// A claim file is TOML, decoded strictly like scenarios (an unknown key is an error naming
+// its file and line):
+//
+//	title = "replay reloads 113k cached tokens at ~138k effective prefill tokens/s"
+//	[source]
+//	url = "https://github.com/local-inference-lab/rtx6kpro/blob/7ffa54e/models/ds4dspark-v20.md"
+//	observed_date = "2026-08-02"
+//	recipe = "configs/deepseek-v4-flash-offload16-recipe.toml"
+//	evidence_type = "pinned community recipe"
+//	[[expect]]
+//	metric = "verdict"          # step defaults to "replay"
+//	equals = "cpu_reload"
+//	[[expect]]
+//	metric = "effective_prefill_tokens_per_second"
+//	value = 137856
+//	tolerance = 0.15            # relative: within 15%
+//	[[expect]]
+//	metric = "cached_fraction"
+//	at_least = 0.99
+package claims
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// ErrInvalid marks a claim file that failed to parse or validate.
+var ErrInvalid = errors.New("invalid claim file")
+
+// Schema is the schema of kvbench verify's record.
+const Schema = "anvil-serving.kvbench-verify/v1"
+
+// File is one claim file.
+type File struct {
+	Title       string        `toml:"title" json:"title"`
+	Description string        `toml:"description" json:"description,omitempty"`
+	Source      Source        `toml:"source" json:"source"`
+	Expect      []Expectation `toml:"expect" json:"expect"`
+	Path        string        `toml:"-" json:"path"`
+}
+
+// Source says where a claim was published, like a seed record's sources entry.
+type Source struct {
+	URL            string `toml:"url" json:"url"`
+	ObservedDate   string `toml:"observed_date" json:"observed_date"`
+	Recipe         string `toml:"recipe" json:"recipe,omitempty"`
+	EvidenceType   string `toml:"evidence_type" json:"evidence_type"`
+	DecisionImpact string `toml:"decision_impact" json:"decision_impact,omitempty"`
+}
+
+// Expectation is one claimed value: a step's metric (a field of the run record's section for
+// that step, e.g. "cached_fraction", "external_prefix_hits_delta", "verdict") and what the
+// claim says of it. Exactly one form: Equals; AtLeast and/or AtMost; Value with Tolerance.
+type Expectation struct {
+	Step    string   `toml:"step" json:"step"`
+	Metric  string   `toml:"metric" json:"metric"`
+	Equals  string   `toml:"equals" json:"equals,omitempty"`
+	AtLeast *float64 `toml:"at_least" json:"at_least,omitempty"`
+	AtMost  *float64 `toml:"at_most" json:"at_most,omitempty"`
+	Value   *float64 `toml:"value" json:"value,omitempty"`
+	// Tolerance is relative: 0.15 accepts a median within 15% of Value.
+	Tolerance *float64 `toml:"tolerance" json:"tolerance,omitempty"`
+	// Note is free text shown with the result (what the number means in the source).
+	Note string `toml:"note" json:"note,omitempty"`
+}
+
+// Aliases name derived values by the words claims use.
+var Aliases = map[string]string{
+	"load_bytes_per_token": "evidence.measured_load_bytes_per_token",
+	"hit_coverage":         "evidence.hit_coverage",
+}
+
+// Field is the record path the expectation reads.
+func (e Expectation) Field() string {
+	if a, ok := Aliases[e.Metric]; ok {
+		return a
+	}
+	return e.Metric
+}
+
+// Textual reports whether the expectation compares words (a verdict) rather than numbers.
+func (e Expectation) Textual() bool { return e.Equals != "" }
+
+// Claimed says in words what the claim expects.
+func (e Expectation) Claimed() string {
+	switch {
+	case e.Equals != "":
+		return e.Equals
+	case e.Value != nil:
+		return fmt.Sprintf("%s within %s%%", Number(*e.Value), Number(*e.Tolerance*100))
+	case e.AtLeast != nil && e.AtMost != nil:
+		return fmt.Sprintf("%s..%s", Number(*e.AtLeast), Number(*e.AtMost))
+	case e.AtLeast != nil:
+		return ">= " + Number(*e.AtLeast)
+	default:
+		return "<= " + Number(*e.AtMost)
+	}
+}
+
+// Load reads and validates a claim file.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading claim: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes and validates a claim file; every problem is reported at once.
+func Parse(data []byte, path string) (*File, error) {
+	f := &File{Path: path}
+	pos, problems := scenarios.DecodeStrict(data, f)
+	if len(problems) == 0 {
+		problems = f.validate(pos)
+	}
+	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
+		return nil, &InvalidError{Path: path, Problems: problems}
+	}
+	return f, nil
+}
+
+// InvalidError lists every problem of a claim file on one line, as file:line: key: what.
+type InvalidError scenarios.InvalidError
+
+func (e *InvalidError) Error() string { return (*scenarios.InvalidError)(e).Error() }
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+func (f *File) validate(pos scenarios.Positions) []scenarios.Problem {
+	var ps []scenarios.Problem
+	bad := func(key, format string, args ...any) {
+		ps = append(ps, scenarios.Problem{Line: pos.Line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	if f.Source.URL == "" {
+		bad("source.url", "a claim must say where it was published")
+	}
+	if f.Source.ObservedDate == "" {
+		bad("source.observed_date", "a claim must say when its source was read (YYYY-MM-DD)")
+	}
+	if len(f.Expect) == 0 {
+		ps = append(ps, scenarios.Problem{Key: "expect", Msg: "a claim needs at least one [[expect]]"})
+	}
+	for i := range f.Expect {
+		e := &f.Expect[i]
+		key := fmt.Sprintf("expect[%d]", i)
+		if e.Step == "" {
+			e.Step = "replay"
+		}
+		if e.Metric == "" {
+			bad(key+".metric", "missing: name a field of the step's record section, e.g. \"cached_fraction\"")
+		}
+		forms := 0
+		if e.Equals != "" {
+			forms++
+		}
+		if e.AtLeast != nil || e.AtMost != nil {
+			forms++
+		}
+		if e.Value != nil {
+			forms++
+			switch {
+			case e.Tolerance == nil:
+				bad(key+".tolerance", "a value needs a relative tolerance, e.g. 0.15 for within 15%%")
+			case *e.Tolerance < 0 || math.IsNaN(*e.Tolerance):
+				bad(key+".tolerance", "must not be negative")
+			}
+		} else if e.Tolerance != nil {
+			bad(key+".tolerance", "applies to value only")
+		}
+		if forms != 1 {
+			bad(key, "give exactly one of equals, at_least/at_most, or value with tolerance")
+		}
+		if e.AtLeast != nil && e.AtMost != nil && *e.AtLeast > *e.AtMost {
+			bad(key+".at_least", "%g is above at_most %g", *e.AtLeast, *e.AtMost)
+		}
+	}
+	return ps
+}
+
+// Status of one claimed value.
+type Status string
+
+const (
+	Reproduced    Status = "reproduced"
+	NotReproduced Status = "not_reproduced"
+	NotMeasurable Status = "not_measurable"
+)
+
+// Measured is what the runs say of one expectation: numbers (one per run and repetition, nil
+// where absent) or words, and why a value is missing.
+type Measured struct {
+	Numbers []*float64
+	Words   []string
+	// Missing explains the absent values, e.g. "external_prefix_hits_delta is null in 3 of 3
+	// measurements: the server does not expose the counter, or the request failed".
+	Missing string
+}
+
+// Result is the judgement on one expectation.
+type Result struct {
+	Step     string         `json:"step"`
+	Metric   string         `json:"metric"`
+	Claimed  string         `json:"claimed"`
+	Expect   Expectation    `json:"expect"`
+	Measured *stats.Summary `json:"measured,omitempty"`
+	Values   []string       `json:"measured_values,omitempty"`
+	Status   Status         `json:"status"`
+	Why      string         `json:"why"`
+}
+
+// Evaluate judges m against e: numbers by their median (the spread is reported alongside),
+// words only when every measurement says the same (a disagreement is reported, never
+// averaged away).
+func Evaluate(e Expectation, m Measured) Result {
+	r := Result{Step: e.Step, Metric: e.Metric, Claimed: e.Claimed(), Expect: e}
+	if e.Textual() {
+		r.Values = m.Words
+		if len(m.Words) == 0 {
+			r.Status, r.Why = NotMeasurable, orText(m.Missing, "no measurement")
+			return r
+		}
+		for _, w := range m.Words {
+			if w != e.Equals {
+				r.Status, r.Why = NotReproduced, fmt.Sprintf("measured %s, claimed %s", strings.Join(m.Words, ", "), e.Equals)
+				return r
+			}
+		}
+		r.Status, r.Why = Reproduced, fmt.Sprintf("%d of %d measurements say %s", len(m.Words), len(m.Words), e.Equals)
+		return r
+	}
+	s := stats.Summarize(m.Numbers)
+	r.Measured = &s
+	if s.N == 0 {
+		r.Status, r.Why = NotMeasurable, orText(m.Missing, "no measurement")
+		return r
+	}
+	med := *s.Median
+	ok, why := true, []string{}
+	if e.Value != nil {
+		dev := 0.0
+		if *e.Value != 0 {
+			dev = (med - *e.Value) / math.Abs(*e.Value)
+		}
+		if !stats.Within(med, *e.Value, *e.Tolerance) {
+			ok = false
+		}
+		why = append(why, fmt.Sprintf("median %s is %s %s (tolerance %s%%)", Number(med), signedPercent(dev), Number(*e.Value), Number(*e.Tolerance*100)))
+	}
+	if e.AtLeast != nil {
+		ok = ok && med >= *e.AtLeast
+		why = append(why, fmt.Sprintf("median %s %s %s", Number(med), cmp(med >= *e.AtLeast, ">=", "<"), Number(*e.AtLeast)))
+	}
+	if e.AtMost != nil {
+		ok = ok && med <= *e.AtMost
+		why = append(why, fmt.Sprintf("median %s %s %s", Number(med), cmp(med <= *e.AtMost, "<=", ">"), Number(*e.AtMost)))
+	}
+	if s.Absent > 0 && m.Missing != "" {
+		why = append(why, m.Missing)
+	}
+	r.Status, r.Why = NotReproduced, strings.Join(why, "; ")
+	if ok {
+		r.Status = Reproduced
+	}
+	return r
+}
+
+func cmp(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func signedPercent(dev float64) string {
+	switch {
+	case dev > 0:
+		return Number(dev*100) + "% above"
+	case dev < 0:
+		return Number(-dev*100) + "% below"
+	default:
+		return "exactly"
+	}
+}
+
+// Number prints v compactly: integers without decimals, others with up to 4 significant
+// decimals.
+func Number(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	a := math.Abs(v)
+	switch {
+	case a >= 1000:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.4g", v)
+	}
+}
+
+// Counts tallies results by status.
+func Counts(rs []Result) (reproduced, notReproduced, notMeasurable int) {
+	for _, r := range rs {
+		switch r.Status {
+		case Reproduced:
+			reproduced++
+		case NotReproduced:
+			notReproduced++
+		default:
+			notMeasurable++
+		}
+	}
+	return
+}

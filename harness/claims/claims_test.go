@@ -1,0 +1,135 @@
+package claims
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func f(v float64) *float64 { return &v }
+
+// TestSeed001Arithmetic judges seed 001's own replay numbers against claims written from
+// them: every one reproduces, and numbers just outside each band do not.
+func TestSeed001Arithmetic(t *testing.T) {
+	cases := []struct {
+		name string
+		e    Expectation
+		m    Measured
+		want Status
+	}{
+		{"prefill within 15% of 137,856", Expectation{Metric: "effective_prefill_tokens_per_second", Value: f(137856), Tolerance: f(0.15)},
+			Measured{Numbers: []*float64{f(137855.8117992414)}}, Reproduced},
+		{"prefill 16% low", Expectation{Metric: "effective_prefill_tokens_per_second", Value: f(137856), Tolerance: f(0.15)},
+			Measured{Numbers: []*float64{f(137856 * 0.84)}}, NotReproduced},
+		{"cached fraction >= 0.99", Expectation{Metric: "cached_fraction", AtLeast: f(0.99)},
+			Measured{Numbers: []*float64{f(0.9976599750162746)}}, Reproduced},
+		{"cached fraction of the 8 GiB control's GPU hit is no reload proof", Expectation{Metric: "cached_fraction", AtLeast: f(0.999)},
+			Measured{Numbers: []*float64{f(0.9976599750162746)}}, NotReproduced},
+		{"decode within 15% of 117.73 (161 / 1.3675 s)", Expectation{Metric: "decode_tokens_per_second", Value: f(117.73), Tolerance: f(0.15)},
+			Measured{Numbers: []*float64{f(117.73168626941829)}}, Reproduced},
+		{"load bytes per token 1,001,721,600 / 113,408", Expectation{Metric: "load_bytes_per_token", Value: f(8833), Tolerance: f(0.001)},
+			Measured{Numbers: []*float64{f(1001721600.0 / 113408)}}, Reproduced},
+		{"TTFT at most 1 s", Expectation{Metric: "time_to_first_output_ms", AtMost: f(1000)},
+			Measured{Numbers: []*float64{f(824.5862000039779)}}, Reproduced},
+		{"verdict cpu_reload", Expectation{Metric: "verdict", Equals: "cpu_reload"},
+			Measured{Words: []string{"cpu_reload"}}, Reproduced},
+		{"verdict of the control", Expectation{Metric: "verdict", Equals: "cpu_reload"},
+			Measured{Words: []string{"gpu_hit"}}, NotReproduced},
+		// A disagreement across repeats is reported, not averaged away.
+		{"repeats disagree", Expectation{Metric: "verdict", Equals: "cpu_reload"},
+			Measured{Words: []string{"cpu_reload", "recompute", "cpu_reload"}}, NotReproduced},
+		// The median decides numbers; the spread is reported with it.
+		{"median of repeats", Expectation{Metric: "effective_prefill_tokens_per_second", Value: f(137856), Tolerance: f(0.15)},
+			Measured{Numbers: []*float64{f(90000), f(130000), f(140000)}}, Reproduced},
+		{"absent counter", Expectation{Metric: "external_prefix_hits_delta", Value: f(113408), Tolerance: f(0.05)},
+			Measured{Numbers: []*float64{nil}, Missing: "external_prefix_hits_delta is absent (null) in 1 of 1 measurements"}, NotMeasurable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Evaluate(c.e, c.m)
+			if r.Status != c.want {
+				t.Fatalf("%s (%s), want %s", r.Status, r.Why, c.want)
+			}
+			if c.want == NotMeasurable && !strings.Contains(r.Why, "absent") {
+				t.Fatalf("not measurable without why: %q", r.Why)
+			}
+		})
+	}
+	r := Evaluate(Expectation{Metric: "effective_prefill_tokens_per_second", Value: f(137856), Tolerance: f(0.15)}, Measured{Numbers: []*float64{f(137855.8117992414)}})
+	if r.Claimed != "137856 within 15%" || r.Why != "median 137855.8 is 0.0001365% below 137856 (tolerance 15%)" {
+		t.Fatalf("claimed %q why %q", r.Claimed, r.Why)
+	}
+}
+
+func TestParseStrict(t *testing.T) {
+	_, err := Parse([]byte(`title = "x"
+[source]
+url = "https://example.org/recipe"
+observed_date = "2026-08-02"
+evidnce_type = "typo"
+
+[[expect]]
+metric = "cached_fraction"
+at_least = 0.99
+value = 0.99
+
+[[expect]]
+metric = "effective_prefill_tokens_per_second"
+value = 137856
+`), "claim.toml")
+	var ie *InvalidError
+	if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"claim.toml:5: source.evidnce_type: unknown key",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	// With the typo fixed, every validation problem is reported at once, with its line.
+	_, err = Parse([]byte(`[source]
+url = "https://example.org/recipe"
+
+[[expect]]
+metric = "cached_fraction"
+at_least = 0.99
+value = 0.99
+
+[[expect]]
+metric = "effective_prefill_tokens_per_second"
+value = 137856
+`), "claim.toml")
+	msg = err.Error()
+	for _, want := range []string{
+		"claim.toml:1: source.observed_date: a claim must say when",
+		"claim.toml:4: expect[0]: give exactly one of",
+		"claim.toml:9: expect[1].tolerance: a value needs a relative tolerance",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	if strings.Count(msg, "\n") != 0 {
+		t.Errorf("error is not one line: %q", msg)
+	}
+}
+
+func TestParseDefaultsStep(t *testing.T) {
+	c, err := Parse([]byte("[source]\nurl = \"u\"\nobserved_date = \"2026-08-02\"\n[[expect]]\nmetric = \"verdict\"\nequals = \"cpu_reload\"\n"), "c.toml")
+	if err != nil || c.Expect[0].Step != "replay" {
+		t.Fatalf("%v %+v", err, c)
+	}
+}
+
+// FuzzParse: a claim file never panics the parser.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("[source]\nurl = \"u\"\nobserved_date = \"d\"\n[[expect]]\nmetric = \"m\"\nvalue = 1\ntolerance = 0.1\n"))
+	f.Add([]byte("[[expect]]\nat_least = 1\nat_most = 0\n"))
+	f.Add([]byte("[source\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Parse(data, "fuzz.toml")
+	})
+}

@@ -1,0 +1,231 @@
+// Package compare compares a candidate run with a baseline run step by step and request by
+// request, from their artifacts: a change is a regression only when it is worse than both
+// the configured tolerance and the measured noise of the two runs (the spread of their
+// repetitions); a replay verdict the baseline never showed (cpu_reload -> recompute) is
+// always a regression. It computes only; the CLI (kvbench compare) loads runs and prints.
+package compare
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/stats"
+)
+
+// Schema is the schema of kvbench compare's JSON output.
+const Schema = "anvil-serving.kvbench-compare/v1"
+
+// DefaultTolerance is the relative change a metric may take before it counts, when the
+// measured noise is smaller.
+const DefaultTolerance = 0.10
+
+// ErrMismatch means the runs measured different things and cannot be compared.
+var ErrMismatch = errors.New("runs are not comparable")
+
+// MismatchError names every field the runs differ in.
+type MismatchError struct{ Mismatches []runs.Mismatch }
+
+func (e *MismatchError) Error() string {
+	parts := make([]string, len(e.Mismatches))
+	for i, m := range e.Mismatches {
+		parts[i] = fmt.Sprintf("%s differs (baseline %q, candidate %q)", m.Field, m.Baseline, m.Candidate)
+	}
+	return strings.Join(parts, "; ") + " (--allow-mismatch to compare anyway)"
+}
+
+func (e *MismatchError) Unwrap() error { return ErrMismatch }
+
+// Options configure a comparison.
+type Options struct {
+	// Tolerance is the relative change (0.10 = 10%) below which nothing counts.
+	Tolerance float64
+	// AllowMismatch compares runs of different scenarios, models or prompts anyway.
+	AllowMismatch bool
+}
+
+// Metric is a per-request measurement compare judges, and which way is better.
+type Metric struct {
+	Name   string
+	Better stats.Better
+}
+
+// Metrics are judged in this order for every request.
+var Metrics = []Metric{
+	{"time_to_first_output_ms", stats.Lower},
+	{"effective_prefill_tokens_per_second", stats.Higher},
+	{"decode_tokens_per_second", stats.Higher},
+	{"cached_fraction", stats.Higher},
+}
+
+// Result is a whole comparison.
+type Result struct {
+	Schema     string          `json:"schema"`
+	Baseline   RunRef          `json:"baseline"`
+	Candidate  RunRef          `json:"candidate"`
+	Tolerance  float64         `json:"tolerance"`
+	Noise      string          `json:"noise"`
+	Mismatches []runs.Mismatch `json:"mismatches"`
+	Steps      []Step          `json:"steps"`
+	// Findings lists each regression in words; Regression is true when there is any.
+	Findings   []string `json:"regressions"`
+	Regression bool     `json:"regression"`
+}
+
+// RunRef identifies one side of the comparison.
+type RunRef struct {
+	Dir         string `json:"dir"`
+	Scenario    string `json:"scenario"`
+	Model       string `json:"model"`
+	ObservedAt  string `json:"observed_at"`
+	Repetitions int    `json:"repetitions"`
+}
+
+// Step compares one step.
+type Step struct {
+	Step     string    `json:"step"`
+	Kind     string    `json:"kind"`
+	Verdict  *Verdict  `json:"verdict,omitempty"`
+	Requests []Request `json:"requests"`
+}
+
+// Verdict compares a replay step's verdicts across all repetitions of both runs.
+type Verdict struct {
+	Baseline  []string        `json:"baseline"`
+	Candidate []string        `json:"candidate"`
+	Status    stats.Judgement `json:"status"`
+	Why       string          `json:"why,omitempty"`
+}
+
+// Request compares one request position of a step.
+type Request struct {
+	Index           int           `json:"index_in_step"`
+	BaselineFailed  int           `json:"baseline_failed"`
+	CandidateFailed int           `json:"candidate_failed"`
+	Metrics         []MetricValue `json:"metrics"`
+}
+
+// MetricValue is one metric of one request on both sides and the judgement.
+type MetricValue struct {
+	Metric    string        `json:"metric"`
+	Better    stats.Better  `json:"better"`
+	Baseline  stats.Summary `json:"baseline"`
+	Candidate stats.Summary `json:"candidate"`
+	stats.Change
+}
+
+// Ref describes a loaded run for the comparison.
+func Ref(r *runs.Run) RunRef {
+	id := r.Identify()
+	return RunRef{Dir: r.Dir, Scenario: id.Scenario, Model: id.Model, ObservedAt: r.ObservedAt, Repetitions: len(r.Repetitions)}
+}
+
+// Compare compares candidate with baseline. It refuses runs of different scenarios, models or
+// prompt identities (a *MismatchError) unless opts.AllowMismatch.
+func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
+	mm := runs.Mismatches(baseline.Identify(), candidate.Identify())
+	if len(mm) > 0 && !opts.AllowMismatch {
+		return nil, &MismatchError{Mismatches: mm}
+	}
+	res := &Result{
+		Schema: Schema, Baseline: Ref(baseline), Candidate: Ref(candidate),
+		Tolerance: opts.Tolerance, Mismatches: mm, Steps: []Step{}, Findings: []string{},
+	}
+	if res.Mismatches == nil {
+		res.Mismatches = []runs.Mismatch{}
+	}
+	nb, nc := len(baseline.Repetitions), len(candidate.Repetitions)
+	switch {
+	case nb > 1 || nc > 1:
+		res.Noise = fmt.Sprintf("measured from repetitions (baseline %d, candidate %d): a change counts only beyond the larger relative spread and the tolerance", nb, nc)
+	default:
+		res.Noise = "not measured: neither run was repeated (kvbench run --repeat N), so the tolerance alone decides"
+	}
+	for si, id := range baseline.StepIDs() {
+		bst := baseline.Repetitions[0].Steps[si]
+		st := Step{Step: id, Kind: bst.Kind, Requests: []Request{}}
+		if candidate.Step(0, id) == nil {
+			res.Findings = append(res.Findings, fmt.Sprintf("%s: not measured in the candidate", id))
+			res.Steps = append(res.Steps, st)
+			continue
+		}
+		if bst.Kind == "replay" {
+			st.Verdict = compareVerdicts(baseline.Verdicts(id), candidate.Verdicts(id))
+			if st.Verdict.Status == stats.Regressed {
+				res.Findings = append(res.Findings, fmt.Sprintf("%s: verdict %s", id, st.Verdict.Why))
+			}
+		}
+		for i, q := range bst.Requests {
+			rq := Request{Index: q.IndexInStep, BaselineFailed: failures(baseline, id, i), CandidateFailed: failures(candidate, id, i)}
+			if rq.CandidateFailed > 0 && rq.BaselineFailed == 0 {
+				res.Findings = append(res.Findings, fmt.Sprintf("%s[%d]: failed in %d candidate repetition(s), never in the baseline", id, rq.Index, rq.CandidateFailed))
+			}
+			for _, m := range Metrics {
+				b := stats.Summarize(baseline.RequestValues(id, i, m.Name))
+				c := stats.Summarize(candidate.RequestValues(id, i, m.Name))
+				if b.N == 0 && c.N == 0 {
+					continue // not a metric of this request (e.g. decode with one output token)
+				}
+				mv := MetricValue{Metric: m.Name, Better: m.Better, Baseline: b, Candidate: c, Change: stats.Compare(b, c, m.Better, opts.Tolerance)}
+				if mv.Judgement == stats.Regressed {
+					res.Findings = append(res.Findings, fmt.Sprintf("%s[%d] %s: %s worse (threshold %s)", id, rq.Index, m.Name, Percent(*mv.Worse), Share(mv.Threshold)))
+				}
+				rq.Metrics = append(rq.Metrics, mv)
+			}
+			st.Requests = append(st.Requests, rq)
+		}
+		res.Steps = append(res.Steps, st)
+	}
+	res.Regression = len(res.Findings) > 0
+	return res, nil
+}
+
+// compareVerdicts: a candidate verdict the baseline never reached is a regression; the
+// baseline's own disagreement is reported, not averaged.
+func compareVerdicts(b, c []string) *Verdict {
+	v := &Verdict{Baseline: b, Candidate: c, Status: stats.Unchanged}
+	var changed []string
+	for _, x := range c {
+		if !slices.Contains(b, x) && !slices.Contains(changed, x) {
+			changed = append(changed, x)
+		}
+	}
+	switch {
+	case len(changed) > 0:
+		v.Status = stats.Regressed
+		v.Why = fmt.Sprintf("%s -> %s", strings.Join(unique(b), "/"), strings.Join(changed, "/"))
+	case len(unique(b)) > 1:
+		v.Why = "the baseline's repetitions disagree: " + strings.Join(b, ", ")
+	case len(unique(c)) > 1:
+		v.Why = "the candidate's repetitions disagree: " + strings.Join(c, ", ")
+	}
+	return v
+}
+
+func unique(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func failures(r *runs.Run, id string, i int) int {
+	n := 0
+	for k := range r.Repetitions {
+		if st := r.Step(k, id); st != nil && i < len(st.Requests) && st.Requests[i].Result.Failed() {
+			n++
+		}
+	}
+	return n
+}
+
+// Percent prints a fraction as a signed percentage with one decimal.
+func Percent(f float64) string { return fmt.Sprintf("%+.1f%%", f*100) }
+
+// Share prints a fraction as an unsigned percentage with one decimal.
+func Share(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }

@@ -1,0 +1,47 @@
+package record
+
+import (
+	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/verdict"
+)
+
+func replayArtifact(ttft float64, v string) StepArtifact {
+	prompt, cached := 1000, 990
+	return StepArtifact{Step: "replay", Kind: "replay", Requests: []Request{{
+		Step:    "replay",
+		Result:  client.Result{TimeToFirstOutputMS: &ttft, PromptTokens: &prompt, CachedPromptTokens: &cached},
+		Verdict: &verdict.Replay{Verdict: v},
+	}}}
+}
+
+// TestBuildRepeats: medians and spreads per metric, and a verdict disagreement reported as
+// such rather than averaged away.
+func TestBuildRepeats(t *testing.T) {
+	reps := []Repetition{
+		{Index: 0, Seed: 5, Steps: []StepArtifact{replayArtifact(100, "cpu_reload")}},
+		{Index: 1, Seed: 6, Steps: []StepArtifact{replayArtifact(120, "cpu_reload")}},
+		{Index: 2, Seed: 7, Steps: []StepArtifact{replayArtifact(90, "recompute")}},
+	}
+	rs := BuildRepeats(reps)
+	if rs.Count != 3 || rs.VerdictsAgree || len(rs.Disagreements) != 1 || rs.Disagreements[0] != "replay: [cpu_reload cpu_reload recompute]" {
+		t.Fatalf("%+v", rs)
+	}
+	v, _ := rs.Steps.Get("replay")
+	st := v.(RepeatStep)
+	ttft := st.Requests[0].Metrics.TimeToFirstOutputMS
+	if ttft.N != 3 || *ttft.Median != 100 || *ttft.Min != 90 || *ttft.Max != 120 || *ttft.Spread != 30 || *ttft.RelativeSpread != 0.3 {
+		t.Fatalf("ttft %+v", ttft)
+	}
+	if cf := st.Requests[0].Metrics.CachedFraction; *cf.Median != 0.99 || *cf.Spread != 0 {
+		t.Fatalf("cached fraction %+v", cf)
+	}
+	// No counters: load bytes per token is absent in every repetition, never 0.
+	if lb := st.Requests[0].Metrics.LoadBytesPerToken; lb.N != 0 || lb.Absent != 3 || lb.Median != nil {
+		t.Fatalf("load bytes per token %+v", lb)
+	}
+	if *st.VerdictsAgree {
+		t.Fatal("verdicts_agree with a recompute among cpu_reloads")
+	}
+}

@@ -1,0 +1,206 @@
+// Package report renders one or more loaded runs (and, for two, their comparison) as a
+// single self-contained HTML page: inline CSS, SVG drawn here in Go and a few lines of
+// inline JS, nothing fetched at view time. The charts' numbers are also embedded as JSON
+// (<script type="application/json" id="kvbench-data">) so a test, or a reader, can check
+// exactly what was drawn.
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"sort"
+
+	"github.com/anvil-serving/kvbench/harness/compare"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
+)
+
+// Data is everything the page shows; it is embedded in the page as JSON.
+type Data struct {
+	Title      string          `json:"title"`
+	Generated  string          `json:"generated"`
+	Runs       []RunData       `json:"runs"`
+	Comparison *compare.Result `json:"comparison,omitempty"`
+}
+
+// RunData is one run's identity, verdicts and chart data (repetition 0, the run's record).
+type RunData struct {
+	Dir         string         `json:"dir"`
+	Scenario    string         `json:"scenario"`
+	ObservedAt  string         `json:"observed_at"`
+	Status      string         `json:"status"`
+	Model       string         `json:"model"`
+	Engine      string         `json:"engine"`
+	Recipe      string         `json:"recipe"`
+	GPUKVTokens int            `json:"gpu_kv_cache_tokens"`
+	CPUOffload  float64        `json:"cpu_offload_gib"`
+	Repetitions int            `json:"repetitions"`
+	Verdicts    []VerdictRow   `json:"verdicts"`
+	Requests    []RequestPoint `json:"requests"`
+	Steps       []StepBytes    `json:"steps"`
+	KVUsage     []UsagePoint   `json:"kv_usage"`
+}
+
+// VerdictRow is one replay's verdict, across repetitions when repeated.
+type VerdictRow struct {
+	Step           string   `json:"step"`
+	Verdict        string   `json:"verdict"`
+	Repetitions    []string `json:"repetitions"`
+	Agree          bool     `json:"agree"`
+	Reason         string   `json:"reason"`
+	SetupValid     string   `json:"setup_valid"`
+	CachedFraction *float64 `json:"cached_fraction"`
+	Interpretation string   `json:"interpretation"`
+}
+
+// RequestPoint is one request of the TTFT and cached-fraction charts.
+type RequestPoint struct {
+	Label          string   `json:"label"`
+	Step           string   `json:"step"`
+	Index          int      `json:"index_in_step"`
+	Replay         bool     `json:"replay"`
+	TTFTMS         *float64 `json:"time_to_first_output_ms"`
+	CachedFraction *float64 `json:"cached_fraction"`
+}
+
+// StepBytes is one step of the store/load bytes chart.
+type StepBytes struct {
+	Step       string   `json:"step"`
+	StoreBytes *float64 `json:"gpu_to_cpu_bytes_delta"`
+	LoadBytes  *float64 `json:"cpu_to_gpu_bytes_delta"`
+}
+
+// UsagePoint is one KV usage sample, ms since the run started.
+type UsagePoint struct {
+	TMS     float64 `json:"t_ms"`
+	KVUsage float64 `json:"kv_usage"`
+}
+
+// Collect builds the page data from loaded runs; cmp is their comparison (nil for none).
+func Collect(title, generated string, rs []*runs.Run, cmp *compare.Result) Data {
+	d := Data{Title: title, Generated: generated, Comparison: cmp}
+	for _, r := range rs {
+		d.Runs = append(d.Runs, runData(r))
+	}
+	return d
+}
+
+func runData(r *runs.Run) RunData {
+	id := r.Identify()
+	rd := RunData{
+		Dir: r.Dir, Scenario: r.Scenario.Name, ObservedAt: r.ObservedAt, Status: r.Status, Model: id.Model,
+		Engine: r.Runtime.Engine, Recipe: r.Runtime.Recipe, GPUKVTokens: r.Cache.GPUKVCacheTokens, CPUOffload: r.Cache.CPUOffloadGiB,
+		Repetitions: len(r.Repetitions), Verdicts: []VerdictRow{}, Requests: []RequestPoint{}, Steps: []StepBytes{}, KVUsage: []UsagePoint{},
+	}
+	for _, id := range r.ReplayStepIDs() {
+		sec, _ := r.Replay(0, id)
+		vs := r.Verdicts(id)
+		agree := true
+		for _, v := range vs {
+			agree = agree && v == vs[0]
+		}
+		rd.Verdicts = append(rd.Verdicts, VerdictRow{Step: id, Verdict: sec.Verdict, Repetitions: vs, Agree: agree, Reason: sec.VerdictReason,
+			SetupValid: string(sec.SetupValid), CachedFraction: sec.CachedFraction, Interpretation: sec.Interpretation})
+	}
+	for _, st := range r.Repetitions[0].Steps {
+		for _, q := range st.Requests {
+			rd.Requests = append(rd.Requests, RequestPoint{
+				Label: fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep), Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == "replay",
+				TTFTMS: q.Result.TimeToFirstOutputMS, CachedFraction: record.RequestMetrics["cached_fraction"](q),
+			})
+			for _, s := range q.Samples.Series {
+				if s.KVUsage != nil {
+					rd.KVUsage = append(rd.KVUsage, UsagePoint{TMS: s.AtMS, KVUsage: *s.KVUsage})
+				}
+			}
+		}
+		sb := StepBytes{Step: st.Step}
+		if c := st.Counters; c != nil {
+			sb.StoreBytes, sb.LoadBytes = deltaOf(c, metrics.StoreBytes), deltaOf(c, metrics.LoadBytes)
+		}
+		rd.Steps = append(rd.Steps, sb)
+		if st.DeltaScope == record.ScopeStep { // concurrent step: samples are the step's
+			for _, s := range st.Samples.Series {
+				if s.KVUsage != nil {
+					rd.KVUsage = append(rd.KVUsage, UsagePoint{TMS: s.AtMS, KVUsage: *s.KVUsage})
+				}
+			}
+		}
+	}
+	sort.SliceStable(rd.KVUsage, func(i, j int) bool { return rd.KVUsage[i].TMS < rd.KVUsage[j].TMS })
+	return rd
+}
+
+func deltaOf(c *record.Counters, k metrics.Counter) *float64 {
+	v, ok := c.Delta.Value(k)
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// chartSet is one run's rendered charts.
+type chartSet struct {
+	Run                           RunData
+	TTFT, Cached, Bytes, KVUsage  template.HTML
+	ChartCount, BarCount, PtCount int
+}
+
+// Render writes the page for d.
+func Render(w io.Writer, d Data) error {
+	var sets []chartSet
+	for i, r := range d.Runs {
+		var labels []string
+		var ttft, cached []*float64
+		var replay []bool
+		for _, q := range r.Requests {
+			labels = append(labels, q.Label)
+			ttft, cached, replay = append(ttft, q.TTFTMS), append(cached, q.CachedFraction), append(replay, q.Replay)
+		}
+		var stepLabels []string
+		var store, load []*float64
+		for _, s := range r.Steps {
+			stepLabels = append(stepLabels, s.Step)
+			store, load = append(store, s.StoreBytes), append(load, s.LoadBytes)
+		}
+		var xs, ys []float64
+		for _, p := range r.KVUsage {
+			xs, ys = append(xs, p.TMS), append(ys, p.KVUsage)
+		}
+		sets = append(sets, chartSet{
+			Run:     r,
+			TTFT:    barChart(fmt.Sprintf("ttft-%d", i), "Time to first output per request (replay in red)", "ms", labels, []Series{{"ttft", colorBar, ttft}}, replay),
+			Cached:  barChart(fmt.Sprintf("cached-%d", i), "Cached fraction of the prompt per request", "fraction", labels, []Series{{"cached", colorBar, cached}}, replay),
+			Bytes:   barChart(fmt.Sprintf("bytes-%d", i), "KV offload bytes per step", "bytes", stepLabels, []Series{{"store GPU->CPU", colorStore, store}, {"load CPU->GPU", colorLoad, load}}, nil),
+			KVUsage: lineChart(fmt.Sprintf("kv-%d", i), "Sampled GPU KV block usage over the run", "usage", xs, ys, 1),
+		})
+	}
+	return page.Execute(w, struct {
+		Data
+		Sets []chartSet
+	}{d, sets})
+}
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"frac": func(p *float64) string {
+		if p == nil {
+			return "absent"
+		}
+		return fmt.Sprintf("%.4f", *p)
+	},
+	"pct": compare.Share,
+	"signed": func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return compare.Percent(*p)
+	},
+	"median": func(p *float64) string {
+		if p == nil {
+			return "absent"
+		}
+		return formatValue(*p)
+	},
+}).Parse(pageTemplate))

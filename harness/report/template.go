@@ -1,0 +1,94 @@
+package report
+
+// pageTemplate is the whole page. Everything it needs is inline: a system font stack, no
+// external fonts, scripts or images, so it reads the same offline years later.
+const pageTemplate = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 24px; color: #222; background: #fff; max-width: 1200px; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+.meta { color: #666; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0 12px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.v-cpu_reload { color: #1a7f37; font-weight: 600; }
+.v-recompute, .v-invalid, .regression { color: #c62828; font-weight: 600; }
+.v-gpu_hit, .v-partial { color: #9a6700; font-weight: 600; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 12px; }
+svg.chart { width: 100%; height: auto; border: 1px solid #eee; background: #fcfcfc; }
+svg .title { font-size: 13px; font-weight: 600; fill: #333; }
+svg .xl, svg .yl, svg .lg { font-size: 10px; fill: #555; }
+svg .na { font-size: 10px; fill: #999; }
+svg .grid { stroke: #e6e6e6; stroke-width: 1; }
+.interp { font-size: 13px; color: #333; max-width: 1100px; }
+#kvbench-status { color: #999; font-size: 11px; }
+</style>
+</head>
+<body>
+<h1>{{.Title}}</h1>
+<p class="meta">generated {{.Generated}} by kvbench report from the runs' step artifacts; no network is needed to view this page.</p>
+{{with .Comparison}}
+<h2>Comparison: {{if .Regression}}<span class="regression">regression ({{len .Findings}})</span>{{else}}no regression{{end}}</h2>
+<p class="meta">baseline {{.Baseline.Dir}} ({{.Baseline.Repetitions}} repetition(s)) vs candidate {{.Candidate.Dir}} ({{.Candidate.Repetitions}} repetition(s)); tolerance {{pct .Tolerance}}; noise {{.Noise}}</p>
+{{range .Mismatches}}<p class="regression">mismatch (allowed): {{.Field}}: baseline {{.Baseline}}, candidate {{.Candidate}}</p>{{end}}
+{{if .Findings}}<ul>{{range .Findings}}<li class="regression">{{.}}</li>{{end}}</ul>{{end}}
+<table id="comparison">
+<tr><th>step</th><th>req</th><th>metric</th><th>baseline median</th><th>candidate median</th><th>change</th><th>threshold</th><th>status</th></tr>
+{{range $st := .Steps}}{{with .Verdict}}<tr><td>{{$st.Step}}</td><td class="num">0</td><td>verdict</td><td>{{range .Baseline}}<span class="v-{{.}}">{{.}}</span> {{end}}</td><td>{{range .Candidate}}<span class="v-{{.}}">{{.}}</span> {{end}}</td><td>-</td><td>-</td><td class="{{.Status}}">{{.Status}}</td></tr>{{end}}
+{{range $q := .Requests}}{{range .Metrics}}<tr><td>{{$st.Step}}</td><td class="num">{{$q.Index}}</td><td>{{.Metric}}</td><td class="num">{{median .Baseline.Median}}</td><td class="num">{{median .Candidate.Median}}</td><td class="num">{{signed .Relative}}</td><td class="num">{{pct .Threshold}}</td><td class="{{.Judgement}}">{{.Judgement}}</td></tr>
+{{end}}{{end}}{{end}}
+</table>
+{{end}}
+{{range $i, $s := .Sets}}{{with .Run}}
+<h2>{{if gt (len $.Sets) 1}}Run {{$i}}: {{end}}{{.Scenario}} <span class="meta">{{.Dir}}</span></h2>
+<table class="identity">
+<tr><th>observed</th><td>{{.ObservedAt}}</td><th>status</th><td>{{.Status}}</td><th>repetitions</th><td>{{.Repetitions}}</td></tr>
+<tr><th>model</th><td>{{.Model}}</td><th>engine</th><td>{{.Engine}}</td><th>recipe</th><td>{{.Recipe}}</td></tr>
+<tr><th>GPU KV pool</th><td class="num">{{.GPUKVTokens}} tokens</td><th>CPU tier</th><td class="num">{{.CPUOffload}} GiB</td><th></th><td></td></tr>
+</table>
+<h3>Verdicts</h3>
+<table class="verdicts">
+<tr><th>replay step</th><th>verdict</th><th>repetitions</th><th>cached fraction</th><th>setup valid</th><th>why</th></tr>
+{{range .Verdicts}}<tr><td>{{.Step}}</td><td class="v-{{.Verdict}}">{{.Verdict}}</td><td>{{range .Repetitions}}<span class="v-{{.}}">{{.}}</span> {{end}}{{if not .Agree}}<span class="regression">(disagree)</span>{{end}}</td><td class="num">{{frac .CachedFraction}}</td><td>{{.SetupValid}}</td><td>{{.Reason}}</td></tr>
+{{else}}<tr><td colspan="6">no replay step</td></tr>{{end}}
+</table>
+{{range .Verdicts}}{{if .Interpretation}}<p class="interp"><b>{{.Step}}:</b> {{.Interpretation}}</p>{{end}}{{end}}
+{{end}}
+<div class="charts">
+{{$s.TTFT}}
+{{$s.Cached}}
+{{$s.Bytes}}
+{{$s.KVUsage}}
+</div>
+{{end}}
+<p id="kvbench-status" data-status="pending">charts not checked (JavaScript off)</p>
+<script type="application/json" id="kvbench-data">{{.Data}}</script>
+<script>
+(function () {
+  "use strict";
+  var status = document.getElementById("kvbench-status");
+  var data = JSON.parse(document.getElementById("kvbench-data").textContent);
+  var problems = [];
+  data.runs.forEach(function (run, i) {
+    var drawn = document.querySelectorAll("#ttft-" + i + " rect.bar").length;
+    var measured = run.requests.filter(function (r) { return r.time_to_first_output_ms !== null; }).length;
+    if (drawn !== measured) { problems.push("run " + i + ": " + drawn + " TTFT bars for " + measured + " measured requests"); }
+    var pts = document.querySelectorAll("#kv-" + i + " circle.pt").length;
+    if (pts !== run.kv_usage.length) { problems.push("run " + i + ": " + pts + " KV points for " + run.kv_usage.length + " samples"); }
+  });
+  status.dataset.status = problems.length ? "mismatch" : "ok";
+  status.textContent = problems.length ? "chart check failed: " + problems.join("; ")
+    : "kvbench-render-ok: " + data.runs.length + " run(s), charts match the embedded data";
+})();
+</script>
+</body>
+</html>
+`

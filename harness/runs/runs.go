@@ -1,0 +1,294 @@
+// Package runs loads finished kvbench run directories for the commands that read them back
+// (verify, compare, report): run.json, the scenario it ran, and every repetition's step
+// artifacts, each checked against the sha256 the record lists. The artifacts are the source
+// of truth (STYLE.md 6): what those commands print is recomputed from them, so a summary
+// can never drift from the measurements.
+package runs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// ErrNotRun means a directory holds no readable kvbench run record.
+var ErrNotRun = errors.New("not a kvbench run directory")
+
+// ErrArtifactChanged means an artifact's bytes no longer match the sha256 in run.json.
+var ErrArtifactChanged = errors.New("artifact changed after the run")
+
+// Run is one loaded run directory.
+type Run struct {
+	Dir        string
+	Schema     string
+	ObservedAt string
+	Status     string
+	Model      scenarios.Model
+	Runtime    scenarios.Runtime
+	Cache      record.Cache
+	Scenario   *scenarios.Scenario
+	// Repetitions holds every pass over the steps, repetition 0 first, Steps loaded.
+	Repetitions []record.Repetition
+	// Record is run.json as written, keys in order, values raw.
+	Record record.Object
+}
+
+// sourceEntry is one entry of run.json's sources: an artifact (path, sha256) or a reference.
+type sourceEntry struct {
+	Path       string `json:"path"`
+	SHA256     string `json:"sha256"`
+	Repetition int    `json:"repetition"`
+	URL        string `json:"url"`
+}
+
+// Load reads dir's run.json and every artifact it lists, checking each sha256.
+func Load(dir string) (*Run, error) {
+	path := filepath.Join(dir, "run.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
+	}
+	r := &Run{Dir: dir}
+	if err := json.Unmarshal(data, &r.Record); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
+	}
+	fields := map[string]any{
+		"schema": &r.Schema, "observed_at": &r.ObservedAt, "status": &r.Status,
+		"model": &r.Model, "runtime": &r.Runtime, "cache": &r.Cache, "scenario": &r.Scenario,
+	}
+	for key, into := range fields {
+		raw, ok := r.Record.Get(key)
+		if !ok {
+			if key == "schema" || key == "scenario" {
+				return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, key)
+			}
+			continue
+		}
+		if err := json.Unmarshal(raw.(json.RawMessage), into); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, key, err)
+		}
+	}
+	if r.Schema != record.RunSchema {
+		return nil, fmt.Errorf("%s: %w: schema %q, want %q", path, ErrNotRun, r.Schema, record.RunSchema)
+	}
+	var sources []sourceEntry
+	if raw, ok := r.Record.Get("sources"); ok {
+		if err := json.Unmarshal(raw.(json.RawMessage), &sources); err != nil {
+			return nil, fmt.Errorf("%s: sources: %w", path, err)
+		}
+	}
+	seeds := repetitionSeeds(r.Record)
+	byRep := map[int]*record.Repetition{}
+	for _, s := range sources {
+		if s.Path == "" || s.SHA256 == "" {
+			continue // a reference, not an artifact
+		}
+		art, err := loadArtifact(dir, s)
+		if err != nil {
+			return nil, err
+		}
+		rep := byRep[s.Repetition]
+		if rep == nil {
+			seed := r.Scenario.Prompt.Seed + int64(s.Repetition)
+			if v, ok := seeds[s.Repetition]; ok {
+				seed = v
+			}
+			rep = &record.Repetition{Index: s.Repetition, Seed: seed, Status: record.StatusCompleted}
+			byRep[s.Repetition] = rep
+		}
+		rep.Steps = append(rep.Steps, art)
+		rep.Artifacts = append(rep.Artifacts, s.Path)
+	}
+	if len(byRep) == 0 {
+		return nil, fmt.Errorf("%s: %w: sources list no step artifacts", path, ErrNotRun)
+	}
+	for _, rep := range byRep {
+		r.Repetitions = append(r.Repetitions, *rep)
+	}
+	sort.Slice(r.Repetitions, func(i, j int) bool { return r.Repetitions[i].Index < r.Repetitions[j].Index })
+	return r, nil
+}
+
+func loadArtifact(dir string, s sourceEntry) (record.StepArtifact, error) {
+	var art record.StepArtifact
+	if filepath.IsAbs(s.Path) || s.Path != filepath.Base(s.Path) {
+		return art, fmt.Errorf("%s: artifact path %q is not a file of the run directory", dir, s.Path)
+	}
+	file := filepath.Join(dir, s.Path)
+	sum, err := record.FileSHA256(file)
+	if err != nil {
+		return art, fmt.Errorf("reading artifact: %w", err)
+	}
+	if sum != s.SHA256 {
+		return art, fmt.Errorf("%s: %w (sha256 %s, run.json lists %s)", file, ErrArtifactChanged, sum, s.SHA256)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return art, fmt.Errorf("reading artifact: %w", err)
+	}
+	if err := json.Unmarshal(data, &art); err != nil {
+		return art, fmt.Errorf("%s: %w", file, err)
+	}
+	return art, nil
+}
+
+// repetitionSeeds reads the seed of each repetition from the record's repeats section.
+func repetitionSeeds(rec record.Object) map[int]int64 {
+	out := map[int]int64{}
+	raw, ok := rec.Get("repeats")
+	if !ok {
+		return out
+	}
+	var rs struct {
+		Repetitions []struct {
+			Index int   `json:"repetition"`
+			Seed  int64 `json:"seed"`
+		} `json:"repetitions"`
+	}
+	if json.Unmarshal(raw.(json.RawMessage), &rs) == nil {
+		for _, r := range rs.Repetitions {
+			out[r.Index] = r.Seed
+		}
+	}
+	return out
+}
+
+// StepIDs lists the steps of repetition 0 in order.
+func (r *Run) StepIDs() []string {
+	var ids []string
+	for _, st := range r.Repetitions[0].Steps {
+		ids = append(ids, st.Step)
+	}
+	return ids
+}
+
+// Step returns repetition k's artifact of step id, or nil.
+func (r *Run) Step(k int, id string) *record.StepArtifact {
+	if k >= len(r.Repetitions) {
+		return nil
+	}
+	for i := range r.Repetitions[k].Steps {
+		if r.Repetitions[k].Steps[i].Step == id {
+			return &r.Repetitions[k].Steps[i]
+		}
+	}
+	return nil
+}
+
+// RequestValues collects a per-request metric (record.RequestMetrics) of step id's request
+// position i across every repetition: nil where it was not measured.
+func (r *Run) RequestValues(id string, i int, metric string) []*float64 {
+	f := record.RequestMetrics[metric]
+	var out []*float64
+	for k := range r.Repetitions {
+		st := r.Step(k, id)
+		if f == nil || st == nil || i >= len(st.Requests) {
+			out = append(out, nil)
+			continue
+		}
+		out = append(out, f(st.Requests[i]))
+	}
+	return out
+}
+
+// Verdicts lists step id's replay verdict in every repetition ("missing" where not measured).
+func (r *Run) Verdicts(id string) []string {
+	var out []string
+	for k := range r.Repetitions {
+		st := r.Step(k, id)
+		if st == nil || len(st.Requests) == 0 || st.Requests[0].Verdict == nil {
+			out = append(out, "missing")
+			continue
+		}
+		out = append(out, st.Requests[0].Verdict.Verdict)
+	}
+	return out
+}
+
+// Replay returns repetition k's replay section of step id, computed from its artifacts as the
+// run record's is; ok is false when the step is not a measured replay.
+func (r *Run) Replay(k int, id string) (record.ReplaySection, bool) {
+	if k >= len(r.Repetitions) {
+		return record.ReplaySection{}, false
+	}
+	rec := record.Build(record.RunInfo{Scenario: r.Scenario, Status: r.Status}, r.Repetitions[k].Steps)
+	v, ok := rec.Get(id)
+	if !ok {
+		return record.ReplaySection{}, false
+	}
+	s, ok := v.(record.ReplaySection)
+	return s, ok
+}
+
+// ReplayStepIDs lists the replay steps in order.
+func (r *Run) ReplayStepIDs() []string {
+	var ids []string
+	for _, st := range r.Repetitions[0].Steps {
+		if st.Kind == "replay" {
+			ids = append(ids, st.Step)
+		}
+	}
+	return ids
+}
+
+// Identity is what makes two runs comparable: the scenario, the model and the prompts.
+type Identity struct {
+	Scenario string
+	Model    string
+	// Prompts are repetition 0's prompt identities, "step[index]" -> sha256 identity.
+	Prompts map[string]string
+	Order   []string
+}
+
+// Identify returns r's identity.
+func (r *Run) Identify() Identity {
+	id := Identity{Scenario: r.Scenario.Name, Model: r.Model.ServedName, Prompts: map[string]string{}}
+	if r.Model.Repo != "" {
+		id.Model = r.Model.Repo + " (" + r.Model.ServedName + ")"
+	}
+	for _, st := range r.Repetitions[0].Steps {
+		for _, q := range st.Requests {
+			key := fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep)
+			id.Prompts[key] = q.Prompt.Identity
+			id.Order = append(id.Order, key)
+		}
+	}
+	return id
+}
+
+// Mismatch is one field two runs differ in.
+type Mismatch struct {
+	Field     string `json:"field"`
+	Baseline  string `json:"baseline"`
+	Candidate string `json:"candidate"`
+}
+
+// Mismatches lists where b and c differ in scenario, model or prompt identity.
+func Mismatches(b, c Identity) []Mismatch {
+	var out []Mismatch
+	if b.Scenario != c.Scenario {
+		out = append(out, Mismatch{"scenario", b.Scenario, c.Scenario})
+	}
+	if b.Model != c.Model {
+		out = append(out, Mismatch{"model", b.Model, c.Model})
+	}
+	for _, k := range b.Order {
+		if cv, ok := c.Prompts[k]; !ok {
+			out = append(out, Mismatch{"prompt identity of " + k, b.Prompts[k], "(no such request)"})
+		} else if cv != b.Prompts[k] {
+			out = append(out, Mismatch{"prompt identity of " + k, b.Prompts[k], cv})
+		}
+	}
+	for _, k := range c.Order {
+		if _, ok := b.Prompts[k]; !ok {
+			out = append(out, Mismatch{"prompt identity of " + k, "(no such request)", c.Prompts[k]})
+		}
+	}
+	return out
+}
