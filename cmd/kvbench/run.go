@@ -101,7 +101,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if len(rep.Problems) > 0 && !o.force {
 		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
 	}
-	outcome, err := runner.Run(ctx, runner.Config{
+	cfg := runner.Config{
 		Scenario:       sc,
 		Plan:           p,
 		Chat:           t.Client,
@@ -114,11 +114,16 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		Setup:          rep.Setup,
 		BlockSize:      rep.BlockSize,
 		Preflight:      rep,
+		Slots:          rep.Slots,
 		NoProbes:       o.noProbes,
 		Console:        con,
 		Repeat:         sc.Repeat,
 		Replan:         runner.RepetitionPlanner(sc, t),
-	})
+	}
+	if t.Llama != nil {
+		cfg.TokenIDs = t.Llama.TokenIDs
+	}
+	outcome, err := runner.Run(ctx, cfg)
 	if err != nil {
 		return outcome, err
 	}

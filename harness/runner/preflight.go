@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/llamacpp"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -20,6 +21,8 @@ import (
 type Target struct {
 	Client  *client.Client
 	Metrics metrics.Target
+	// Llama is set for the llamacpp backend: its token counter and slot attribution.
+	Llama *llamacpp.TokenClient
 }
 
 // Connect builds the clients for sc's target (no traffic yet).
@@ -33,10 +36,18 @@ func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
 			return Target{}, fmt.Errorf("%s: target.metric_names: %w", sc.Position("target.metric_names"), err)
 		}
 	}
-	return Target{
+	t := Target{
 		Client:  client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey}),
 		Metrics: metrics.Target{URLs: sc.Target.Metrics, Profile: prof, Client: &http.Client{Timeout: 30 * time.Second}},
-	}, nil
+	}
+	if sc.Target.Backend == "llamacpp" {
+		// llama-server closes a connection after a streamed response, and Go does not
+		// resend a POST on a stale pooled connection: give each request its own.
+		noReuse := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		t.Client = client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey, HTTPClient: noReuse})
+		t.Llama = llamacpp.NewTokenClient(t.Client.RootURL(), noReuse)
+	}
+	return t, nil
 }
 
 // PreflightReport is what kvbench found out about the server before running anything.
@@ -56,6 +67,7 @@ type PreflightReport struct {
 	CachedTokensReported string              `json:"cached_tokens_reported"`
 	Cache                metrics.CacheConfig `json:"server_cache_config"`
 	Setup                capacity.Setup      `json:"capacity_setup"`
+	Slots                int                 `json:"slots,omitempty"` // llama.cpp: /props total_slots
 	BlockSize            int                 `json:"block_size"`
 	Capacity             []plan.Replay       `json:"capacity"`
 	// Problems make the scenario unrunnable here; run refuses them unless --force.
@@ -112,11 +124,21 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	var counter prompts.TokenCounter
 	rep.Tokenize = "not needed (estimate)"
 	if sc.Prompt.TokenCounting == "server" {
-		tok := t.Client.Tokenizer(sc.Target.Model)
+		var tok prompts.TokenCounter = t.Client.Tokenizer(sc.Target.Model)
+		if t.Llama != nil {
+			tok = t.Llama
+		}
 		if _, err := tok.CountTokens(ctx, []prompts.Message{{Role: "user", Content: "kvbench preflight"}}); err != nil {
 			return rep, nil, fmt.Errorf("prompt.token_counting is \"server\" but %w", err)
 		}
 		rep.Tokenize, counter = "available", tok
+	}
+	if t.Llama != nil {
+		if rep.Slots, err = t.Llama.Slots(ctx); err != nil {
+			rep.Warnings = append(rep.Warnings, "slot count unknown ("+err.Error()+"): replays get cache_hit_tier_unknown")
+		} else if rep.Slots != 1 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the server has %d slots: run it with -np 1 so cached tokens can be attributed to the live slot or the host-RAM cache", rep.Slots))
+		}
 	}
 	p, err := plan.Make(ctx, sc, counter)
 	if err != nil {

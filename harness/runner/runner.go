@@ -7,6 +7,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
+	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -37,8 +39,13 @@ type Config struct {
 	Setup     capacity.Setup
 	BlockSize int
 	Preflight any
-	NoProbes  bool
-	Console   *Console
+	// Slot attribution for engines without tier counters (llama.cpp): with TokenIDs set,
+	// a replay's cached tokens are attributed by its common token prefix with the prompt the
+	// server's single slot held before (see verdict.DecideBySlot).
+	TokenIDs func(ctx context.Context, msgs []prompts.Message) ([]int, error)
+	Slots    int
+	NoProbes bool
+	Console  *Console
 	// Repeat is how many times the steps run (0 or 1: once). Repetition k > 0 runs the plan
 	// Replan(k) returns (see RepetitionPlanner).
 	Repeat int
@@ -331,6 +338,9 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		ev.InvalidReason = "no counters were read around the replay: " + req.CountersError
 	}
 	v := verdict.Decide(ev)
+	if r.cfg.TokenIDs != nil {
+		v = r.slotVerdict(art, req)
+	}
 	req.Verdict = &v
 
 	setup := r.cfg.Setup
@@ -355,6 +365,57 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 			art.Capacity = &a
 		}
 	}
+}
+
+// slotVerdict attributes the replay's cached tokens by its common token prefix with the
+// request sent just before it, which is what the single slot held. Token ids are read after
+// the run, off the timed path.
+func (r *runner) slotVerdict(art *record.StepArtifact, req *record.Request) verdict.Replay {
+	ev := verdict.SlotEvidence{
+		PromptTokens:       req.Result.PromptTokens,
+		CachedPromptTokens: req.Result.CachedPromptTokens,
+		Slots:              r.cfg.Slots,
+		Tolerance:          max(r.cfg.BlockSize, 16),
+		RequestFailed:      req.Result.Failed(),
+		RequestFailure:     req.Result.Error,
+	}
+	var prev *record.Request
+	if n := len(r.artifacts); n > 0 && art.Concurrency <= 1 {
+		if reqs := r.artifacts[n-1].Requests; len(reqs) > 0 && r.artifacts[n-1].Concurrency <= 1 {
+			prev = &reqs[len(reqs)-1]
+		}
+	}
+	var notes []string
+	if prev != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		a, errA := r.cfg.TokenIDs(ctx, req.Prompt.Messages)
+		b, errB := r.cfg.TokenIDs(ctx, prev.Prompt.Messages)
+		if errA == nil && errB == nil {
+			n := commonPrefix(a, b)
+			ev.CommonPrefix = &n
+		} else {
+			notes = append(notes, fmt.Sprintf("reading token ids: %v %v", errA, errB))
+		}
+	} else {
+		notes = append(notes, "no single request was sent just before the replay, so the slot's previous prompt is unknown")
+	}
+	v := verdict.DecideBySlot(ev).AsReplay()
+	v.Notes = append(v.Notes, notes...)
+	if c := req.Counters; c != nil && req.Result.CachedPromptTokens != nil {
+		if got, ok := c.Delta.Value(metrics.PromptTokensCached); ok && got != float64(*req.Result.CachedPromptTokens) {
+			v.Notes = append(v.Notes, fmt.Sprintf("the cached-tokens counter moved by %.0f but usage reports %d", got, *req.Result.CachedPromptTokens))
+		}
+	}
+	return v
+}
+
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 func deltaPtr(d metrics.Delta, c metrics.Counter) *float64 {
