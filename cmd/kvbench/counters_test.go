@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-const counterSample = "../../../shared/reference/vllm-metrics-sample.prom"
+const counterSample = "../../harness/record/testdata/reference/vllm-metrics-sample.prom"
 
 // counterReadings is the part of `kvbench counters` output the tests check.
 type counterReadings struct {

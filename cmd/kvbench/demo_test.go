@@ -15,7 +15,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/study"
 )
 
-const referenceDir = "../../../shared/reference"
+const referenceDir = "../../harness/record/testdata/reference"
 
 func readJSON(t *testing.T, path string) map[string]any {
 	t.Helper()

@@ -11,13 +11,13 @@ import (
 	"testing"
 )
 
-const samplePath = "../../../shared/reference/vllm-metrics-sample.prom"
+const samplePath = "../record/testdata/reference/vllm-metrics-sample.prom"
 
 func readSample(tb testing.TB) string {
 	tb.Helper()
 	b, err := os.ReadFile(samplePath)
 	if err != nil {
-		tb.Fatalf("reference sample beside the checkout: %v", err)
+		tb.Fatalf("reference sample: %v", err)
 	}
 	return string(b)
 }
