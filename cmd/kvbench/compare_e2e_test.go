@@ -36,12 +36,14 @@ replay = { step = "sequence", request = 0 }
 `
 
 // slowTiny stretches the tiny profile's timings so that modelled durations (a cold prompt
-// about 90 ms, decode 4 ms a token) dwarf scheduling noise on a shared machine.
+// about 110 ms, a reload about 55 ms, decode 4 ms a token) dwarf scheduling noise on a
+// shared machine, where go test runs other packages at the same time.
 func slowTiny(p *sim.Profile) {
 	p.Speed = 1
 	p.PrefillTokensPerSecond = 20000
 	p.DecodeTokensPerSecond = 250
-	p.RequestOverhead = 2 * time.Millisecond
+	p.CPUToGPUBytesPerSecond = 1e8
+	p.RequestOverhead = 20 * time.Millisecond
 	p.AnswerTokensMin, p.AnswerTokensMax = 16, 24 // every request decodes all 12 tokens
 }
 
