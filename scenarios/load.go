@@ -50,7 +50,8 @@ func (e *InvalidError) Error() string {
 			parts[i] = fmt.Sprintf("%s: %s", loc, p.Msg)
 		}
 	}
-	return strings.Join(parts, "; ")
+	// A TOML parser quotes the offending input, which may hold a newline: keep one line.
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(strings.Join(parts, "; "))
 }
 
 func (e *InvalidError) Unwrap() error { return ErrInvalid }
