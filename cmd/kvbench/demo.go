@@ -77,7 +77,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return outcomeError(r.outcome)
 		}
 	}
-	loaded, err := loadRuns([]string{runs[0].outcome.Dir, runs[1].outcome.Dir})
+	loaded, err := loadRunDirs([]string{runs[0].outcome.Dir, runs[1].outcome.Dir})
 	if err != nil {
 		return err
 	}

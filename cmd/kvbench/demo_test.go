@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/sim"
-	"github.com/anvil-serving/kvbench/harness/study"
 )
 
 const referenceDir = "../../harness/record/testdata/reference"
@@ -227,7 +228,7 @@ func TestLoadRunDetectsChangedArtifact(t *testing.T) {
 	data, _ := os.ReadFile(f)
 	os.Chmod(f, 0o644)
 	os.WriteFile(f, append(data, ' '), 0o644)
-	if _, err := study.LoadRun(dir); err == nil || !strings.Contains(err.Error(), "the file changed after the run") {
+	if _, err := runs.Load(dir); !errors.Is(err, runs.ErrArtifactChanged) {
 		t.Fatalf("err %v", err)
 	}
 }

@@ -18,18 +18,6 @@ func init() {
 	register(command{name: "accounting", summary: "write the kv-accounting-summary/v1 of run directories", run: runAccounting})
 }
 
-func loadRuns(dirs []string) ([]*study.Run, error) {
-	var runs []*study.Run
-	for _, d := range dirs {
-		r, err := study.LoadRun(d)
-		if err != nil {
-			return nil, usageError(err)
-		}
-		runs = append(runs, r)
-	}
-	return runs, nil
-}
-
 // writeOrPrint writes v atomically to out (never over an existing file), or prints it.
 func writeOrPrint(out string, v any, stdout io.Writer) error {
 	if out == "" {
@@ -81,7 +69,7 @@ func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if len(dirs) == 0 {
 		return usageErrorf("summarize: name at least one run directory")
 	}
-	runs, err := loadRuns(absDirs(dirs))
+	runs, err := loadRunDirs(absDirs(dirs))
 	if err != nil {
 		return err
 	}
@@ -110,7 +98,7 @@ func runAccounting(_ context.Context, args []string, stdout, _ io.Writer) error 
 	if spec.GPUs < 1 || spec.BytesPerGPU < 0 {
 		return usageErrorf("accounting: --gpus must be at least 1 and --pool-bytes-per-gpu not negative")
 	}
-	runs, err := loadRuns(absDirs(dirs))
+	runs, err := loadRunDirs(absDirs(dirs))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@
 package runs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,9 @@ type Run struct {
 	Repetitions []record.Repetition
 	// Record is run.json as written, keys in order, values raw.
 	Record record.Object
+	// Files are run.json and every artifact (absolute paths) with their sha256, in the
+	// record's order; artifacts carry their step id.
+	Files []record.ArtifactRef
 }
 
 // sourceEntry is one entry of run.json's sources: an artifact (path, sha256) or a reference.
@@ -55,6 +60,7 @@ func Load(dir string) (*Run, error) {
 		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
 	}
 	r := &Run{Dir: dir}
+	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
 	if err := json.Unmarshal(data, &r.Record); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
 	}
@@ -104,6 +110,7 @@ func Load(dir string) (*Run, error) {
 		}
 		rep.Steps = append(rep.Steps, art)
 		rep.Artifacts = append(rep.Artifacts, s.Path)
+		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, s.Path), SHA256: s.SHA256})
 	}
 	if len(byRep) == 0 {
 		return nil, fmt.Errorf("%s: %w: sources list no step artifacts", path, ErrNotRun)
@@ -136,6 +143,11 @@ func loadArtifact(dir string, s sourceEntry) (record.StepArtifact, error) {
 		return art, fmt.Errorf("%s: %w", file, err)
 	}
 	return art, nil
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // repetitionSeeds reads the seed of each repetition from the record's repeats section.

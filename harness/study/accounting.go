@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 // AccountingSchema is seed 000's schema.
@@ -61,51 +63,58 @@ type Row struct {
 }
 
 // Accounting computes the kv-accounting-summary/v1 of runs (paths relative to base).
-func Accounting(runs []*Run, spec PoolSpec, base string) (record.Object, error) {
-	if len(runs) == 0 {
+func Accounting(rs []*runs.Run, spec PoolSpec, base string) (record.Object, error) {
+	if len(rs) == 0 {
 		return nil, errors.New("accounting needs at least one run")
 	}
-	pool, err := poolOf(runs, spec, base)
+	pool, err := poolOf(rs, spec, base)
 	if err != nil {
 		return nil, err
 	}
 	var rows []Row
 	newest := ""
-	for _, r := range runs {
-		if t := r.str("observed_at"); t > newest {
+	for _, r := range rs {
+		if t := r.ObservedAt; t > newest {
 			newest = t
 		}
+		sums := map[string]string{}
 		for _, f := range r.Files {
-			if f.Step == "" {
-				continue
-			}
-			a := r.Artifacts[f.Step]
-			if a.Samples.PeakKVUsage == nil {
-				return nil, fmt.Errorf("%w: run %s, step %s: no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, or its requests were shorter than the %g ms sample interval)", ErrNoOccupancy, r.Name(), f.Step, a.Samples.IntervalMS)
-			}
-			row := Row{
-				Population:                 r.Name() + "/" + f.Step,
-				RequestedClientConcurrency: a.Concurrency,
-				SampledPeakBlockOccupancy:  *a.Samples.PeakKVUsage,
-				OccupancyStatus:            "measured",
-				GiBStatus:                  "estimated",
-				samples:                    a.Samples.Count,
-				intervalMS:                 a.Samples.IntervalMS,
-			}
-			if a.Samples.PeakRunning != nil {
-				row.SampledEngineActiveMax = int(*a.Samples.PeakRunning)
-			}
-			var tokens []float64
-			for _, q := range a.Requests {
-				if q.Result.PromptTokens != nil {
-					tokens = append(tokens, float64(*q.Result.PromptTokens))
+			sums[f.Path] = f.SHA256
+		}
+		for _, rep := range r.Repetitions {
+			for i, a := range rep.Steps {
+				path := filepath.Join(r.Dir, rep.Artifacts[i])
+				population := name(r) + "/" + a.Step
+				if rep.Index > 0 {
+					population += fmt.Sprintf(" (repetition %d)", rep.Index)
 				}
+				if a.Samples.PeakKVUsage == nil {
+					return nil, fmt.Errorf("%w: run %s, step %s: no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, or its requests were shorter than the %g ms sample interval)", ErrNoOccupancy, name(r), a.Step, a.Samples.IntervalMS)
+				}
+				row := Row{
+					Population:                 population,
+					RequestedClientConcurrency: a.Concurrency,
+					SampledPeakBlockOccupancy:  *a.Samples.PeakKVUsage,
+					OccupancyStatus:            "measured",
+					GiBStatus:                  "estimated",
+					samples:                    a.Samples.Count,
+					intervalMS:                 a.Samples.IntervalMS,
+				}
+				if a.Samples.PeakRunning != nil {
+					row.SampledEngineActiveMax = int(*a.Samples.PeakRunning)
+				}
+				var tokens []float64
+				for _, q := range a.Requests {
+					if q.Result.PromptTokens != nil {
+						tokens = append(tokens, float64(*q.Result.PromptTokens))
+					}
+				}
+				row.ActualPromptTokensP50 = median(tokens)
+				row.OccupiedGiBEstimate = float64(pool.TotalBytes) / (1 << 30) * row.SampledPeakBlockOccupancy
+				row.UnusedPoolGiBEstimate = pool.TotalGiB - row.OccupiedGiBEstimate
+				row.Source.Path, row.Source.SHA256 = rel(base, path), sums[path]
+				rows = append(rows, row)
 			}
-			row.ActualPromptTokensP50 = median(tokens)
-			row.OccupiedGiBEstimate = float64(pool.TotalBytes) / (1 << 30) * row.SampledPeakBlockOccupancy
-			row.UnusedPoolGiBEstimate = pool.TotalGiB - row.OccupiedGiBEstimate
-			row.Source.Path, row.Source.SHA256 = rel(base, f.Path), f.SHA256
-			rows = append(rows, row)
 		}
 	}
 	date := newest
@@ -116,7 +125,7 @@ func Accounting(runs []*Run, spec PoolSpec, base string) (record.Object, error) 
 		Repo     string `json:"repo"`
 		Revision string `json:"revision"`
 	}
-	runs[0].decode("model", &model)
+	decode(rs[0], "model", &model)
 	var o record.Object
 	o.Set("schema", AccountingSchema)
 	o.Set("date", date)
@@ -124,13 +133,13 @@ func Accounting(runs []*Run, spec PoolSpec, base string) (record.Object, error) 
 	o.Set("pool", pool)
 	o.Set("derivation", Derivation)
 	o.Set("rows", rows)
-	o.Set("limits", limits(runs, rows, pool))
+	o.Set("limits", limits(rs, rows, pool))
 	return o, nil
 }
 
-func poolOf(runs []*Run, spec PoolSpec, base string) (Pool, error) {
+func poolOf(rs []*runs.Run, spec PoolSpec, base string) (Pool, error) {
 	var cache record.Cache
-	if err := runs[0].decode("cache", &cache); err != nil {
+	if err := decode(rs[0], "cache", &cache); err != nil {
 		return Pool{}, err
 	}
 	p := Pool{RuntimeReportedTokenSlots: cache.GPUKVCacheTokens}
@@ -150,7 +159,7 @@ func poolOf(runs []*Run, spec PoolSpec, base string) (Pool, error) {
 		// The server reports token slots, not bytes: derive bytes from the bytes per stored
 		// token the runs measured, and say so.
 		if cache.StoreBytesPerTokenMeasured == nil || cache.GPUKVCacheTokens == 0 {
-			return Pool{}, fmt.Errorf("run %s has no measured bytes per stored token or GPU token slots to size the pool: pass --pool-bytes-per-gpu and --gpus", runs[0].Name())
+			return Pool{}, fmt.Errorf("run %s has no measured bytes per stored token or GPU token slots to size the pool: pass --pool-bytes-per-gpu and --gpus", name(rs[0]))
 		}
 		p.Status = "derived"
 		p.GPUCount = max(spec.GPUs, 1)
@@ -158,8 +167,8 @@ func poolOf(runs []*Run, spec PoolSpec, base string) (Pool, error) {
 		p.BytesPerGPU = int64(math.Round(float64(cache.GPUKVCacheTokens) * *cache.StoreBytesPerTokenMeasured / float64(p.GPUCount)))
 		p.ConfiguredByteSource = map[string]string{
 			"kind":   "server token slots x measured bytes per stored token",
-			"path":   rel(base, runs[0].Files[0].Path), // the run.json holding both figures
-			"sha256": runs[0].Files[0].SHA256,
+			"path":   rel(base, rs[0].Files[0].Path), // the run.json holding both figures
+			"sha256": rs[0].Files[0].SHA256,
 		}
 	}
 	p.TotalBytes = p.BytesPerGPU * int64(p.GPUCount)
@@ -169,13 +178,13 @@ func poolOf(runs []*Run, spec PoolSpec, base string) (Pool, error) {
 }
 
 // limits says which of seed 000's caveats hold for these runs, computed from what was sampled.
-func limits(runs []*Run, rows []Row, pool Pool) []string {
+func limits(rs []*runs.Run, rows []Row, pool Pool) []string {
 	minSamples, interval := math.MaxInt, 0.0
 	for _, r := range rows {
 		minSamples = min(minSamples, r.samples)
 		interval = max(interval, r.intervalMS)
 	}
-	backend := runs[0].Scenario.Target.Backend
+	backend := rs[0].Scenario.Target.Backend
 	out := []string{
 		fmt.Sprintf("Block occupancy is the server's KV block-pool usage gauge (backend profile %q), sampled every %g ms while requests ran; each row's fraction is the sampled maximum (at least %d samples per row).", backend, interval, minSamples),
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 // ErrMixed means the runs disagree on what was measured (model, runtime, topology).
@@ -24,25 +25,25 @@ var identityFields = []struct{ section, field string }{
 // Summarize merges runs into one kv-offload-replay/v1 study: identity from the runs, each
 // primary run's step sections under their ids, each control run as one section under its
 // study key, and sources listing every file with its sha256 (paths relative to base).
-func Summarize(runs []*Run, base string, allowMixed bool) (record.Object, error) {
-	if len(runs) == 0 {
+func Summarize(rs []*runs.Run, base string, allowMixed bool) (record.Object, error) {
+	if len(rs) == 0 {
 		return nil, errors.New("summarize needs at least one run")
 	}
 	if !allowMixed {
-		if err := checkSameSetup(runs); err != nil {
+		if err := checkSameSetup(rs); err != nil {
 			return nil, err
 		}
 	}
-	primary := runs[0]
-	for _, r := range runs {
+	primary := rs[0]
+	for _, r := range rs {
 		if r.Scenario.Study.Role != "control" {
 			primary = r
 			break
 		}
 	}
-	earliest := runs[0].str("observed_at")
-	for _, r := range runs {
-		if t := r.str("observed_at"); t < earliest {
+	earliest := rs[0].ObservedAt
+	for _, r := range rs {
+		if t := r.ObservedAt; t < earliest {
 			earliest = t
 		}
 	}
@@ -50,21 +51,21 @@ func Summarize(runs []*Run, base string, allowMixed bool) (record.Object, error)
 	o.Set("schema", record.RunSchema)
 	o.Set("observed_at", earliest)
 	for _, k := range []string{"model", "runtime", "topology", "cache"} {
-		if raw, ok := primary.raw(k); ok {
+		if raw, ok := raw(primary, k); ok {
 			o.Set(k, raw)
 		}
 	}
 	owner := map[string]string{}
-	for _, r := range runs {
+	for _, r := range rs {
 		if r.Scenario.Study.Role == "control" {
 			key := r.Scenario.Study.Key
 			if prev, dup := owner[key]; dup {
-				return nil, fmt.Errorf("section %q comes from both %s and %s", key, prev, r.Name())
+				return nil, fmt.Errorf("section %q comes from both %s and %s", key, prev, name(r))
 			}
-			owner[key] = r.Name()
-			raw, ok := r.raw(key)
+			owner[key] = name(r)
+			raw, ok := raw(r, key)
 			if !ok {
-				return nil, fmt.Errorf("%w: %s is a control run without its %q section", ErrBadRun, r.Name(), key)
+				return nil, fmt.Errorf("%w: %s is a control run without its %q section", ErrBadRun, name(r), key)
 			}
 			var sec map[string]any
 			json.Unmarshal(raw, &sec)
@@ -76,12 +77,12 @@ func Summarize(runs []*Run, base string, allowMixed bool) (record.Object, error)
 			o.Set(key, orderedLike(raw, sec))
 			continue
 		}
-		for _, id := range r.Steps {
+		for _, id := range r.StepIDs() {
 			if prev, dup := owner[id]; dup {
-				return nil, fmt.Errorf("step %q comes from both %s and %s: give the steps distinct ids", id, prev, r.Name())
+				return nil, fmt.Errorf("step %q comes from both %s and %s: give the steps distinct ids", id, prev, name(r))
 			}
-			owner[id] = r.Name()
-			raw, _ := r.raw(id)
+			owner[id] = name(r)
+			raw, _ := raw(r, id)
 			var sec map[string]any
 			json.Unmarshal(raw, &sec)
 			if a, ok := sec["artifact"].(string); ok && a != "" {
@@ -92,12 +93,12 @@ func Summarize(runs []*Run, base string, allowMixed bool) (record.Object, error)
 	}
 	var sources []any
 	seenURL := map[string]bool{}
-	for _, r := range runs {
+	for _, r := range rs {
 		for _, f := range r.Files {
 			sources = append(sources, record.ArtifactRef{Path: rel(base, f.Path), SHA256: f.SHA256})
 		}
 	}
-	for _, r := range runs {
+	for _, r := range rs {
 		for _, s := range r.Scenario.Sources {
 			if !seenURL[s.URL] {
 				seenURL[s.URL] = true
@@ -109,16 +110,16 @@ func Summarize(runs []*Run, base string, allowMixed bool) (record.Object, error)
 	return o, nil
 }
 
-func checkSameSetup(runs []*Run) error {
+func checkSameSetup(rs []*runs.Run) error {
 	for _, f := range identityFields {
-		first := field(runs[0], f.section, f.field)
-		for _, r := range runs[1:] {
+		first := field(rs[0], f.section, f.field)
+		for _, r := range rs[1:] {
 			if v := field(r, f.section, f.field); !bytes.Equal(v, first) {
-				name := f.section
+				key := f.section
 				if f.field != "" {
-					name += "." + f.field
+					key += "." + f.field
 				}
-				return fmt.Errorf("%w: %s is %s in %s but %s in %s (--allow-mixed to merge anyway)", ErrMixed, name, first, runs[0].Name(), v, r.Name())
+				return fmt.Errorf("%w: %s is %s in %s but %s in %s (--allow-mixed to merge anyway)", ErrMixed, key, first, name(rs[0]), v, name(r))
 			}
 		}
 	}
@@ -126,8 +127,8 @@ func checkSameSetup(runs []*Run) error {
 }
 
 // field returns a section's field as canonical JSON ("" when absent), for comparison.
-func field(r *Run, section, name string) []byte {
-	raw, ok := r.raw(section)
+func field(r *runs.Run, section, name string) []byte {
+	raw, ok := raw(r, section)
 	if !ok {
 		return []byte(`""`)
 	}
