@@ -186,7 +186,13 @@ func limits(rs []*runs.Run, rows []Row, pool Pool) []string {
 	}
 	backend := rs[0].Scenario.Target.Backend
 	out := []string{
-		fmt.Sprintf("Block occupancy is the server's KV block-pool usage gauge (backend profile %q), sampled every %g ms while requests ran; each row's fraction is the sampled maximum (at least %d samples per row).", backend, interval, minSamples),
+		fmt.Sprintf("Block occupancy is the server's KV block-pool usage gauge (backend profile %q), sampled every %g ms while requests ran and at each request's first output; each row's fraction is the sampled maximum (%s per row at least).", backend, interval, plural(minSamples, "sample")),
+	}
+	for _, r := range rs[1:] {
+		var c record.Cache
+		if decode(r, "cache", &c) == nil && c.GPUKVCacheTokens != pool.RuntimeReportedTokenSlots {
+			out = append(out, fmt.Sprintf("Run %s reported %d GPU token slots, not the %d of the pool its GiB estimates use: its fractions are of its own pool.", name(r), c.GPUKVCacheTokens, pool.RuntimeReportedTokenSlots))
+		}
 	}
 	if pool.Status == "configured" {
 		out = append(out, fmt.Sprintf("GiB values are estimates multiplying the measured block fraction by the configured %d-GPU pool; the gauge does not split cache groups.", pool.GPUCount))
@@ -206,7 +212,7 @@ func limits(rs []*runs.Run, rows []Row, pool Pool) []string {
 	case len(under) > 0:
 		out = append(out, "Requested concurrency was not always reached: "+joinLimited(under)+". These rows do not establish that many simultaneous full-window sequences.")
 	default:
-		out = append(out, fmt.Sprintf("At most %d sequences were sampled active at once across these runs; no row establishes more simultaneous full-window sequences than that.", maxActive))
+		out = append(out, fmt.Sprintf("At most %s sampled active at once across these runs; no row establishes more simultaneous full-window sequences than that.", plural(maxActive, "sequence was", "sequences were")))
 	}
 	out = append(out,
 		"Unused preallocated KV capacity is not free GPU memory for loading another model.",
@@ -226,6 +232,18 @@ func joinLimited(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// plural words a count: plural(1, "sample") is "1 sample", plural(2, "sample") "2 samples";
+// an explicit plural form may follow the singular.
+func plural(n int, one string, many ...string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	if len(many) > 0 {
+		return fmt.Sprintf("%d %s", n, many[0])
+	}
+	return fmt.Sprintf("%d %ss", n, one)
 }
 
 // median of xs (the mean of the middle two for an even count, as seed 000's p50s are).
