@@ -19,8 +19,13 @@ type Console struct {
 	tty  bool
 	mu   sync.Mutex
 	live bool // a live line is on screen
-	last time.Time
+	// prefilling is the request whose prefill is being ticked (the client reports nothing
+	// between sending and the first output, which on a 150k prompt can be a minute).
+	prefilling *plan.Request
 }
+
+// tickInterval is how often a prefilling request's elapsed time is redrawn.
+const tickInterval = 250 * time.Millisecond
 
 // NewConsole writes to w; tty selects live lines.
 func NewConsole(w io.Writer, tty bool) *Console { return &Console{w: w, tty: tty} }
@@ -74,14 +79,50 @@ func (c *Console) Sending(req plan.Request) {
 
 // Progress updates a request's live line.
 func (c *Console) Progress(req plan.Request, p client.Progress) {
-	if c == nil || !c.tty || p.Phase == client.PhaseDone {
+	if c == nil || !c.tty {
 		return
 	}
-	c.liveLine(fmt.Sprintf("  [%d] %d/%d tokens  %6.1fs  %-7s  %d tokens out", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens, p.Elapsed.Seconds(), p.Phase, p.Tokens))
+	c.mu.Lock()
+	switch {
+	case p.Phase == client.PhasePrefill && c.prefilling == nil:
+		c.prefilling = &req
+		go c.tickPrefill(&req, time.Now().Add(-p.Elapsed))
+	case p.Phase != client.PhasePrefill:
+		c.prefilling = nil
+	}
+	c.mu.Unlock()
+	if p.Phase != client.PhaseDone {
+		c.liveLine(progressText(req, p))
+	}
+}
+
+func (c *Console) tickPrefill(req *plan.Request, start time.Time) {
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for range t.C {
+		c.mu.Lock()
+		if c.prefilling != req {
+			c.mu.Unlock()
+			return
+		}
+		// Drawn under the same lock as the check, so no tick lands after the closing line.
+		fmt.Fprint(c.w, "\r\033[K"+progressText(*req, client.Progress{Phase: client.PhasePrefill, Elapsed: time.Since(start)}))
+		c.live = true
+		c.mu.Unlock()
+	}
+}
+
+func progressText(req plan.Request, p client.Progress) string {
+	return fmt.Sprintf("  [%d] %d/%d tokens  %6.1fs  %-7s  %d tokens out", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens, p.Elapsed.Seconds(), p.Phase, p.Tokens)
 }
 
 // RequestDone prints a request's closing line.
 func (c *Console) RequestDone(r record.Request) {
+	if c != nil {
+		c.mu.Lock()
+		c.prefilling = nil
+		c.mu.Unlock()
+	}
 	res := r.Result
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
 		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
