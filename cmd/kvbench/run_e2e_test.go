@@ -391,3 +391,43 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 		t.Fatalf("wrong key: exit %d %s", code, errOut)
 	}
 }
+
+// TestServerFaultsAreData: a 500, a cut stream and a malformed SSE line are recorded on
+// their requests, and the run goes on to the replay.
+func TestServerFaultsAreData(t *testing.T) {
+	cases := []struct {
+		name     string
+		override func(*sim.Profile)
+		kind     string
+	}{
+		// Preflight sends 2 requests; the 4th chat request is the sequence's request 1.
+		{"500 on every 4th request", func(p *sim.Profile) { p.FailEveryNthRequest = 4 }, "http_status"},
+		{"stream cut after 3 tokens", func(p *sim.Profile) { p.CutStreamAfterTokens = 3 }, "stream_cut"},
+		{"malformed SSE line", func(p *sim.Profile) { p.MalformedSSEAtToken = 2 }, "malformed_chunk"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := startSim(t, sim.Options{Profile: "tiny", Override: c.override})
+			out := t.TempDir()
+			rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", out)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			seq := section(t, rec, "sequence")
+			if failed := seq["failed_request_indices"].([]any); len(failed) == 0 {
+				t.Fatalf("no failed request recorded: %v", seq)
+			}
+			art := readArtifact(t, filepath.Join(out, onlyEntry(t, out)), "step-01-sequence.json")
+			var kinds []string
+			for _, q := range art["requests"].([]any) {
+				kinds = append(kinds, q.(map[string]any)["result"].(map[string]any)["error_kind"].(string))
+			}
+			if !strings.Contains(strings.Join(kinds, ","), c.kind) {
+				t.Fatalf("error kinds %v, want %s", kinds, c.kind)
+			}
+			if _, ok := rec["replay"]; !ok {
+				t.Fatal("the run stopped before the replay")
+			}
+		})
+	}
+}
