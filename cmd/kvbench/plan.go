@@ -94,7 +94,7 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	p, err := plan.Make(ctx, sc, counter)
 	if err != nil {
-		return serverError(err)
+		return preflightError(ctx, err)
 	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)

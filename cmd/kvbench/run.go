@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
-	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -95,7 +93,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
 	rep, p, err := runner.Preflight(ctx, sc, t)
 	if err != nil {
-		return nil, inputError(err)
+		return nil, preflightError(ctx, err)
 	}
 	printPreflightBrief(con, rep)
 	if len(rep.Problems) > 0 && !o.force {
@@ -156,18 +154,13 @@ func outcomeError(o *runner.Outcome) error {
 	return nil
 }
 
-// inputError maps failures to reach or understand the server (exit 2).
-func inputError(err error) error {
-	switch {
-	case errors.Is(err, client.ErrUnreachable), errors.Is(err, client.ErrHTTPStatus), errors.Is(err, client.ErrBadResponse),
-		errors.Is(err, metrics.ErrNotExposition), errors.Is(err, metrics.ErrScrapeStatus):
-		return usageError(err)
+// preflightError maps a preflight failure to exit 2: every one of them is a server, URL or
+// scenario that is not what the run needs. An interrupt stays an interrupt.
+func preflightError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
 	}
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) && strings.Contains(err.Error(), "connect") {
-		return usageError(err)
-	}
-	return err
+	return usageError(err)
 }
 
 func printPreflightBrief(con *runner.Console, rep *runner.PreflightReport) {
@@ -226,7 +219,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 	}
 	rep, _, err := runner.Preflight(ctx, sc, t)
 	if err != nil {
-		return inputError(err)
+		return preflightError(ctx, err)
 	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 
@@ -100,7 +98,7 @@ func endpointClient(ctx context.Context, sc *scenarios.Scenario) (*client.Client
 	if sc.Target.Model == "" {
 		models, err := c.Models(ctx)
 		if err != nil {
-			return nil, serverError(err)
+			return nil, preflightError(ctx, err)
 		}
 		if len(models) == 0 {
 			return nil, usageErrorf("%s/models lists no model", sc.Target.Endpoint)
@@ -108,13 +106,4 @@ func endpointClient(ctx context.Context, sc *scenarios.Scenario) (*client.Client
 		sc.Target.Model = models[0].ID
 	}
 	return c, nil
-}
-
-// serverError maps a failure to reach or understand the server to a usage error (exit 2):
-// a wrong URL or a server that is not what the scenario says is bad input, not a crash.
-func serverError(err error) error {
-	if errors.Is(err, client.ErrUnreachable) || errors.Is(err, client.ErrHTTPStatus) || errors.Is(err, client.ErrBadResponse) {
-		return usageError(err)
-	}
-	return fmt.Errorf("%w", err)
 }
