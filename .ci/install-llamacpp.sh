@@ -9,7 +9,7 @@
 set -euo pipefail
 
 NLC_VERSION="${KVBENCH_NODE_LLAMA_CPP_VERSION:-3.21.1}"
-CACHE_ROOT="${KVBENCH_CACHE:-$HOME/.cache/kvbench}"
+CACHE_ROOT="${KVBENCH_CACHE:-${HOME:-/root}/.cache/kvbench}"
 JOBS="${KVBENCH_BUILD_JOBS:-2}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Bump with llamacpp.ModelFile whenever the generator's output changes.
