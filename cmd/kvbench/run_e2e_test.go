@@ -431,3 +431,53 @@ func TestServerFaultsAreData(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentStepDeltasArePerStep: overlapping requests get one counter delta for the
+// step, and the record says so.
+func TestConcurrentStepDeltasArePerStep(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) {
+		p.Speed = 1 // long enough decodes that the two streams overlap
+		p.DecodeTokensPerSecond = 200
+	}})
+	file := filepath.Join(t.TempDir(), "concurrent.toml")
+	os.WriteFile(file, []byte(`name = "concurrent"
+[server]
+gpu_kv_tokens = "server"
+[prompt]
+shared_prefix_tokens = 64
+token_counting = "estimate"
+[request]
+max_tokens = 24
+[[step]]
+id = "burst"
+requests = 4
+planned_context_tokens = [300]
+concurrency = 2
+`), 0o644)
+	out := t.TempDir()
+	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	burst := section(t, rec, "burst")
+	if burst["delta_scope"] != "step" || num(t, burst, "requests") != 4 || num(t, burst, "concurrency") != 2 {
+		t.Fatalf("burst %v", burst)
+	}
+	art := readArtifact(t, filepath.Join(out, onlyEntry(t, out)), "step-01-burst.json")
+	for _, q := range art["requests"].([]any) {
+		if _, ok := q.(map[string]any)["counters"]; ok {
+			t.Fatal("a request of a concurrent step carries its own counter delta")
+		}
+	}
+	queries := art["counters"].(map[string]any)["delta"].(map[string]any)["counters"].(map[string]any)["gpu_prefix_queries"].(map[string]any)
+	var prompts float64
+	for _, q := range art["requests"].([]any) {
+		prompts += q.(map[string]any)["result"].(map[string]any)["prompt_tokens"].(float64)
+	}
+	if queries["delta"] != prompts {
+		t.Fatalf("step delta of prefix queries %v, the four prompts sum to %v", queries["delta"], prompts)
+	}
+	if peak := num(t, burst, "sampled_engine_active_max"); peak < 1 || peak > 2 {
+		t.Fatalf("sampled active sequences %v with concurrency 2", peak)
+	}
+}
