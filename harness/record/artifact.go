@@ -105,9 +105,6 @@ type Request struct {
 	Verdict       *verdict.Replay      `json:"verdict,omitempty"` // replays only
 }
 
-// Failed reports whether the request errored or produced no visible answer.
-func (r *Request) Failed() bool { return r.Result.Failed() || !r.Result.VisibleAnswer }
-
 // StepArtifact is the raw record of one step: the source of truth the run record's section
 // is computed from.
 type StepArtifact struct {

@@ -6,7 +6,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -432,6 +431,3 @@ func joinErr(a, b string) string {
 	}
 	return a + "; " + b
 }
-
-// ErrCannotRun means preflight found a problem that makes the scenario unrunnable.
-var ErrCannotRun = errors.New("scenario cannot run on this server")

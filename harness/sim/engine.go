@@ -104,9 +104,6 @@ func (e *Engine) reset() {
 	e.generation++
 }
 
-// Profile returns the profile the engine runs.
-func (e *Engine) Profile() Profile { return e.p }
-
 // Submit queues a prompt and admits it at once when its blocks fit. The caller waits with
 // WaitAdmitted, then reports tokens with AppendToken and ends with Finish.
 func (e *Engine) Submit(prompt []int32) (*Sequence, error) {
@@ -152,13 +149,6 @@ func (e *Engine) WaitAdmitted(ctx context.Context, s *Sequence) (PrefillResult, 
 	}
 	s.preempted = false
 	return s.lastResult, nil
-}
-
-// FirstPrefill returns the result of s's first admission (what usage reports).
-func (e *Engine) FirstPrefill(s *Sequence) PrefillResult {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return s.firstResult
 }
 
 // AppendToken records one generated token of a running sequence, taking a new block when

@@ -80,7 +80,7 @@ func Decide(e Evidence) Replay {
 	prompt := float64(*e.PromptTokens)
 	gpu, ext := value(e.GPUHitsDelta), value(e.ExternalHitsDelta)
 	if e.ExternalHitsDelta != nil && ext > 0 {
-		if e.LoadBytesDelta != nil && ext > 0 {
+		if e.LoadBytesDelta != nil {
 			per := *e.LoadBytesDelta / ext
 			r.MeasuredLoadBytesPerToken = &per
 		}
