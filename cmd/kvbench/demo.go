@@ -111,17 +111,17 @@ func printDemoTable(w io.Writer, eviction, control *runner.Outcome) {
 	rep, _ := eviction.Record.Get("replay")
 	s, _ := seq.(record.SequenceSection)
 	r, _ := rep.(record.ReplaySection)
-	fmt.Fprintf(w, "  %-26s %s\n", "store proven", yesNo(s.StoreProven, fmt.Sprintf("%s bytes GPU->CPU during eviction_sequence", floatText(s.GPUToCPUBytesDelta))))
+	fmt.Fprintf(w, "  %-26s %s\n", "store proven", yesNo(s.StoreProven, fmt.Sprintf("%s bytes GPU->CPU during eviction_sequence", runner.FormatCount(s.GPUToCPUBytesDelta, "absent"))))
 	if r.Capacity != nil {
 		a := r.Capacity
 		fmt.Fprintf(w, "  %-26s %s: %d unique tokens vs a %d-token GPU pool\n", "eviction pressure", a.EvictionPressure, a.UniqueTokens, a.Setup.GPUKVTokens)
 	}
-	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s external hits, %s bytes CPU->GPU\n", "replay verdict", r.Verdict, fraction(r.CachedFraction), floatText(r.ExternalPrefixHitsDelta), floatText(r.CPUToGPUBytesDelta))
-	fmt.Fprintf(w, "  %-26s %s ms cold vs %s ms replay\n", "time to first output", msText(r.OriginalTimeToFirstOutputMS), msText(r.TimeToFirstOutputMS))
+	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s external hits, %s bytes CPU->GPU\n", "replay verdict", r.Verdict, runner.FormatFraction(r.CachedFraction), runner.FormatCount(r.ExternalPrefixHitsDelta, "absent"), runner.FormatCount(r.CPUToGPUBytesDelta, "absent"))
+	fmt.Fprintf(w, "  %-26s %s ms cold vs %s ms replay\n", "time to first output", runner.FormatMS(r.OriginalTimeToFirstOutputMS), runner.FormatMS(r.TimeToFirstOutputMS))
 	fmt.Fprintf(w, "  %-26s %s\n", "setup valid", r.SetupValid)
 	ctlAny, _ := control.Record.Get("offload8_control")
 	c, _ := ctlAny.(record.ControlSection)
-	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s bytes CPU->GPU\n", "offload8 control verdict", c.ReplayVerdict, fraction(c.ReplayCachedFraction), floatText(c.CPUToGPUBytesAfter))
+	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s bytes CPU->GPU\n", "offload8 control verdict", c.ReplayVerdict, runner.FormatFraction(c.ReplayCachedFraction), runner.FormatCount(c.CPUToGPUBytesAfter, "absent"))
 	fmt.Fprintf(w, "  %-26s %s: %s\n", "offload8 control valid", c.SetupValid, c.Interpretation)
 }
 
@@ -130,25 +130,4 @@ func yesNo(ok bool, detail string) string {
 		return "yes: " + detail
 	}
 	return "no: " + detail
-}
-
-func floatText(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprintf("%.0f", *p)
-}
-
-func msText(p *float64) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", *p)
-}
-
-func fraction(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprintf("%.4f", *p)
 }

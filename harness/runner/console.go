@@ -126,7 +126,7 @@ func (c *Console) RequestDone(r record.Request) {
 	res := r.Result
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
 		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
-		msOr(res.TimeToFirstOutputMS), msOr(res.EndToEndMS), res.OutputTokens)
+		FormatMS(res.TimeToFirstOutputMS), FormatMS(res.EndToEndMS), res.OutputTokens)
 	if res.Failed() {
 		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)
 	} else if res.ReasoningOnly {
@@ -158,10 +158,10 @@ func Summary(w io.Writer, o *Outcome) {
 		sec, _ := o.Record.Get(a.Step)
 		switch s := sec.(type) {
 		case record.SequenceSection:
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\t-\t-\n", a.Step, s.Requests, len(s.FailedRequestIndices), floatOr(s.GPUToCPUBytesDelta, "absent"))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\t-\t-\n", a.Step, s.Requests, len(s.FailedRequestIndices), FormatCount(s.GPUToCPUBytesDelta, "absent"))
 		case record.ReplaySection:
-			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Step, b2i(s.Error != ""), floatOr(s.GPUToCPUBytesDelta, "absent"), s.Verdict,
-				fracOr(s.CachedFraction), msOr(s.TimeToFirstOutputMS), s.SetupValid)
+			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Step, b2i(s.Error != ""), FormatCount(s.GPUToCPUBytesDelta, "absent"), s.Verdict,
+				FormatFraction(s.CachedFraction), FormatMS(s.TimeToFirstOutputMS), s.SetupValid)
 		}
 	}
 	tw.Flush()
@@ -195,21 +195,24 @@ func intOr(p *int, absent string) string {
 	return fmt.Sprint(*p)
 }
 
-func msOr(p *float64) string {
+// FormatMS writes a duration in milliseconds, "-" when absent.
+func FormatMS(p *float64) string {
 	if p == nil {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", *p)
 }
 
-func floatOr(p *float64, absent string) string {
+// FormatCount writes a counter value, absent when the server did not expose it.
+func FormatCount(p *float64, absent string) string {
 	if p == nil {
 		return absent
 	}
 	return fmt.Sprintf("%.0f", *p)
 }
 
-func fracOr(p *float64) string {
+// FormatFraction writes a fraction to four places, "absent" when unknown.
+func FormatFraction(p *float64) string {
 	if p == nil {
 		return "absent"
 	}

@@ -29,18 +29,18 @@ func EvaluateGates(gates []scenarios.Gate, rec record.Object) []record.GateResul
 			}
 			if g.MinCachedFraction > 0 {
 				check(s.CachedFraction != nil && *s.CachedFraction >= g.MinCachedFraction,
-					fmt.Sprintf("cached fraction %s >= %g", fracOr(s.CachedFraction), g.MinCachedFraction),
-					fmt.Sprintf("cached fraction %s, want >= %g", fracOr(s.CachedFraction), g.MinCachedFraction))
+					fmt.Sprintf("cached fraction %s >= %g", FormatFraction(s.CachedFraction), g.MinCachedFraction),
+					fmt.Sprintf("cached fraction %s, want >= %g", FormatFraction(s.CachedFraction), g.MinCachedFraction))
 			}
 			if g.MaxTimeToFirstOutputMS > 0 {
 				check(s.TimeToFirstOutputMS != nil && *s.TimeToFirstOutputMS <= g.MaxTimeToFirstOutputMS,
-					fmt.Sprintf("time to first output %s ms <= %g", msOr(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
-					fmt.Sprintf("time to first output %s ms, want <= %g", msOr(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
+					fmt.Sprintf("time to first output %s ms <= %g", FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
+					fmt.Sprintf("time to first output %s ms, want <= %g", FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
 			}
 			if g.MinDecodeTokensPerSec > 0 {
 				check(s.DecodeTokensPerSecond != nil && *s.DecodeTokensPerSecond >= g.MinDecodeTokensPerSec,
-					fmt.Sprintf("decode %s tokens/s >= %g", msOr(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
-					fmt.Sprintf("decode %s tokens/s, want >= %g", msOr(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
+					fmt.Sprintf("decode %s tokens/s >= %g", FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
+					fmt.Sprintf("decode %s tokens/s, want >= %g", FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
 			}
 			if g.RequireValidSetup {
 				check(s.SetupValid == capacity.Yes, "valid reload setup", "setup cannot prove a reload ("+string(s.SetupValid)+"): "+s.Interpretation)
@@ -54,8 +54,8 @@ func EvaluateGates(gates []scenarios.Gate, rec record.Object) []record.GateResul
 			}
 		case record.SequenceSection:
 			if g.RequireStore {
-				check(s.StoreProven, fmt.Sprintf("store proven (%s bytes)", floatOr(s.GPUToCPUBytesDelta, "absent")),
-					fmt.Sprintf("store not proven: GPU->CPU bytes delta %s", floatOr(s.GPUToCPUBytesDelta, "absent")))
+				check(s.StoreProven, fmt.Sprintf("store proven (%s bytes)", FormatCount(s.GPUToCPUBytesDelta, "absent")),
+					fmt.Sprintf("store not proven: GPU->CPU bytes delta %s", FormatCount(s.GPUToCPUBytesDelta, "absent")))
 			}
 			if g.MaxFailedRequests != nil {
 				n := len(s.FailedRequestIndices)
