@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/sim"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 // regressionScenario is small enough for a few seconds per repetition on the tiny profile:

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anvil-serving/kvbench/harness/sim"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 // TestWriteCompareFixtures rewrites testdata/compare (the fixed runs the compare goldens and

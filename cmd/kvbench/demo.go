@@ -9,7 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runner"
-	"github.com/anvil-serving/kvbench/harness/sim"
+	"github.com/anvil-serving/kvbench/sim"
 	"github.com/anvil-serving/kvbench/harness/study"
 	"github.com/anvil-serving/kvbench/scenarios"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/sim"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 const referenceDir = "../../harness/record/testdata/reference"

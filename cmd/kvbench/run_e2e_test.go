@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/sim"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 // startSim starts the embedded engine on a free loopback port for one test.

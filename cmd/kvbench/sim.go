@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/anvil-serving/kvbench/harness/sim"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 func init() {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anvil-serving/kvbench/harness/sim"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 // TestVerifySeed001ClaimOnEmbeddedEngine runs seed 001's study on the embedded 16 GiB profile

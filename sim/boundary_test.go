@@ -11,8 +11,9 @@ import (
 
 const module = "github.com/anvil-serving/kvbench"
 
-// TestEngineAndHarnessMeetOnlyOverHTTP enforces the boundary: the engine imports nothing of
-// kvbench, and no harness package imports the engine (tests and the CLI start it by URL).
+// TestEngineAndHarnessMeetOnlyOverHTTP enforces the boundary: nothing under sim/ imports
+// kvbench, and no library package (harness/, prompts/, scenarios/) imports the engine; only
+// the CLI and tests under cmd/ start it, and they reach it by URL.
 // Shared code would let one bug hide on both sides.
 func TestEngineAndHarnessMeetOnlyOverHTTP(t *testing.T) {
 	walk := func(root string, check func(path, imp string)) {
@@ -35,9 +36,11 @@ func TestEngineAndHarnessMeetOnlyOverHTTP(t *testing.T) {
 			t.Errorf("%s imports %s: the engine must not share code with the harness", path, imp)
 		}
 	})
-	walk("..", func(path, imp string) {
-		if imp == module+"/harness/sim" && !strings.HasPrefix(filepath.Clean(path), "../sim/") && !strings.HasPrefix(path, "sim/") {
-			t.Errorf("%s imports the embedded engine: the harness may reach it only by URL", path)
-		}
-	})
+	for _, lib := range []string{"../harness", "../prompts", "../scenarios"} {
+		walk(lib, func(path, imp string) {
+			if imp == module+"/sim" || strings.HasPrefix(imp, module+"/sim/") {
+				t.Errorf("%s imports the embedded engine: the harness may reach it only by URL", path)
+			}
+		})
+	}
 }
