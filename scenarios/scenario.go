@@ -257,6 +257,11 @@ func (st *Step) Planned(i int) int {
 }
 
 // StepByID returns the step with id, or nil.
+// RepetitionSeed is the prompt seed of repetition k: prompt.seed + k, the same shapes with
+// fresh bytes. A server's caches cannot be reset, so the same bytes again would turn the
+// cold sequence into cache hits.
+func (s *Scenario) RepetitionSeed(k int) int64 { return s.Prompt.Seed + int64(k) }
+
 func (s *Scenario) StepByID(id string) *Step {
 	for i := range s.Steps {
 		if s.Steps[i].ID == id {

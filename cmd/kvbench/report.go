@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
-	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/report"
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 func init() {
@@ -59,7 +59,7 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := report.Render(&buf, data); err != nil {
 		return fmt.Errorf("rendering the report: %w", err)
 	}
-	if _, err := record.WriteFile(*out, buf.Bytes()); err != nil {
+	if _, err := runs.WriteFile(*out, buf.Bytes()); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return usageErrorf("report: %s exists: choose another -o or remove it", *out)
 		}

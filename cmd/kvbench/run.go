@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -95,32 +94,13 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if err != nil {
 		return nil, preflightError(ctx, err)
 	}
-	printPreflightBrief(con, rep)
+	rep.WriteBrief(con)
 	if len(rep.Problems) > 0 && !o.force {
 		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
 	}
-	cfg := runner.Config{
-		Scenario:       sc,
-		Plan:           p,
-		Chat:           t.Client,
-		Metrics:        t.Metrics,
-		ResultsDir:     o.out,
-		KvbenchVersion: kvbenchVersion(),
-		ServerVersion:  rep.ServerVersion,
-		ModelRoot:      rep.ModelRoot,
-		Cache:          runner.RecordCache(sc, rep),
-		Setup:          rep.Setup,
-		BlockSize:      rep.BlockSize,
-		Preflight:      rep,
-		Slots:          rep.Slots,
-		NoProbes:       o.noProbes,
-		Console:        con,
-		Repeat:         sc.Repeat,
-		Replan:         runner.RepetitionPlanner(sc, t),
-	}
-	if t.Llama != nil {
-		cfg.TokenIDs = t.Llama.TokenIDs
-	}
+	cfg := runner.NewConfig(sc, t, rep, p, runner.Settings{
+		ResultsDir: o.out, KvbenchVersion: kvbenchVersion(), NoProbes: o.noProbes, Console: con,
+	})
 	outcome, err := runner.Run(ctx, cfg)
 	if err != nil {
 		return outcome, err
@@ -133,7 +113,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		}
 	} else {
 		fmt.Fprintln(stdout)
-		runner.Summary(stdout, outcome)
+		outcome.Record.WriteSummary(stdout)
 	}
 	con.Printf("records: %s", outcome.Dir)
 	return outcome, nil
@@ -161,33 +141,6 @@ func preflightError(ctx context.Context, err error) error {
 		return err
 	}
 	return usageError(err)
-}
-
-func printPreflightBrief(con *runner.Console, rep *runner.PreflightReport) {
-	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, orDash(rep.ServerVersion))
-	con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
-		rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
-	for _, rp := range rep.Capacity {
-		con.Printf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
-		if rp.Assessment.CanProveReload != capacity.Yes {
-			for _, f := range rp.Assessment.Findings {
-				con.Printf("    - %s", f)
-			}
-		}
-	}
-	for _, w := range rep.Warnings {
-		con.Printf("  warning: %s", w)
-	}
-	for _, p := range rep.Problems {
-		con.Printf("  PROBLEM: %s", p)
-	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -230,13 +183,13 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 	} else {
 		con := runner.NewConsole(stdout, false)
 		con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
-		printPreflightBrief(con, rep)
+		rep.WriteBrief(con)
 		con.Printf("  counters (kvbench name <- server metric):")
 		for _, c := range metrics.Counters() {
 			con.Printf("    %-30s %s", c, rep.Counters[string(c)])
 		}
 		for _, rp := range rep.Capacity {
-			printAssessment(stdout, rp)
+			rp.WriteText(stdout)
 		}
 	}
 	if len(rep.Problems) > 0 {

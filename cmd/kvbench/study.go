@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/study"
 )
 
@@ -25,7 +25,7 @@ func writeOrPrint(out string, v any, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	if _, err := record.WriteJSON(out, v); err != nil {
+	if _, err := runs.WriteJSON(out, v); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return usageErrorf("%s exists: kvbench never overwrites a record", out)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"os"
 	"strings"
@@ -56,15 +55,9 @@ func (t *targetFlags) apply(sc *scenarios.Scenario) error {
 		sc.Target.Endpoint = "http://127.0.0.1:8000/v1"
 	}
 	if len(sc.Target.Metrics) == 0 {
-		sc.Target.Metrics = []string{rootURL(sc.Target.Endpoint) + "/metrics"}
+		sc.Target.Metrics = []string{client.RootURL(sc.Target.Endpoint) + "/metrics"}
 	}
 	return nil
-}
-
-// rootURL strips a trailing /v1 from an OpenAI base URL: vLLM serves /metrics, /tokenize
-// and /health at the root.
-func rootURL(endpoint string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(endpoint, "/"), "/v1")
 }
 
 // apiKey reads the key named by the scenario from the environment.
@@ -86,24 +79,4 @@ func loadScenario(nameOrPath string) (*scenarios.Scenario, error) {
 		return nil, usageError(err)
 	}
 	return sc, nil
-}
-
-// endpointClient connects to the scenario's endpoint and resolves the model name.
-func endpointClient(ctx context.Context, sc *scenarios.Scenario) (*client.Client, error) {
-	key, err := apiKey(sc)
-	if err != nil {
-		return nil, err
-	}
-	c := client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: key})
-	if sc.Target.Model == "" {
-		models, err := c.Models(ctx)
-		if err != nil {
-			return nil, preflightError(ctx, err)
-		}
-		if len(models) == 0 {
-			return nil, usageErrorf("%s/models lists no model", sc.Target.Endpoint)
-		}
-		sc.Target.Model = models[0].ID
-	}
-	return c, nil
 }

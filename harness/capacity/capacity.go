@@ -7,6 +7,7 @@ package capacity
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // GiB is 2^30 bytes, the unit of vLLM's --kv-offloading-size.
@@ -184,4 +185,44 @@ func Group(n int) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// Conclusion says in one sentence whether the setup could prove a reload and why, with the
+// figures behind it (seed 001's interpretation).
+func (a *Assessment) Conclusion() string {
+	s := a.Setup
+	per := "stated"
+	if s.StoreBytesSource == "measured" {
+		per = "measured"
+	}
+	g := func(x float64) string { return Group(int(math.Round(x))) }
+	switch {
+	case a.TierLargerThanGPU == No && s.CPUOffloadGiB > 0:
+		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), Group(s.GPUKVTokens))
+	case a.TierLargerThanGPU == No:
+		return "No CPU offload tier was configured, so the run could not prove a reload."
+	case a.EvictionPressure == No:
+		return fmt.Sprintf("The sequence's %s unique tokens fit in the %s-token GPU KV pool, so the replayed prompt was not evicted and the run could not prove a reload.", Group(a.UniqueTokens), Group(s.GPUKVTokens))
+	case a.TierHoldsSequence == No:
+		return fmt.Sprintf("The sequence's %s unique tokens overflowed the CPU tier's %s, so the replayed prompt could not survive there until the replay.", Group(a.UniqueTokens), g(a.CPUTierTokens))
+	case a.CanProveReload == Yes:
+		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), Group(s.GPUKVTokens), Group(a.UniqueTokens))
+	default:
+		return "Whether the setup could prove a reload is unknown: " + strings.Join(a.Findings, " ")
+	}
+}
+
+// Reasons names each condition that keeps the setup from proving a reload, in short words.
+func (a *Assessment) Reasons() []string {
+	var why []string
+	if a.TierLargerThanGPU == No {
+		why = append(why, "the CPU tier is not larger than the GPU KV pool")
+	}
+	if a.EvictionPressure == No {
+		why = append(why, "the sequence fits in the GPU pool, so nothing is evicted")
+	}
+	if a.TierHoldsSequence == No {
+		why = append(why, "the sequence overflows the CPU tier")
+	}
+	return why
 }

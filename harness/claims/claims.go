@@ -99,13 +99,13 @@ func (e Expectation) Claimed() string {
 	case e.Equals != "":
 		return e.Equals
 	case e.Value != nil:
-		return fmt.Sprintf("%s within %s%%", Number(*e.Value), Number(*e.Tolerance*100))
+		return fmt.Sprintf("%s within %s%%", stats.Number(*e.Value), stats.Number(*e.Tolerance*100))
 	case e.AtLeast != nil && e.AtMost != nil:
-		return fmt.Sprintf("%s..%s", Number(*e.AtLeast), Number(*e.AtMost))
+		return fmt.Sprintf("%s..%s", stats.Number(*e.AtLeast), stats.Number(*e.AtMost))
 	case e.AtLeast != nil:
-		return ">= " + Number(*e.AtLeast)
+		return ">= " + stats.Number(*e.AtLeast)
 	default:
-		return "<= " + Number(*e.AtMost)
+		return "<= " + stats.Number(*e.AtMost)
 	}
 }
 
@@ -256,15 +256,15 @@ func Evaluate(e Expectation, m Measured) Result {
 		if !stats.Within(med, *e.Value, *e.Tolerance) {
 			ok = false
 		}
-		why = append(why, fmt.Sprintf("median %s is %s %s (tolerance %s%%)", Number(med), signedPercent(dev), Number(*e.Value), Number(*e.Tolerance*100)))
+		why = append(why, fmt.Sprintf("median %s is %s %s (tolerance %s%%)", stats.Number(med), signedPercent(dev), stats.Number(*e.Value), stats.Number(*e.Tolerance*100)))
 	}
 	if e.AtLeast != nil {
 		ok = ok && med >= *e.AtLeast
-		why = append(why, fmt.Sprintf("median %s %s %s", Number(med), cmp(med >= *e.AtLeast, ">=", "<"), Number(*e.AtLeast)))
+		why = append(why, fmt.Sprintf("median %s %s %s", stats.Number(med), cmp(med >= *e.AtLeast, ">=", "<"), stats.Number(*e.AtLeast)))
 	}
 	if e.AtMost != nil {
 		ok = ok && med <= *e.AtMost
-		why = append(why, fmt.Sprintf("median %s %s %s", Number(med), cmp(med <= *e.AtMost, "<=", ">"), Number(*e.AtMost)))
+		why = append(why, fmt.Sprintf("median %s %s %s", stats.Number(med), cmp(med <= *e.AtMost, "<=", ">"), stats.Number(*e.AtMost)))
 	}
 	if s.Absent > 0 && m.Missing != "" {
 		why = append(why, m.Missing)
@@ -293,28 +293,11 @@ func orText(s, def string) string {
 func signedPercent(dev float64) string {
 	switch {
 	case dev > 0:
-		return Number(dev*100) + "% above"
+		return stats.Number(dev*100) + "% above"
 	case dev < 0:
-		return Number(-dev*100) + "% below"
+		return stats.Number(-dev*100) + "% below"
 	default:
 		return "exactly"
-	}
-}
-
-// Number prints v compactly: integers without decimals, others with up to 4 significant
-// decimals.
-func Number(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	a := math.Abs(v)
-	switch {
-	case a >= 1000:
-		return fmt.Sprintf("%.1f", v)
-	case a >= 1:
-		return fmt.Sprintf("%.2f", v)
-	default:
-		return fmt.Sprintf("%.4g", v)
 	}
 }
 

@@ -1,12 +1,11 @@
 package claims
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/stats"
 )
 
 // Measure reads e's value from every repetition of every run: the field of the step's record
@@ -17,7 +16,7 @@ func Measure(rs []*runs.Run, e Expectation) Measured {
 	for _, r := range rs {
 		for k := range r.Repetitions {
 			total++
-			sec, ok := sectionMap(r, k, e.Step)
+			sec, ok := section(r, k, e.Step)
 			if !ok {
 				noStep++
 				if !e.Textual() {
@@ -25,28 +24,14 @@ func Measure(rs []*runs.Run, e Expectation) Measured {
 				}
 				continue
 			}
-			v, found := lookup(sec, e.Field())
-			switch x := v.(type) {
-			case string:
-				if e.Textual() {
-					m.Words = append(m.Words, x)
-				} else {
-					nulls++
-					m.Numbers = append(m.Numbers, nil)
-				}
-			case float64:
-				if e.Textual() {
-					m.Words = append(m.Words, Number(x))
-				} else {
-					m.Numbers = append(m.Numbers, &x)
-				}
-			case bool:
-				if e.Textual() {
-					m.Words = append(m.Words, fmt.Sprint(x))
-				} else {
-					nulls++
-					m.Numbers = append(m.Numbers, nil)
-				}
+			v, found := sec.Field(e.Field())
+			switch {
+			case v.Number != nil && e.Textual():
+				m.Words = append(m.Words, stats.Number(*v.Number))
+			case v.Number != nil:
+				m.Numbers = append(m.Numbers, v.Number)
+			case v.IsText && e.Textual():
+				m.Words = append(m.Words, v.Text)
 			default:
 				if !found {
 					m.Missing = fmt.Sprintf("the %s section has no field %q", e.Step, e.Field())
@@ -70,35 +55,12 @@ func Measure(rs []*runs.Run, e Expectation) Measured {
 	return m
 }
 
-// sectionMap is repetition k's section for step as generic JSON, as run.json would hold it.
-func sectionMap(r *runs.Run, k int, step string) (map[string]any, bool) {
-	rec := record.Build(record.RunInfo{Scenario: r.Scenario, Status: r.Status}, r.Repetitions[k].Steps)
-	v, ok := rec.Get(step)
-	if !ok {
-		return nil, false
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, false
-	}
-	var m map[string]any
-	if json.Unmarshal(data, &m) != nil {
-		return nil, false
-	}
-	return m, true
-}
-
-// lookup follows a dotted path; found is false when a key does not exist (null exists).
-func lookup(m map[string]any, path string) (any, bool) {
-	var cur any = m
-	for _, part := range strings.Split(path, ".") {
-		obj, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = obj[part]; !ok {
-			return nil, false
+// section is repetition k's section for step, recomputed from that repetition's artifacts.
+func section(r *runs.Run, k int, step string) (record.Section, bool) {
+	for _, s := range record.BuildSections(r.Repetitions[k].Steps, nil) {
+		if s.Step == step {
+			return s, true
 		}
 	}
-	return cur, true
+	return record.Section{}, false
 }

@@ -71,7 +71,7 @@ func New(cfg Config) *Client {
 	}
 	return &Client{
 		baseURL:          base,
-		rootURL:          strings.TrimSuffix(base, "/v1"),
+		rootURL:          RootURL(base),
 		apiKey:           cfg.APIKey,
 		httpClient:       httpClient,
 		openai:           openai.NewClientWithConfig(oaCfg),
@@ -84,6 +84,12 @@ func (c *Client) BaseURL() string { return c.baseURL }
 
 // RootURL returns the server root: the base URL without a trailing /v1.
 func (c *Client) RootURL() string { return c.rootURL }
+
+// RootURL strips a trailing /v1 from an OpenAI base URL: vLLM serves /metrics, /tokenize
+// and /health at the root.
+func RootURL(endpoint string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(endpoint, "/"), "/v1")
+}
 
 // ChatRequest is one streamed chat completion.
 type ChatRequest struct {

@@ -21,7 +21,7 @@ type readingJSON struct {
 
 // MarshalJSON writes an absent reading's value as null.
 func (r Reading) MarshalJSON() ([]byte, error) {
-	return json.Marshal(readingJSON{Value: valueOrNil(r), Present: r.Present, Source: r.Source})
+	return json.Marshal(readingJSON{Value: r.Ptr(), Present: r.Present, Source: r.Source})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -51,8 +51,8 @@ type counterDeltaJSON struct {
 // MarshalJSON writes the flat shape documented above.
 func (cd CounterDelta) MarshalJSON() ([]byte, error) {
 	j := counterDeltaJSON{
-		Before:    valueOrNil(cd.Before),
-		After:     valueOrNil(cd.After),
+		Before:    cd.Before.Ptr(),
+		After:     cd.After.Ptr(),
 		Present:   cd.Present,
 		Decreased: cd.Decreased,
 		Reason:    cd.Reason,
@@ -89,14 +89,6 @@ func (cd *CounterDelta) UnmarshalJSON(data []byte) error {
 		cd.Delta = *j.Delta
 	}
 	return nil
-}
-
-func valueOrNil(r Reading) *float64 {
-	if !r.Present {
-		return nil
-	}
-	v := r.Value
-	return &v
 }
 
 func readingOf(v *float64, source string) Reading {

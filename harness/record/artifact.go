@@ -29,13 +29,6 @@ const (
 	ScopeStep    = "step"
 )
 
-// Counters are two scrapes around a request or step and their difference.
-type Counters struct {
-	Before metrics.Snapshot `json:"before"`
-	After  metrics.Snapshot `json:"after"`
-	Delta  metrics.Delta    `json:"delta"`
-}
-
 // Sample is one reading of the KV usage and running gauges during a request.
 type Sample struct {
 	AtMS    float64  `json:"t_ms"` // since the run started
@@ -99,7 +92,7 @@ type Request struct {
 	Prompt        prompts.Prompt       `json:"prompt"`
 	Result        client.Result        `json:"result"`
 	Isolation     *Isolation           `json:"isolation,omitempty"`
-	Counters      *Counters            `json:"counters,omitempty"` // nil when the step's scope is "step"
+	Counters      *metrics.Window      `json:"counters,omitempty"` // nil when the step's scope is "step"
 	CountersError string               `json:"counters_error,omitempty"`
 	Samples       Samples              `json:"samples"`
 	Verdict       *verdict.Replay      `json:"verdict,omitempty"` // replays only
@@ -120,8 +113,8 @@ type StepArtifact struct {
 	Interrupted bool      `json:"interrupted"`
 	Requests    []Request `json:"requests"`
 	// Counters span the whole step: before its first request, after its last.
-	Counters *Counters `json:"counters,omitempty"`
-	Samples  Samples   `json:"samples"`
+	Counters *metrics.Window `json:"counters,omitempty"`
+	Samples  Samples         `json:"samples"`
 	// Capacity is the replay's capacity math with measured tokens and bytes.
 	Capacity *capacity.Assessment `json:"capacity,omitempty"`
 }

@@ -1,73 +1,12 @@
 package record
 
 import (
-	"encoding/json"
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
-
-func TestWriteJSONNeverOverwrites(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "run.json")
-	sum, err := WriteJSON(p, map[string]int{"a": 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := FileSHA256(p); got != sum {
-		t.Fatalf("returned sha %s, file has %s", sum, got)
-	}
-	if _, err := WriteJSON(p, map[string]int{"a": 2}); !errors.Is(err, fs.ErrExist) {
-		t.Fatalf("second write: %v", err)
-	}
-	data, _ := os.ReadFile(p)
-	if string(data) != "{\n  \"a\": 1\n}\n" {
-		t.Fatalf("file changed: %q", data)
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("temp files left behind: %v", entries)
-	}
-}
-
-func TestNewRunDirNeverReuses(t *testing.T) {
-	parent := t.TempDir()
-	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	a, err := NewRunDir(parent, "eviction/6x", at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewRunDir(parent, "eviction/6x", at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if filepath.Base(a) != "eviction_6x-20261130T100000Z" || filepath.Base(b) != "eviction_6x-20261130T100000Z-1" {
-		t.Fatalf("dirs %s %s", a, b)
-	}
-}
-
-func TestObjectKeepsOrder(t *testing.T) {
-	var o Object
-	o.Set("schema", "x")
-	o.Set("b", 1)
-	o.Set("a", []int{2})
-	o.Set("b", 3)
-	data, err := json.Marshal(o)
-	if err != nil || string(data) != `{"schema":"x","b":3,"a":[2]}` {
-		t.Fatalf("%s %v", data, err)
-	}
-	var back Object
-	if err := json.Unmarshal(data, &back); err != nil || len(back) != 3 || back[1].Key != "b" {
-		t.Fatalf("%v %v", back, err)
-	}
-}
 
 func present(v float64) metrics.Reading { return metrics.Reading{Value: v, Present: true, Source: "x"} }
 
@@ -83,7 +22,7 @@ func TestMeasuredBytesPerTokenSeed001(t *testing.T) {
 		metrics.GPUPrefixQueries: present(682044 + 113674), metrics.GPUPrefixHits: present(26624 + 266),
 	}}
 	// The replay computed 266 of its tokens: 682,044 - 26,624 + 266 - 266 = 655,420 computed.
-	steps := []StepArtifact{{Counters: &Counters{Before: before, After: after, Delta: metrics.Diff(before, after)}}}
+	steps := []StepArtifact{{Counters: metrics.NewWindow(before, after)}}
 	store, load := MeasuredBytesPerToken(steps)
 	if store == nil || load == nil {
 		t.Fatal("nil")

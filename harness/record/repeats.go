@@ -41,6 +41,7 @@ type RepeatRequest struct {
 // RepeatStep summarizes one step across repetitions. For a replay, Verdicts lists each
 // repetition's verdict in order: a disagreement is reported, never averaged away.
 type RepeatStep struct {
+	Step          string          `json:"-"`
 	Kind          string          `json:"kind"`
 	Requests      []RepeatRequest `json:"requests"`
 	Verdicts      []string        `json:"verdicts,omitempty"`
@@ -53,9 +54,9 @@ type RepeatsSection struct {
 	Count       int          `json:"count"`
 	SeedRule    string       `json:"seed_rule"`
 	Repetitions []Repetition `json:"repetitions"`
-	// Steps maps each step id to its summary, in step order.
-	Steps         Object `json:"steps"`
-	VerdictsAgree bool   `json:"verdicts_agree"`
+	// Steps summarizes each step, in step order (an object keyed by step id).
+	Steps         RepeatSteps `json:"steps"`
+	VerdictsAgree bool        `json:"verdicts_agree"`
 	// Disagreements names each replay whose repetitions reached different verdicts.
 	Disagreements []string `json:"disagreements"`
 }
@@ -82,13 +83,7 @@ func LoadBytesPerToken(r Request) *float64 {
 	if r.Counters == nil {
 		return nil
 	}
-	lb, ok1 := r.Counters.Delta.Value(metrics.LoadBytes)
-	hits, ok2 := r.Counters.Delta.Value(metrics.ExternalPrefixHits)
-	if !ok1 || !ok2 || hits <= 0 {
-		return nil
-	}
-	v := lb / hits
-	return &v
+	return r.Counters.Delta.PerToken(metrics.LoadBytes, metrics.ExternalPrefixHits)
 }
 
 // BuildRepeats summarizes reps (repetition 0 first) step by step and request by request.
@@ -98,11 +93,11 @@ func BuildRepeats(reps []Repetition) RepeatsSection {
 		return rs
 	}
 	for si, first := range reps[0].Steps {
-		st := RepeatStep{Kind: first.Kind, Requests: []RepeatRequest{}}
+		st := RepeatStep{Step: first.Step, Kind: first.Kind, Requests: []RepeatRequest{}}
 		var store []*float64
 		for _, rep := range reps {
 			if si < len(rep.Steps) && rep.Steps[si].Counters != nil {
-				store = append(store, delta(rep.Steps[si].Counters, metrics.StoreBytes))
+				store = append(store, rep.Steps[si].Counters.DeltaValue(metrics.StoreBytes))
 			} else {
 				store = append(store, nil)
 			}
@@ -144,7 +139,7 @@ func BuildRepeats(reps []Repetition) RepeatsSection {
 				rs.Disagreements = append(rs.Disagreements, fmt.Sprintf("%s: %v", first.Step, st.Verdicts))
 			}
 		}
-		rs.Steps.Set(first.Step, st)
+		rs.Steps = append(rs.Steps, st)
 	}
 	return rs
 }
@@ -156,4 +151,19 @@ func StepVerdict(steps []StepArtifact, si int) string {
 		return "missing"
 	}
 	return steps[si].Requests[0].Verdict.Verdict
+}
+
+// RepeatSteps are the steps' summaries; their JSON is an object keyed by step id.
+type RepeatSteps []RepeatStep
+
+// MarshalJSON writes the steps keyed by id, in step order.
+func (s RepeatSteps) MarshalJSON() ([]byte, error) {
+	return marshalKeyed(s, func(st RepeatStep) string { return st.Step })
+}
+
+// UnmarshalJSON reads the steps keyed by id, in order.
+func (s *RepeatSteps) UnmarshalJSON(data []byte) error {
+	steps, err := unmarshalKeyed(data, func(st *RepeatStep, id string) { st.Step = id })
+	*s = steps
+	return err
 }

@@ -28,8 +28,10 @@ func TestBuildRepeats(t *testing.T) {
 	if rs.Count != 3 || rs.VerdictsAgree || len(rs.Disagreements) != 1 || rs.Disagreements[0] != "replay: [cpu_reload cpu_reload recompute]" {
 		t.Fatalf("%+v", rs)
 	}
-	v, _ := rs.Steps.Get("replay")
-	st := v.(RepeatStep)
+	if len(rs.Steps) != 1 || rs.Steps[0].Step != "replay" {
+		t.Fatalf("steps %+v", rs.Steps)
+	}
+	st := rs.Steps[0]
 	ttft := st.Requests[0].Metrics.TimeToFirstOutputMS
 	if ttft.N != 3 || *ttft.Median != 100 || *ttft.Min != 90 || *ttft.Max != 120 || *ttft.Spread != 30 || *ttft.RelativeSpread != 0.3 {
 		t.Fatalf("ttft %+v", ttft)

@@ -118,7 +118,7 @@ func runData(r *runs.Run) RunData {
 		}
 		sb := StepBytes{Step: st.Step}
 		if c := st.Counters; c != nil {
-			sb.StoreBytes, sb.LoadBytes = deltaOf(c, metrics.StoreBytes), deltaOf(c, metrics.LoadBytes)
+			sb.StoreBytes, sb.LoadBytes = c.DeltaValue(metrics.StoreBytes), c.DeltaValue(metrics.LoadBytes)
 		}
 		rd.Steps = append(rd.Steps, sb)
 		if st.DeltaScope == record.ScopeStep { // concurrent step: samples are the step's
@@ -131,14 +131,6 @@ func runData(r *runs.Run) RunData {
 	}
 	sort.SliceStable(rd.KVUsage, func(i, j int) bool { return rd.KVUsage[i].TMS < rd.KVUsage[j].TMS })
 	return rd
-}
-
-func deltaOf(c *record.Counters, k metrics.Counter) *float64 {
-	v, ok := c.Delta.Value(k)
-	if !ok {
-		return nil
-	}
-	return &v
 }
 
 // chartSet is one run's rendered charts.

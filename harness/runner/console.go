@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/client"
@@ -126,7 +125,7 @@ func (c *Console) RequestDone(r record.Request) {
 	res := r.Result
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
 		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
-		FormatMS(res.TimeToFirstOutputMS), FormatMS(res.EndToEndMS), res.OutputTokens)
+		record.FormatMS(res.TimeToFirstOutputMS), record.FormatMS(res.EndToEndMS), res.OutputTokens)
 	if res.Failed() {
 		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)
 	} else if res.ReasoningOnly {
@@ -150,37 +149,6 @@ func (c *Console) StepDone(a record.StepArtifact) {
 	}
 }
 
-// Summary prints the closing table of steps and verdicts.
-func Summary(w io.Writer, o *Outcome) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEP\tREQUESTS\tFAILED\tSTORE BYTES\tVERDICT\tCACHED\tTTFT ms\tSETUP VALID")
-	for _, a := range o.Artifacts {
-		sec, _ := o.Record.Get(a.Step)
-		switch s := sec.(type) {
-		case record.SequenceSection:
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\t-\t-\n", a.Step, s.Requests, len(s.FailedRequestIndices), FormatCount(s.GPUToCPUBytesDelta, "absent"))
-		case record.ReplaySection:
-			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Step, b2i(s.Error != ""), FormatCount(s.GPUToCPUBytesDelta, "absent"), s.Verdict,
-				FormatFraction(s.CachedFraction), FormatMS(s.TimeToFirstOutputMS), s.SetupValid)
-		}
-	}
-	tw.Flush()
-	for _, a := range o.Artifacts {
-		if sec, ok := o.Record.Get(a.Step); ok {
-			if s, ok := sec.(record.ReplaySection); ok && s.Interpretation != "" {
-				fmt.Fprintf(w, "%s: %s\n", a.Step, s.Interpretation)
-			}
-		}
-	}
-	for _, g := range o.Gates {
-		mark := "PASS"
-		if !g.Passed {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(w, "gate %s on %s: %s\n", mark, g.Gate.Step, g.Reason)
-	}
-}
-
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -193,28 +161,4 @@ func intOr(p *int, absent string) string {
 		return absent
 	}
 	return fmt.Sprint(*p)
-}
-
-// FormatMS writes a duration in milliseconds, "-" when absent.
-func FormatMS(p *float64) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", *p)
-}
-
-// FormatCount writes a counter value, absent when the server did not expose it.
-func FormatCount(p *float64, absent string) string {
-	if p == nil {
-		return absent
-	}
-	return fmt.Sprintf("%.0f", *p)
-}
-
-// FormatFraction writes a fraction to four places, "absent" when unknown.
-func FormatFraction(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprintf("%.4f", *p)
 }

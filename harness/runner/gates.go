@@ -9,11 +9,16 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// EvaluateGates checks each gate against the run record's sections.
-func EvaluateGates(gates []scenarios.Gate, rec record.Object) []record.GateResult {
+// EvaluateGates checks each gate against the run's step sections.
+func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.GateResult {
 	out := make([]record.GateResult, 0, len(gates))
 	for _, g := range gates {
-		sec, _ := rec.Get(g.Step)
+		var sec record.Section
+		for _, s := range sections {
+			if s.Step == g.Step {
+				sec = s
+			}
+		}
 		var fails, passes []string
 		check := func(ok bool, pass, fail string) {
 			if ok {
@@ -22,25 +27,26 @@ func EvaluateGates(gates []scenarios.Gate, rec record.Object) []record.GateResul
 				fails = append(fails, fail)
 			}
 		}
-		switch s := sec.(type) {
-		case record.ReplaySection:
+		switch {
+		case sec.Replay != nil:
+			s := sec.Replay
 			if g.Verdict != "" {
 				check(s.Verdict == g.Verdict, "verdict "+s.Verdict, fmt.Sprintf("verdict %s, want %s (%s)", s.Verdict, g.Verdict, s.VerdictReason))
 			}
 			if g.MinCachedFraction > 0 {
 				check(s.CachedFraction != nil && *s.CachedFraction >= g.MinCachedFraction,
-					fmt.Sprintf("cached fraction %s >= %g", FormatFraction(s.CachedFraction), g.MinCachedFraction),
-					fmt.Sprintf("cached fraction %s, want >= %g", FormatFraction(s.CachedFraction), g.MinCachedFraction))
+					fmt.Sprintf("cached fraction %s >= %g", record.FormatFraction(s.CachedFraction), g.MinCachedFraction),
+					fmt.Sprintf("cached fraction %s, want >= %g", record.FormatFraction(s.CachedFraction), g.MinCachedFraction))
 			}
 			if g.MaxTimeToFirstOutputMS > 0 {
 				check(s.TimeToFirstOutputMS != nil && *s.TimeToFirstOutputMS <= g.MaxTimeToFirstOutputMS,
-					fmt.Sprintf("time to first output %s ms <= %g", FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
-					fmt.Sprintf("time to first output %s ms, want <= %g", FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
+					fmt.Sprintf("time to first output %s ms <= %g", record.FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
+					fmt.Sprintf("time to first output %s ms, want <= %g", record.FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
 			}
 			if g.MinDecodeTokensPerSec > 0 {
 				check(s.DecodeTokensPerSecond != nil && *s.DecodeTokensPerSecond >= g.MinDecodeTokensPerSec,
-					fmt.Sprintf("decode %s tokens/s >= %g", FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
-					fmt.Sprintf("decode %s tokens/s, want >= %g", FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
+					fmt.Sprintf("decode %s tokens/s >= %g", record.FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
+					fmt.Sprintf("decode %s tokens/s, want >= %g", record.FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
 			}
 			if g.RequireValidSetup {
 				check(s.SetupValid == capacity.Yes, "valid reload setup", "setup cannot prove a reload ("+string(s.SetupValid)+"): "+s.Interpretation)
@@ -52,10 +58,11 @@ func EvaluateGates(gates []scenarios.Gate, rec record.Object) []record.GateResul
 			if g.RequireStore {
 				check(s.GPUToCPUBytesDelta != nil && *s.GPUToCPUBytesDelta > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
 			}
-		case record.SequenceSection:
+		case sec.Sequence != nil:
+			s := sec.Sequence
 			if g.RequireStore {
-				check(s.StoreProven, fmt.Sprintf("store proven (%s bytes)", FormatCount(s.GPUToCPUBytesDelta, "absent")),
-					fmt.Sprintf("store not proven: GPU->CPU bytes delta %s", FormatCount(s.GPUToCPUBytesDelta, "absent")))
+				check(s.StoreProven, fmt.Sprintf("store proven (%s bytes)", record.FormatCount(s.GPUToCPUBytesDelta, "absent")),
+					fmt.Sprintf("store not proven: GPU->CPU bytes delta %s", record.FormatCount(s.GPUToCPUBytesDelta, "absent")))
 			}
 			if g.MaxFailedRequests != nil {
 				n := len(s.FailedRequestIndices)

@@ -87,11 +87,8 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	for _, m := range models {
 		rep.ModelsListed = append(rep.ModelsListed, m.ID)
 	}
-	if sc.Target.Model == "" {
-		if len(models) == 0 {
-			return rep, nil, fmt.Errorf("%s/models lists no model: %w", sc.Target.Endpoint, client.ErrBadResponse)
-		}
-		sc.Target.Model = models[0].ID
+	if err := chooseModel(sc, models); err != nil {
+		return rep, nil, err
 	}
 	rep.Model = sc.Target.Model
 	i := slices.IndexFunc(models, func(m client.Model) bool { return m.ID == sc.Target.Model })

@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -27,7 +28,7 @@ func ArtifactName(k, i int, id string) string {
 func RepetitionPlanner(sc *scenarios.Scenario, t Target) func(ctx context.Context, k int) (*plan.Plan, error) {
 	return func(ctx context.Context, k int) (*plan.Plan, error) {
 		c := *sc
-		c.Prompt.Seed += int64(k)
+		c.Prompt.Seed = sc.RepetitionSeed(k)
 		var counter prompts.TokenCounter
 		if sc.Prompt.TokenCounting == "server" {
 			counter = t.Client.Tokenizer(sc.Target.Model)
@@ -59,7 +60,7 @@ func (r *runner) runRepetitions(ctx context.Context, info *record.RunInfo) error
 				break
 			}
 		}
-		seed := r.cfg.Scenario.Prompt.Seed + int64(k)
+		seed := r.cfg.Scenario.RepetitionSeed(k)
 		if n > 1 {
 			r.cfg.Console.Printf("repetition %d of %d (prompt seed %d)", k+1, n, seed)
 		}
@@ -90,7 +91,7 @@ func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.P
 		art := r.runStep(ctx, st)
 		r.artifacts = append(r.artifacts, art)
 		name := ArtifactName(k, i, st.ID)
-		sum, err := record.WriteJSON(filepath.Join(r.dir, name), art)
+		sum, err := runs.WriteJSON(filepath.Join(r.dir, name), art)
 		rep.Steps = r.artifacts
 		if err != nil {
 			return rep, err
@@ -107,13 +108,13 @@ func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.P
 
 // evaluateRepeatedGates checks the gates against every repetition: a gate passes only when it
 // passes in all of them, and a failure names the repetition.
-func evaluateRepeatedGates(gates []scenarios.Gate, info record.RunInfo, rec record.Object) []record.GateResult {
-	out := EvaluateGates(gates, rec)
-	for _, rep := range info.Repetitions {
+func evaluateRepeatedGates(gates []scenarios.Gate, reps []record.Repetition, first []record.Section) []record.GateResult {
+	out := EvaluateGates(gates, first)
+	for _, rep := range reps {
 		if rep.Index == 0 {
 			continue
 		}
-		for i, g := range EvaluateGates(gates, record.Build(info, rep.Steps)) {
+		for i, g := range EvaluateGates(gates, record.BuildSections(rep.Steps, nil)) {
 			if g.Passed {
 				continue
 			}

@@ -6,6 +6,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -37,7 +39,7 @@ type Config struct {
 	Cache     record.Cache
 	Setup     capacity.Setup
 	BlockSize int
-	Preflight any
+	Preflight *PreflightReport
 	// Slot attribution for engines without tier counters (llama.cpp): with TokenIDs set,
 	// a replay's cached tokens are attributed by its common token prefix with the prompt the
 	// server's single slot held before (see verdict.DecideBySlot).
@@ -57,7 +59,7 @@ type Config struct {
 type Outcome struct {
 	Dir         string
 	RecordPath  string
-	Record      record.Object
+	Record      *record.Run
 	Artifacts   []record.StepArtifact
 	Gates       []record.GateResult
 	Interrupted bool
@@ -93,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	r := &runner{cfg: cfg, origin: time.Now()}
 	started := cfg.Now()
-	dir, err := record.NewRunDir(cfg.ResultsDir, cfg.Scenario.Name, started)
+	dir, err := runs.NewRunDir(cfg.ResultsDir, cfg.Scenario.Name, started)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +110,11 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		ServedModel:    cfg.Scenario.Target.Model,
 		ModelRoot:      cfg.ModelRoot,
 		Cache:          cfg.Cache,
-		Preflight:      cfg.Preflight,
+	}
+	if cfg.Preflight != nil {
+		if info.Preflight, err = json.Marshal(cfg.Preflight); err != nil {
+			return nil, fmt.Errorf("encoding the preflight report: %w", err)
+		}
 	}
 	if !cfg.NoProbes {
 		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "before", cfg.Console)...)
@@ -125,14 +131,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Artifacts = r.refs
 	rec := record.Build(info, r.artifacts)
 	if !out.Interrupted {
-		info.Gates = evaluateRepeatedGates(cfg.Scenario.Gates, info, rec)
-		rec = record.Build(info, r.artifacts)
+		rec.Gates = evaluateRepeatedGates(cfg.Scenario.Gates, info.Repetitions, rec.Sections)
 	}
 	out.RecordPath = filepath.Join(dir, "run.json")
-	if _, err := record.WriteJSON(out.RecordPath, rec); err != nil {
+	if _, err := runs.WriteJSON(out.RecordPath, rec); err != nil {
 		return out, err
 	}
-	out.Record, out.Artifacts, out.Gates = rec, r.artifacts, info.Gates
+	out.Record, out.Artifacts, out.Gates = rec, r.artifacts, rec.Gates
 	return out, nil
 }
 
@@ -162,7 +167,7 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 			art.Samples.Merge(rec.Samples)
 			if rec.Counters != nil {
 				if art.Counters == nil {
-					art.Counters = &record.Counters{Before: rec.Counters.Before}
+					art.Counters = &metrics.Window{Before: rec.Counters.Before}
 				}
 				art.Counters.After = rec.Counters.After
 			}
@@ -210,7 +215,7 @@ func (r *runner) isolatedRequest(ctx context.Context, st plan.Step, req plan.Req
 	case err2 != nil:
 		rec.CountersError = joinErr(rec.CountersError, "after the request: "+err2.Error())
 	case err == nil:
-		rec.Counters = &record.Counters{Before: before, After: after, Delta: metrics.Diff(before, after)}
+		rec.Counters = metrics.NewWindow(before, after)
 	}
 	r.cfg.Console.RequestDone(rec)
 	return rec
@@ -263,7 +268,7 @@ func (r *runner) runConcurrentStep(ctx context.Context, st plan.Step, art *recor
 	}
 	art.Samples = samples
 	if errBefore == nil && errAfter == nil {
-		art.Counters = &record.Counters{Before: before, After: after, Delta: metrics.Diff(before, after)}
+		art.Counters = metrics.NewWindow(before, after)
 	}
 }
 
@@ -329,9 +334,9 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		if !c.Delta.Valid && len(c.Delta.InvalidReasons) > 0 {
 			ev.InvalidReason = c.Delta.InvalidReasons[0]
 		}
-		ev.GPUHitsDelta = deltaPtr(c.Delta, metrics.GPUPrefixHits)
-		ev.ExternalHitsDelta = deltaPtr(c.Delta, metrics.ExternalPrefixHits)
-		ev.LoadBytesDelta = deltaPtr(c.Delta, metrics.LoadBytes)
+		ev.GPUHitsDelta = c.Delta.Ptr(metrics.GPUPrefixHits)
+		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
+		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
 	} else {
 		ev.CountersValid = false
 		ev.InvalidReason = "no counters were read around the replay: " + req.CountersError
@@ -415,14 +420,6 @@ func commonPrefix(a, b []int) int {
 		n++
 	}
 	return n
-}
-
-func deltaPtr(d metrics.Delta, c metrics.Counter) *float64 {
-	v, ok := d.Value(c)
-	if !ok {
-		return nil
-	}
-	return &v
 }
 
 func joinErr(a, b string) string {

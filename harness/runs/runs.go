@@ -1,8 +1,9 @@
-// Package runs loads finished kvbench run directories for the commands that read them back
-// (verify, compare, report): run.json, the scenario it ran, and every repetition's step
-// artifacts, each checked against the sha256 the record lists. The artifacts are the source
-// of truth (STYLE.md 6): what those commands print is recomputed from them, so a summary
-// can never drift from the measurements.
+// Package runs owns the run directory: it creates one per run (never reusing a name), writes
+// its files atomically and never over an existing one, and loads a finished run back for the
+// commands that read it (verify, compare, report, summarize, accounting): run.json decoded
+// into its Go type, and every repetition's step artifacts, each checked against the sha256
+// the record lists. The artifacts are the source of truth: what those commands print is
+// recomputed from them, so a summary can never drift from the measurements.
 package runs
 
 import (
@@ -16,7 +17,6 @@ import (
 	"sort"
 
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // ErrNotRun means a directory holds no readable kvbench run record.
@@ -25,31 +25,16 @@ var ErrNotRun = errors.New("not a kvbench run directory")
 // ErrArtifactChanged means an artifact's bytes no longer match the sha256 in run.json.
 var ErrArtifactChanged = errors.New("artifact changed after the run")
 
-// Run is one loaded run directory.
+// Run is one loaded run directory: its record (run.json, whose fields it promotes) and the
+// step artifacts the record was computed from.
 type Run struct {
-	Dir        string
-	Schema     string
-	ObservedAt string
-	Status     string
-	Model      scenarios.Model
-	Runtime    scenarios.Runtime
-	Cache      record.Cache
-	Scenario   *scenarios.Scenario
+	Dir string
+	*record.Run
 	// Repetitions holds every pass over the steps, repetition 0 first, Steps loaded.
 	Repetitions []record.Repetition
-	// Record is run.json as written, keys in order, values raw.
-	Record record.Object
 	// Files are run.json and every artifact (absolute paths) with their sha256, in the
 	// record's order; artifacts carry their step id.
 	Files []record.ArtifactRef
-}
-
-// sourceEntry is one entry of run.json's sources: an artifact (path, sha256) or a reference.
-type sourceEntry struct {
-	Path       string `json:"path"`
-	SHA256     string `json:"sha256"`
-	Repetition int    `json:"repetition"`
-	URL        string `json:"url"`
 }
 
 // Load reads dir's run.json and every artifact it lists, checking each sha256.
@@ -59,58 +44,41 @@ func Load(dir string) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
 	}
-	r := &Run{Dir: dir}
+	r := &Run{Dir: dir, Run: &record.Run{}}
 	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
-	if err := json.Unmarshal(data, &r.Record); err != nil {
+	if err := json.Unmarshal(data, r.Run); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
-	}
-	fields := map[string]any{
-		"schema": &r.Schema, "observed_at": &r.ObservedAt, "status": &r.Status,
-		"model": &r.Model, "runtime": &r.Runtime, "cache": &r.Cache, "scenario": &r.Scenario,
-	}
-	for key, into := range fields {
-		raw, ok := r.Record.Get(key)
-		if !ok {
-			if key == "schema" || key == "scenario" {
-				return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, key)
-			}
-			continue
-		}
-		if err := json.Unmarshal(raw.(json.RawMessage), into); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, key, err)
-		}
 	}
 	if r.Schema != record.RunSchema {
 		return nil, fmt.Errorf("%s: %w: schema %q, want %q", path, ErrNotRun, r.Schema, record.RunSchema)
 	}
-	var sources []sourceEntry
-	if raw, ok := r.Record.Get("sources"); ok {
-		if err := json.Unmarshal(raw.(json.RawMessage), &sources); err != nil {
-			return nil, fmt.Errorf("%s: sources: %w", path, err)
+	if r.Scenario == nil {
+		return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, "scenario")
+	}
+	seeds := map[int]int64{}
+	if r.Repeats != nil {
+		for _, rep := range r.Repeats.Repetitions {
+			seeds[rep.Index] = rep.Seed
 		}
 	}
-	seeds := repetitionSeeds(r.Record)
 	byRep := map[int]*record.Repetition{}
-	for _, s := range sources {
-		if s.Path == "" || s.SHA256 == "" {
-			continue // a reference, not an artifact
-		}
-		art, err := loadArtifact(dir, s)
+	for _, a := range r.Artifacts {
+		art, err := loadArtifact(dir, a)
 		if err != nil {
 			return nil, err
 		}
-		rep := byRep[s.Repetition]
+		rep := byRep[a.Repetition]
 		if rep == nil {
-			seed := r.Scenario.Prompt.Seed + int64(s.Repetition)
-			if v, ok := seeds[s.Repetition]; ok {
-				seed = v
+			seed, ok := seeds[a.Repetition]
+			if !ok {
+				seed = r.Scenario.RepetitionSeed(a.Repetition)
 			}
-			rep = &record.Repetition{Index: s.Repetition, Seed: seed, Status: record.StatusCompleted}
-			byRep[s.Repetition] = rep
+			rep = &record.Repetition{Index: a.Repetition, Seed: seed, Status: record.StatusCompleted}
+			byRep[a.Repetition] = rep
 		}
 		rep.Steps = append(rep.Steps, art)
-		rep.Artifacts = append(rep.Artifacts, s.Path)
-		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, s.Path), SHA256: s.SHA256})
+		rep.Artifacts = append(rep.Artifacts, a.Path)
+		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, a.Path), SHA256: a.SHA256})
 	}
 	if len(byRep) == 0 {
 		return nil, fmt.Errorf("%s: %w: sources list no step artifacts", path, ErrNotRun)
@@ -122,13 +90,13 @@ func Load(dir string) (*Run, error) {
 	return r, nil
 }
 
-func loadArtifact(dir string, s sourceEntry) (record.StepArtifact, error) {
+func loadArtifact(dir string, s record.ArtifactRef) (record.StepArtifact, error) {
 	var art record.StepArtifact
 	if filepath.IsAbs(s.Path) || s.Path != filepath.Base(s.Path) {
 		return art, fmt.Errorf("%s: artifact path %q is not a file of the run directory", dir, s.Path)
 	}
 	file := filepath.Join(dir, s.Path)
-	sum, err := record.FileSHA256(file)
+	sum, err := FileSHA256(file)
 	if err != nil {
 		return art, fmt.Errorf("reading artifact: %w", err)
 	}
@@ -148,27 +116,6 @@ func loadArtifact(dir string, s sourceEntry) (record.StepArtifact, error) {
 func sha256Hex(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
-}
-
-// repetitionSeeds reads the seed of each repetition from the record's repeats section.
-func repetitionSeeds(rec record.Object) map[int]int64 {
-	out := map[int]int64{}
-	raw, ok := rec.Get("repeats")
-	if !ok {
-		return out
-	}
-	var rs struct {
-		Repetitions []struct {
-			Index int   `json:"repetition"`
-			Seed  int64 `json:"seed"`
-		} `json:"repetitions"`
-	}
-	if json.Unmarshal(raw.(json.RawMessage), &rs) == nil {
-		for _, r := range rs.Repetitions {
-			out[r.Index] = r.Seed
-		}
-	}
-	return out
 }
 
 // StepIDs lists the steps of repetition 0 in order.
@@ -229,13 +176,13 @@ func (r *Run) Replay(k int, id string) (record.ReplaySection, bool) {
 	if k >= len(r.Repetitions) {
 		return record.ReplaySection{}, false
 	}
-	rec := record.Build(record.RunInfo{Scenario: r.Scenario, Status: r.Status}, r.Repetitions[k].Steps)
-	v, ok := rec.Get(id)
-	if !ok {
-		return record.ReplaySection{}, false
+	steps := r.Repetitions[k].Steps
+	for _, st := range steps {
+		if st.Step == id && st.Kind == "replay" {
+			return record.BuildReplay(st, steps, ""), true
+		}
 	}
-	s, ok := v.(record.ReplaySection)
-	return s, ok
+	return record.ReplaySection{}, false
 }
 
 // ReplayStepIDs lists the replay steps in order.

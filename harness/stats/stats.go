@@ -5,6 +5,7 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
@@ -156,4 +157,34 @@ func Compare(baseline, candidate Summary, better Better, tolerance float64) Chan
 // |measured - claimed| <= tolerance x |claimed|.
 func Within(measured, claimed, tolerance float64) bool {
 	return math.Abs(measured-claimed) <= tolerance*math.Abs(claimed)
+}
+
+// Number prints v compactly: integers without decimals, others with up to 4 significant
+// decimals.
+func Number(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	a := math.Abs(v)
+	switch {
+	case a >= 1000:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.4g", v)
+	}
+}
+
+// Text is a median with its relative spread when repeated: "120.3 (spread 4.1%, n=3)";
+// "absent" when nothing was measured.
+func (s Summary) Text() string {
+	if s.N == 0 {
+		return "absent"
+	}
+	text := Number(*s.Median)
+	if s.N > 1 && s.RelativeSpread != nil {
+		text += fmt.Sprintf(" (spread %.1f%%, n=%d)", *s.RelativeSpread*100, s.N)
+	}
+	return text
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
@@ -32,15 +31,41 @@ type PoolSpec struct {
 
 // Pool is seed 000's pool section.
 type Pool struct {
-	Status                     string  `json:"status"`
-	BytesPerGPU                int64   `json:"bytes_per_gpu"`
-	GPUCount                   int     `json:"gpu_count"`
-	TotalBytes                 int64   `json:"total_bytes"`
-	TotalGiB                   float64 `json:"total_gib"`
-	RuntimeReportedTokenSlots  int     `json:"runtime_reported_allocated_token_slots"`
-	RoundedStartupGiBPerGPU    float64 `json:"rounded_startup_gib_per_gpu"`
-	ConfiguredByteSource       any     `json:"configured_byte_source"`
-	StoreBytesPerTokenMeasured float64 `json:"store_bytes_per_token_measured,omitempty"`
+	Status                     string     `json:"status"`
+	BytesPerGPU                int64      `json:"bytes_per_gpu"`
+	GPUCount                   int        `json:"gpu_count"`
+	TotalBytes                 int64      `json:"total_bytes"`
+	TotalGiB                   float64    `json:"total_gib"`
+	RuntimeReportedTokenSlots  int        `json:"runtime_reported_allocated_token_slots"`
+	RoundedStartupGiBPerGPU    float64    `json:"rounded_startup_gib_per_gpu"`
+	ConfiguredByteSource       ByteSource `json:"configured_byte_source"`
+	StoreBytesPerTokenMeasured float64    `json:"store_bytes_per_token_measured,omitempty"`
+}
+
+// ByteSource says where the pool's byte figure came from: a kind of figure, or a file with
+// its sha256.
+type ByteSource struct {
+	Kind   string `json:"kind,omitempty"`
+	Path   string `json:"path,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// Summary is the kv-accounting-summary/v1 record (seed 000): KV pool occupancy per tested
+// population, with the pool it is measured against and the limits of the estimate.
+type Summary struct {
+	Schema     string   `json:"schema"`
+	Date       string   `json:"date"`
+	Identity   Identity `json:"identity"`
+	Pool       Pool     `json:"pool"`
+	Derivation string   `json:"derivation"`
+	Rows       []Row    `json:"rows"`
+	Limits     []string `json:"limits"`
+}
+
+// Identity is the model the populations ran on.
+type Identity struct {
+	Model    string `json:"model"`
+	Revision string `json:"revision"`
 }
 
 // Row is one population: one step of one run.
@@ -63,7 +88,7 @@ type Row struct {
 }
 
 // Accounting computes the kv-accounting-summary/v1 of runs (paths relative to base).
-func Accounting(rs []*runs.Run, spec PoolSpec, base string) (record.Object, error) {
+func Accounting(rs []*runs.Run, spec PoolSpec, base string) (*Summary, error) {
 	if len(rs) == 0 {
 		return nil, errors.New("accounting needs at least one run")
 	}
@@ -121,38 +146,30 @@ func Accounting(rs []*runs.Run, spec PoolSpec, base string) (record.Object, erro
 	if t, err := time.Parse(time.RFC3339, newest); err == nil {
 		date = t.UTC().Format("2006-01-02")
 	}
-	var model struct {
-		Repo     string `json:"repo"`
-		Revision string `json:"revision"`
-	}
-	decode(rs[0], "model", &model)
-	var o record.Object
-	o.Set("schema", AccountingSchema)
-	o.Set("date", date)
-	o.Set("identity", map[string]string{"model": model.Repo, "revision": model.Revision})
-	o.Set("pool", pool)
-	o.Set("derivation", Derivation)
-	o.Set("rows", rows)
-	o.Set("limits", limits(rs, rows, pool))
-	return o, nil
+	return &Summary{
+		Schema:     AccountingSchema,
+		Date:       date,
+		Identity:   Identity{Model: rs[0].Model.Repo, Revision: rs[0].Model.Revision},
+		Pool:       pool,
+		Derivation: Derivation,
+		Rows:       rows,
+		Limits:     limits(rs, rows, pool),
+	}, nil
 }
 
 func poolOf(rs []*runs.Run, spec PoolSpec, base string) (Pool, error) {
-	var cache record.Cache
-	if err := decode(rs[0], "cache", &cache); err != nil {
-		return Pool{}, err
-	}
+	cache := rs[0].Cache
 	p := Pool{RuntimeReportedTokenSlots: cache.GPUKVCacheTokens}
 	if spec.BytesPerGPU > 0 {
 		p.Status = "configured"
 		p.BytesPerGPU, p.GPUCount = spec.BytesPerGPU, max(spec.GPUs, 1)
-		src := map[string]string{"kind": "command-line flags"}
+		src := ByteSource{Kind: "command-line flags"}
 		if spec.SourcePath != "" {
-			sum, err := record.FileSHA256(spec.SourcePath)
+			sum, err := runs.FileSHA256(spec.SourcePath)
 			if err != nil {
 				return Pool{}, fmt.Errorf("pool byte source: %w", err)
 			}
-			src = map[string]string{"path": rel(base, spec.SourcePath), "sha256": sum}
+			src = ByteSource{Path: rel(base, spec.SourcePath), SHA256: sum}
 		}
 		p.ConfiguredByteSource = src
 	} else {
@@ -165,10 +182,10 @@ func poolOf(rs []*runs.Run, spec PoolSpec, base string) (Pool, error) {
 		p.GPUCount = max(spec.GPUs, 1)
 		p.StoreBytesPerTokenMeasured = *cache.StoreBytesPerTokenMeasured
 		p.BytesPerGPU = int64(math.Round(float64(cache.GPUKVCacheTokens) * *cache.StoreBytesPerTokenMeasured / float64(p.GPUCount)))
-		p.ConfiguredByteSource = map[string]string{
-			"kind":   "server token slots x measured bytes per stored token",
-			"path":   rel(base, rs[0].Files[0].Path), // the run.json holding both figures
-			"sha256": rs[0].Files[0].SHA256,
+		p.ConfiguredByteSource = ByteSource{
+			Kind:   "server token slots x measured bytes per stored token",
+			Path:   rel(base, rs[0].Files[0].Path), // the run.json holding both figures
+			SHA256: rs[0].Files[0].SHA256,
 		}
 	}
 	p.TotalBytes = p.BytesPerGPU * int64(p.GPUCount)
@@ -189,8 +206,7 @@ func limits(rs []*runs.Run, rows []Row, pool Pool) []string {
 		fmt.Sprintf("Block occupancy is the server's KV block-pool usage gauge (backend profile %q), sampled every %g ms while requests ran and at each request's first output; each row's fraction is the sampled maximum (%s per row at least).", backend, interval, plural(minSamples, "sample")),
 	}
 	for _, r := range rs[1:] {
-		var c record.Cache
-		if decode(r, "cache", &c) == nil && c.GPUKVCacheTokens != pool.RuntimeReportedTokenSlots {
+		if c := r.Cache; c.GPUKVCacheTokens != pool.RuntimeReportedTokenSlots {
 			out = append(out, fmt.Sprintf("Run %s reported %d GPU token slots, not the %d of the pool its GiB estimates use: its fractions are of its own pool.", name(r), c.GPUKVCacheTokens, pool.RuntimeReportedTokenSlots))
 		}
 	}

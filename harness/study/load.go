@@ -6,9 +6,7 @@
 package study
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -16,26 +14,6 @@ import (
 
 // ErrBadRun means a run record lacks what a study needs.
 var ErrBadRun = errors.New("not a usable kvbench run")
-
-func raw(r *runs.Run, key string) (json.RawMessage, bool) {
-	v, ok := r.Record.Get(key)
-	if !ok {
-		return nil, false
-	}
-	m, ok := v.(json.RawMessage)
-	return m, ok
-}
-
-func decode(r *runs.Run, key string, v any) error {
-	m, ok := raw(r, key)
-	if !ok {
-		return fmt.Errorf("%w: %s/run.json has no %q", ErrBadRun, r.Dir, key)
-	}
-	if err := json.Unmarshal(m, v); err != nil {
-		return fmt.Errorf("%w: %s/run.json: %s: %w", ErrBadRun, r.Dir, key, err)
-	}
-	return nil
-}
 
 // name is the run directory's base name, which identifies a run in messages and records.
 func name(r *runs.Run) string { return filepath.Base(r.Dir) }

@@ -171,3 +171,21 @@ func CachedFraction(promptTokens, cachedTokens *int) *float64 {
 	f := float64(*cachedTokens) / float64(*promptTokens)
 	return &f
 }
+
+// Sentence says in words what the verdict means for the replayed prompt.
+func (r *Replay) Sentence() string {
+	switch r.Verdict {
+	case CPUReload:
+		return "The replay was reloaded from the CPU tier."
+	case GPUHit:
+		return "The replay remained in GPU cache."
+	case Recompute:
+		return "The replay was recomputed beyond the shared prefix."
+	case Partial:
+		return "The replay was served only partly from cache."
+	case Invalid:
+		return "The replay's measurement is invalid: " + r.Reason + "."
+	default:
+		return "The tier that served the replay could not be determined."
+	}
+}

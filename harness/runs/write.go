@@ -1,4 +1,4 @@
-package record
+package runs
 
 import (
 	"crypto/sha256"

@@ -1,0 +1,91 @@
+package compare
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/anvil-serving/kvbench/harness/stats"
+)
+
+// compareRow is one line of the comparison table.
+type compareRow struct {
+	step, req, metric, base, cand, change, threshold, status string
+}
+
+func (res *Result) rows() []compareRow {
+	var rows []compareRow
+	for _, st := range res.Steps {
+		if st.Verdict != nil {
+			rows = append(rows, compareRow{st.Step, "0", "verdict", strings.Join(st.Verdict.Baseline, ", "), strings.Join(st.Verdict.Candidate, ", "), "-", "-", string(st.Verdict.Status)})
+		}
+		for _, q := range st.Requests {
+			for _, m := range q.Metrics {
+				change, threshold := "-", Share(m.Threshold)
+				if m.Relative != nil {
+					change = Percent(*m.Relative)
+				}
+				rows = append(rows, compareRow{st.Step, fmt.Sprint(q.Index), m.Metric, m.Baseline.Text(), m.Candidate.Text(), change, threshold, string(m.Judgement)})
+			}
+		}
+	}
+	return rows
+}
+
+// WriteText prints the comparison as a table with the regressions found.
+func (res *Result) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "baseline:  %s (%s, %s, %d repetition(s))\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
+	fmt.Fprintf(w, "candidate: %s (%s, %s, %d repetition(s))\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
+	fmt.Fprintf(w, "tolerance %s; noise %s\n", Share(res.Tolerance), res.Noise)
+	for _, m := range res.Mismatches {
+		fmt.Fprintf(w, "MISMATCH (allowed): %s: baseline %q, candidate %q\n", m.Field, m.Baseline, m.Candidate)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tREQ\tMETRIC\tBASELINE\tCANDIDATE\tCHANGE\tTHRESHOLD\tSTATUS")
+	for _, r := range res.rows() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.step, r.req, r.metric, r.base, r.cand, r.change, r.threshold, r.status)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if !res.Regression {
+		fmt.Fprintln(w, "no regression")
+		return
+	}
+	fmt.Fprintf(w, "REGRESSION (%d):\n", len(res.Findings))
+	for _, f := range res.Findings {
+		fmt.Fprintf(w, "  - %s\n", f)
+	}
+}
+
+// WriteMarkdown prints the comparison as Markdown, e.g. for a CI job summary.
+func (res *Result) WriteMarkdown(w io.Writer) {
+	headline := "No regression"
+	if res.Regression {
+		headline = fmt.Sprintf("Regression: %d finding(s)", len(res.Findings))
+	}
+	fmt.Fprintf(w, "## kvbench compare: %s\n\n", headline)
+	fmt.Fprintf(w, "| | run | scenario | observed | repetitions |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| baseline | `%s` | %s | %s | %d |\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
+	fmt.Fprintf(w, "| candidate | `%s` | %s | %s | %d |\n\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
+	fmt.Fprintf(w, "Tolerance %s; noise %s.\n\n", Share(res.Tolerance), res.Noise)
+	for _, m := range res.Mismatches {
+		fmt.Fprintf(w, "> **Mismatch (allowed):** %s: baseline `%s`, candidate `%s`\n\n", m.Field, m.Baseline, m.Candidate)
+	}
+	if res.Regression {
+		for _, f := range res.Findings {
+			fmt.Fprintf(w, "- **%s**\n", f)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "| step | req | metric | baseline | candidate | change | threshold | status |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---|")
+	for _, r := range res.rows() {
+		status := r.status
+		if status == string(stats.Regressed) {
+			status = "**" + status + "**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.step, r.req, r.metric, r.base, r.cand, r.change, r.threshold, status)
+	}
+}

@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// chooseModel sets the scenario's model to the first one the server lists when it names
+// none: a server usually serves one.
+func chooseModel(sc *scenarios.Scenario, models []client.Model) error {
+	if sc.Target.Model != "" {
+		return nil
+	}
+	if len(models) == 0 {
+		return fmt.Errorf("%s/models lists no model: %w", sc.Target.Endpoint, client.ErrBadResponse)
+	}
+	sc.Target.Model = models[0].ID
+	return nil
+}
+
+// PlanningClient connects to the scenario's endpoint for counting tokens and resolves the
+// model when the scenario names none (the plan needs it for /tokenize).
+func PlanningClient(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*client.Client, error) {
+	c := client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey})
+	if sc.Target.Model == "" {
+		models, err := c.Models(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := chooseModel(sc, models); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Settings are the run's own choices, beside what preflight found out.
+type Settings struct {
+	ResultsDir     string
+	KvbenchVersion string
+	NoProbes       bool
+	Console        *Console
+}
+
+// NewConfig is the run configuration for a preflighted server: the plan, the clients and
+// everything preflight resolved about the server's KV capacity.
+func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.Plan, s Settings) Config {
+	cfg := Config{
+		Scenario:       sc,
+		Plan:           p,
+		Chat:           t.Client,
+		Metrics:        t.Metrics,
+		ResultsDir:     s.ResultsDir,
+		KvbenchVersion: s.KvbenchVersion,
+		ServerVersion:  rep.ServerVersion,
+		ModelRoot:      rep.ModelRoot,
+		Cache:          RecordCache(sc, rep),
+		Setup:          rep.Setup,
+		BlockSize:      rep.BlockSize,
+		Preflight:      rep,
+		Slots:          rep.Slots,
+		NoProbes:       s.NoProbes,
+		Console:        s.Console,
+		Repeat:         sc.Repeat,
+		Replan:         RepetitionPlanner(sc, t),
+	}
+	if t.Llama != nil {
+		cfg.TokenIDs = t.Llama.TokenIDs
+	}
+	return cfg
+}
+
+// WriteBrief prints what preflight found in a few console lines.
+func (rep *PreflightReport) WriteBrief(con *Console) {
+	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, orDash(rep.ServerVersion))
+	con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
+		rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+	for _, rp := range rep.Capacity {
+		con.Printf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
+		if rp.Assessment.CanProveReload != capacity.Yes {
+			for _, f := range rp.Assessment.Findings {
+				con.Printf("    - %s", f)
+			}
+		}
+	}
+	for _, w := range rep.Warnings {
+		con.Printf("  warning: %s", w)
+	}
+	for _, p := range rep.Problems {
+		con.Printf("  PROBLEM: %s", p)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

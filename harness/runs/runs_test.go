@@ -1,0 +1,150 @@
+package runs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+)
+
+func TestWriteJSONNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "run.json")
+	sum, err := WriteJSON(p, map[string]int{"a": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := FileSHA256(p); got != sum {
+		t.Fatalf("returned sha %s, file has %s", sum, got)
+	}
+	if _, err := WriteJSON(p, map[string]int{"a": 2}); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("second write: %v", err)
+	}
+	data, _ := os.ReadFile(p)
+	if string(data) != "{\n  \"a\": 1\n}\n" {
+		t.Fatalf("file changed: %q", data)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("temp files left behind: %v", entries)
+	}
+}
+
+func TestNewRunDirNeverReuses(t *testing.T) {
+	parent := t.TempDir()
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	a, err := NewRunDir(parent, "eviction/6x", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewRunDir(parent, "eviction/6x", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(a) != "eviction_6x-20261130T100000Z" || filepath.Base(b) != "eviction_6x-20261130T100000Z-1" {
+		t.Fatalf("dirs %s %s", a, b)
+	}
+}
+
+// demoRuns are a `kvbench demo` output written before the run record was typed (the study
+// package's fixture): a primary run with a sequence and a replay, and a control run.
+var demoRuns = []string{
+	"../study/testdata/demo/eviction-6x150k-replay-20261201T060008Z",
+	"../study/testdata/demo/offload8-control-20261201T060010Z",
+}
+
+// TestRunRecordRoundTrip: run.json decodes into its Go type and encodes back to the same
+// bytes, so nothing of a record is lost or reordered by reading it.
+func TestRunRecordRoundTrip(t *testing.T) {
+	for _, dir := range demoRuns {
+		r, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.ReadFile(filepath.Join(dir, "run.json"))
+		got, err := json.MarshalIndent(r.Run, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(append(got, '\n'), want) {
+			t.Fatalf("%s: run.json changed in a decode/encode round trip:\n%s", dir, got)
+		}
+	}
+}
+
+// TestBuildReproducesRunRecord: the record built from the step artifacts and what the run
+// knew besides them is byte for byte the run.json the untyped builder wrote.
+func TestBuildReproducesRunRecord(t *testing.T) {
+	for _, dir := range demoRuns {
+		r, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		observed, err := time.Parse(time.RFC3339, r.ObservedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache := r.Cache
+		cache.StoreBytesPerTokenMeasured, cache.LoadBytesPerTokenMeasured = nil, nil
+		info := record.RunInfo{
+			Scenario: r.Scenario, ObservedAt: observed, Status: r.Status, StopReason: r.StopReason,
+			KvbenchVersion: r.Kvbench.Version, ServedModel: r.Model.ServedName, ModelRoot: r.Model.Repo,
+			ServerVersion: r.Runtime.Engine, Cache: cache, Preflight: r.Preflight, Probes: r.Probes,
+			Gates: r.Gates, Repetitions: r.Repetitions,
+		}
+		for _, f := range r.Files[1:] {
+			info.Artifacts = append(info.Artifacts, record.ArtifactRef{Step: f.Step, Path: filepath.Base(f.Path), SHA256: f.SHA256})
+		}
+		got, err := json.MarshalIndent(record.Build(info, r.Repetitions[0].Steps), "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.ReadFile(filepath.Join(dir, "run.json"))
+		if !bytes.Equal(append(got, '\n'), want) {
+			t.Fatalf("%s: the rebuilt record differs from run.json:\n%s", dir, got)
+		}
+	}
+}
+
+func TestLoadRefusesChangedArtifact(t *testing.T) {
+	dst := t.TempDir()
+	src := demoRuns[1]
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(src, e.Name()))
+		if e.Name() == "step-02-replay.json" {
+			data = bytes.Replace(data, []byte(`"gpu_hit"`), []byte(`"cpu_reload"`), 1)
+		}
+		os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644)
+	}
+	if _, err := Load(dst); !errors.Is(err, ErrArtifactChanged) {
+		t.Fatalf("err = %v, want ErrArtifactChanged", err)
+	}
+	if _, err := Load(t.TempDir()); !errors.Is(err, ErrNotRun) {
+		t.Fatalf("empty dir: err = %v, want ErrNotRun", err)
+	}
+}
+
+func TestIdentityMismatches(t *testing.T) {
+	a, err := Load(demoRuns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(demoRuns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mm := Mismatches(a.Identify(), a.Identify()); len(mm) != 0 {
+		t.Fatalf("a run differs from itself: %v", mm)
+	}
+	mm := Mismatches(a.Identify(), b.Identify())
+	if len(mm) == 0 || mm[0].Field != "scenario" {
+		t.Fatalf("mismatches %v, want the scenario first", mm)
+	}
+}
