@@ -1,7 +1,7 @@
 // Package runs loads finished kvbench run directories for the commands that read them back
 // (verify, compare, report): run.json, the scenario it ran, and every repetition's step
 // artifacts, each checked against the sha256 the record lists. The artifacts are the source
-// of truth (STYLE.md 6): what those commands print is recomputed from them, so a summary
+// of truth: what those commands print is recomputed from them, so a summary
 // can never drift from the measurements.
 package runs
 
