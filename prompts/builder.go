@@ -3,7 +3,7 @@
 // document body, closed by a question whose answer is a fact planted in the text. The bytes of
 // request i depend only on the seed, i, the shared prefix size, the planned token count, the
 // mode and the token-count calibration: never on a clock, map order or a global random source.
-// See ../shared/DOMAIN.md, "Prompt construction".
+// See docs/domain.md, "Building prompts".
 package prompts
 
 import (
@@ -190,7 +190,8 @@ func (b *Builder) ensurePrefix(ctx context.Context) error {
 	return nil
 }
 
-// prefixText ends the prefix on a newline, the stable boundary DOMAIN.md asks for.
+// prefixText ends the prefix on a newline: a stable token boundary, so the prefix's blocks are
+// shared whatever body follows.
 func prefixText(text []byte) string {
 	return "Reference notes shared by every request of this run.\n\n" + string(text) + "\n"
 }

@@ -2,7 +2,7 @@
 // OpenAI chat API, /tokenize and vLLM V1's /metrics, with a KV-cache model (GPU prefix cache
 // plus a write-through CPU offload tier) that follows vLLM's counting rules closely enough to
 // exercise every kvbench verdict without a GPU. It is not a replacement for vLLM. The counters
-// and API shapes it reproduces are described in the shared DOMAIN notes (DOMAIN.md).
+// and API shapes it reproduces are described in docs/domain.md.
 //
 // The package imports nothing else from kvbench; the harness meets it only over HTTP.
 //

@@ -1,6 +1,6 @@
 // Package capacity does the KV capacity arithmetic that decides whether a scenario can prove
 // a reload from the CPU tier at all: is the replayed prompt pushed out of the GPU pool, and
-// does the CPU tier hold it until the replay (DOMAIN.md, "Sizing the CPU tier"). It is pure
+// does the CPU tier hold it until the replay (docs/domain.md, "Sizing the CPU tier"). It is pure
 // computation: plan uses it with planned tokens, run with measured ones.
 package capacity
 

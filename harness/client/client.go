@@ -1,5 +1,5 @@
 // Package client talks to an OpenAI-compatible LLM server (vLLM first): it streams chat
-// completions and times them as the shared DOMAIN notes define (time to first output, to
+// completions and times them as docs/domain.md defines (time to first output, to
 // first visible token, end to end, decode and effective prefill rates), and it calls the
 // server's /tokenize, /v1/models, /version and /health endpoints for preflight checks and
 // token targeting.
@@ -168,7 +168,7 @@ type Result struct {
 	ContentChunks   int `json:"content_chunks"`
 	ContentBytes    int `json:"content_bytes"`
 	// VisibleAnswer: some non-empty content arrived. ReasoningOnly: something was generated
-	// but no visible content (DOMAIN's reasoning_only_failure), whether or not it failed.
+	// but no visible content (a reasoning_only_failure), whether or not it failed.
 	VisibleAnswer bool   `json:"visible_answer"`
 	ReasoningOnly bool   `json:"reasoning_only"`
 	FinishReason  string `json:"finish_reason"`

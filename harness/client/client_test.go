@@ -177,7 +177,7 @@ func assertTimingOrder(t *testing.T, res Result) {
 	}
 }
 
-// assertDerivedRates checks the result's rates are DOMAIN's formulas over its own fields.
+// assertDerivedRates checks the result's rates are docs/domain.md's formulas over its own fields.
 func assertDerivedRates(t *testing.T, res Result) {
 	t.Helper()
 	sameRate := func(name string, got, want *float64) {

@@ -1,7 +1,7 @@
 package client
 
-// DecodeTokensPerSecond is (outputTokens - 1) / (endToEnd - timeToFirstOutput), as the
-// DOMAIN notes define it: the first token belongs to prefill. It is nil when a timing is
+// DecodeTokensPerSecond is (outputTokens - 1) / (endToEnd - timeToFirstOutput), as
+// docs/domain.md defines it: the first token belongs to prefill. It is nil when a timing is
 // absent, no token was generated, or the decode interval is not positive.
 func DecodeTokensPerSecond(outputTokens int, timeToFirstOutputMS, endToEndMS *float64) *float64 {
 	if outputTokens < 1 || timeToFirstOutputMS == nil || endToEndMS == nil {

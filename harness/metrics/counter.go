@@ -4,8 +4,8 @@
 //
 // A backend Profile says which metric names (with aliases for each name generation) carry each
 // counter; a Snapshot holds one reading per counter, and Diff turns two snapshots into the
-// deltas that prove or refute store, eviction and reload. Counter meanings follow the shared
-// DOMAIN notes (../shared/DOMAIN.md). An absent counter stays absent, never 0.
+// deltas that prove or refute store, eviction and reload. Counter meanings are described in
+// docs/domain.md. An absent counter stays absent, never 0.
 package metrics
 
 // Counter is the normalized name of a monotonic counter kvbench reads.

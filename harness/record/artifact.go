@@ -2,7 +2,8 @@
 // with its timings, usage, prompt identity, counters before/after/delta, sampled peaks and
 // verdict) and the run record, schema anvil-serving.kv-offload-replay/v1, whose sections are
 // computed from the artifacts and keep the field names of the seed records in
-// ../shared/reference. Files are written atomically and never over an earlier run's.
+// testdata/reference (schemas: docs/records.md). Files are written atomically and never over
+// an earlier run's.
 package record
 
 import (

@@ -1,6 +1,6 @@
 // Package verdict decides, from counter deltas and usage, where a replayed request's cached
 // tokens came from: reloaded from the CPU tier, hit in GPU memory, a mix, or recomputed
-// (DOMAIN.md, "What the user is trying to prove"). It is pure computation over numbers, so
+// (docs/domain.md, "The claim and its evidence"). It is pure computation over numbers, so
 // its rules test with literals.
 package verdict
 
