@@ -7,14 +7,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anvil-serving/kvbench/harness/llamacpp"
+	"github.com/anvil-serving/kvbench/internal/llamacpptest"
 )
 
 // requireLlama finds the llama-server binary and test model that .ci/install-llamacpp.sh
 // builds. CI sets KVBENCH_REQUIRE_LLAMA so that a missing install fails instead of skipping.
 func requireLlama(t *testing.T) (server, model string) {
 	t.Helper()
-	server, model, err := llamacpp.Locate()
+	server, model, err := llamacpptest.Locate()
 	if err != nil {
 		if os.Getenv("KVBENCH_REQUIRE_LLAMA") != "" {
 			t.Fatalf("KVBENCH_REQUIRE_LLAMA is set but %v", err)
@@ -40,7 +40,7 @@ func TestLlamaCppPromptCacheTiers(t *testing.T) {
 		t.Run(c.scenario, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			srv, err := llamacpp.Start(ctx, llamacpp.Options{Server: server, Model: model, CacheRAMMiB: c.cacheRAM})
+			srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, CacheRAMMiB: c.cacheRAM})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/internal/llamacpptest"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -29,7 +30,7 @@ const (
 )
 
 func TestPromptCacheReplay(t *testing.T) {
-	server, model, err := Locate()
+	server, model, err := llamacpptest.Locate()
 	if err != nil {
 		if os.Getenv("KVBENCH_REQUIRE_LLAMA") != "" {
 			t.Fatalf("KVBENCH_REQUIRE_LLAMA is set but %v", err)
@@ -50,14 +51,14 @@ func TestPromptCacheReplay(t *testing.T) {
 			// The only time bound: a generous limit on the whole subtest.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			srv, err := Start(ctx, Options{Server: server, Model: model, CacheRAMMiB: tt.cacheRAMMiB})
+			srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, CacheRAMMiB: tt.cacheRAMMiB})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
 				srv.Close()
 				if t.Failed() {
-					t.Logf("llama-server log tail:\n%s", srv.log.Tail(30))
+					t.Logf("llama-server log tail:\n%s", srv.LogTail(30))
 				}
 			})
 			tc := NewTokenClient(srv.URL(), nil)

@@ -1,4 +1,4 @@
-package llamacpp
+package llamacpptest
 
 import (
 	"context"
@@ -157,6 +157,9 @@ func (s *Server) URL() string { return s.url }
 
 // Log returns the last 64 KiB of the server's combined stdout and stderr.
 func (s *Server) Log() string { return s.log.String() }
+
+// LogTail returns the last n lines of the server's log.
+func (s *Server) LogTail(n int) string { return s.log.Tail(n) }
 
 // Close kills the server and waits for it to exit. It is safe to call more than once.
 func (s *Server) Close() error {

@@ -1,8 +1,7 @@
-// Package llamacpp drives a real llama.cpp llama-server for tests and kvbench runs:
-// finding the binary and test model that .ci/install-llamacpp.sh installs, starting the
-// server on a free loopback port, and counting prompt tokens through the server's own
-// chat template and tokenizer. See issue 6 for the facts it relies on.
-package llamacpp
+// Package llamacpptest runs a real llama.cpp llama-server for tests: it finds the binary and
+// test model that .ci/install-llamacpp.sh installs and starts the server on a free loopback
+// port. Only test files import it, so the kvbench binary does not carry process control.
+package llamacpptest
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package llamacpp
+package llamacpptest
 
 import "syscall"
 
