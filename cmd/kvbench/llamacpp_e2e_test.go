@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anvil-serving/kvbench/internal/llamacpptest"
+	"github.com/anvil-serving/kvbench/harness/llamacpp/llamacpptest"
 )
 
 // requireLlama finds the llama-server binary and test model that .ci/install-llamacpp.sh

@@ -293,7 +293,7 @@ func stepFiles(t *testing.T, dir string) []string {
 }
 
 // deltaOf is counter c's delta and whether it is usable (present, not decreased).
-func deltaOf(c *record.Counters, k metrics.Counter) (float64, bool) {
+func deltaOf(c *metrics.Window, k metrics.Counter) (float64, bool) {
 	if c == nil {
 		return 0, false
 	}
