@@ -87,7 +87,26 @@ func Load(dir string) (*Run, error) {
 		r.Repetitions = append(r.Repetitions, *rep)
 	}
 	sort.Slice(r.Repetitions, func(i, j int) bool { return r.Repetitions[i].Index < r.Repetitions[j].Index })
+	if err := r.checkVerdicts(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return r, nil
+}
+
+// checkVerdicts holds run.json to its artifacts: a replay section's verdict must be the one
+// its step artifact (whose sha256 was checked) recorded, so an edited run.json cannot pass
+// a verdict the measurements do not carry.
+func (r *Run) checkVerdicts() error {
+	for _, st := range r.Repetitions[0].Steps {
+		sec := r.Run.Replay(st.Step)
+		if sec == nil || len(st.Requests) == 0 || st.Requests[0].Verdict == nil {
+			continue
+		}
+		if got := st.Requests[0].Verdict.Verdict; sec.Verdict != got {
+			return fmt.Errorf("%w: step %s's verdict is %q in run.json but %q in its artifact", ErrArtifactChanged, st.Step, sec.Verdict, got)
+		}
+	}
+	return nil
 }
 
 func loadArtifact(dir string, s record.ArtifactRef) (record.StepArtifact, error) {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,18 @@ func TestLoadRefusesChangedArtifact(t *testing.T) {
 	}
 	if _, err := Load(dst); !errors.Is(err, ErrArtifactChanged) {
 		t.Fatalf("err = %v, want ErrArtifactChanged", err)
+	}
+	// An edited run.json verdict does not follow from the (unchanged) artifact.
+	dst2 := t.TempDir()
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(src, e.Name()))
+		if e.Name() == "run.json" {
+			data = bytes.Replace(data, []byte(`"verdict": "gpu_hit"`), []byte(`"verdict": "cpu_reload"`), 1)
+		}
+		os.WriteFile(filepath.Join(dst2, e.Name()), data, 0o644)
+	}
+	if _, err := Load(dst2); !errors.Is(err, ErrArtifactChanged) || !strings.Contains(err.Error(), "replay") {
+		t.Fatalf("edited run.json verdict: err = %v, want ErrArtifactChanged naming the step", err)
 	}
 	if _, err := Load(t.TempDir()); !errors.Is(err, ErrNotRun) {
 		t.Fatalf("empty dir: err = %v, want ErrNotRun", err)
