@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -94,7 +95,7 @@ func endpointClient(ctx context.Context, sc *scenarios.Scenario) (*client.Client
 	if err != nil {
 		return nil, err
 	}
-	c := client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: key})
+	c := client.New(runner.ClientConfig(sc, key))
 	if sc.Target.Model == "" {
 		models, err := c.Models(ctx)
 		if err != nil {

@@ -27,6 +27,13 @@ import (
 // DefaultProgressInterval is how often, at most, StreamChat reports decode progress.
 const DefaultProgressInterval = 100 * time.Millisecond
 
+// Default bounds of the waits on a server (see Config).
+const (
+	DefaultCallTimeout   = 30 * time.Second
+	DefaultHeaderTimeout = 60 * time.Second
+	DefaultChunkTimeout  = 2 * time.Minute
+)
+
 // AnswerCapBytes bounds the visible answer text kept in a Result.
 const AnswerCapBytes = 4096
 
@@ -38,8 +45,21 @@ type Config struct {
 	// APIKey is sent as a bearer token when not empty, and redacted from all errors.
 	APIKey string
 	// HTTPClient defaults to a client without an overall timeout, since streams are long;
-	// bound requests with ChatRequest.Timeout or the context instead.
+	// every wait is bounded by the timeouts below, ChatRequest.Timeout and the context.
 	HTTPClient *http.Client
+	// CallTimeout bounds each call to /v1/models, /version and /health, from connecting to
+	// the last byte of the answer; 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// TokenizeTimeout bounds each /tokenize call, which takes long for a huge prompt on a
+	// busy server; 0 means CallTimeout.
+	TokenizeTimeout time.Duration
+	// HeaderTimeout bounds the wait for a chat stream's response headers, which servers send
+	// before prefilling; 0 means DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// ChunkTimeout bounds the silence between two reads of a chat stream once its first
+	// bytes arrived; the prefill before them is bounded by ChatRequest.Timeout alone, so a
+	// long prefill is never cut short. 0 means DefaultChunkTimeout.
+	ChunkTimeout time.Duration
 	// ProgressInterval throttles decode progress callbacks; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
 }
@@ -53,6 +73,10 @@ type Client struct {
 	httpClient       *http.Client
 	openai           *openai.Client
 	progressInterval time.Duration
+	callTimeout      time.Duration
+	tokenizeTimeout  time.Duration
+	headerTimeout    time.Duration
+	chunkTimeout     time.Duration
 }
 
 // New returns a Client for cfg.
@@ -69,14 +93,26 @@ func New(cfg Config) *Client {
 	if interval <= 0 {
 		interval = DefaultProgressInterval
 	}
-	return &Client{
+	c := &Client{
 		baseURL:          base,
 		rootURL:          strings.TrimSuffix(base, "/v1"),
 		apiKey:           cfg.APIKey,
 		httpClient:       httpClient,
 		openai:           openai.NewClientWithConfig(oaCfg),
 		progressInterval: interval,
+		callTimeout:      orDefault(cfg.CallTimeout, DefaultCallTimeout),
+		headerTimeout:    orDefault(cfg.HeaderTimeout, DefaultHeaderTimeout),
+		chunkTimeout:     orDefault(cfg.ChunkTimeout, DefaultChunkTimeout),
 	}
+	c.tokenizeTimeout = orDefault(cfg.TokenizeTimeout, c.callTimeout)
+	return c
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // BaseURL returns the OpenAI API base the client sends chat requests to.
@@ -123,7 +159,7 @@ const (
 	ErrorKindStreamCut      = "stream_cut"      // stream ended or broke without [DONE]
 	ErrorKindMalformedChunk = "malformed_chunk" // a data: line that is not a chunk
 	ErrorKindCanceled       = "canceled"        // the caller's context was canceled
-	ErrorKindTimeout        = "timeout"         // ChatRequest.Timeout or ctx deadline passed
+	ErrorKindTimeout        = "timeout"         // ChatRequest.Timeout, a header or chunk bound, or ctx deadline passed
 )
 
 // Output token sources recorded in Result.OutputTokensSource.
@@ -181,8 +217,12 @@ type Result struct {
 // Failed reports whether the request ended with an error.
 func (r *Result) Failed() bool { return r.ErrorKind != "" }
 
-// errRequestTimeout is the cause set when ChatRequest.Timeout expires.
-var errRequestTimeout = errors.New("request timeout")
+// Causes set when a bound of a chat request expires.
+var (
+	errRequestTimeout = errors.New("request timeout")
+	errHeaderTimeout  = errors.New("no response headers in time")
+	errChunkTimeout   = errors.New("stream silent for too long")
+)
 
 // StreamChat sends req as a streamed chat completion and measures it. It never aborts on
 // a failed request: every outcome, including a canceled ctx, an elapsed Timeout and an
@@ -209,7 +249,10 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 		reqCtx, cancel = context.WithTimeoutCause(ctx, req.Timeout, errRequestTimeout)
 	}
 	defer cancel()
-	tap := &streamTap{}
+	reqCtx, cancelCause := context.WithCancelCause(reqCtx)
+	defer cancelCause(nil)
+	tap := &streamTap{headerTimeout: c.headerTimeout, chunkTimeout: c.chunkTimeout, cancel: cancelCause}
+	defer tap.stop()
 	reqCtx = context.WithValue(reqCtx, tapKey{}, tap)
 
 	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval}
@@ -334,7 +377,8 @@ func ctxKind(ctx, reqCtx context.Context) string {
 	switch {
 	case reqCtx.Err() == nil:
 		return ""
-	case errors.Is(context.Cause(reqCtx), errRequestTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(reqCtx), errRequestTimeout), errors.Is(context.Cause(reqCtx), errHeaderTimeout),
+		errors.Is(context.Cause(reqCtx), errChunkTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrorKindTimeout
 	default:
 		return ErrorKindCanceled

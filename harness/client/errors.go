@@ -16,6 +16,8 @@ var (
 	ErrUnreachable = errors.New("server unreachable")
 	// ErrHTTPStatus: the server answered with a non-2xx status; see *StatusError.
 	ErrHTTPStatus = errors.New("unexpected http status")
+	// ErrTimeout: the server took a connection but no complete answer came in time.
+	ErrTimeout = errors.New("server did not answer in time")
 	// ErrBadResponse: a 2xx answer that is not the expected JSON (an HTML page, say).
 	ErrBadResponse = errors.New("unexpected response")
 )

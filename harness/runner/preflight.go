@@ -37,17 +37,27 @@ func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
 		}
 	}
 	t := Target{
-		Client:  client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey}),
-		Metrics: metrics.Target{URLs: sc.Target.Metrics, Profile: prof, Client: &http.Client{Timeout: 30 * time.Second}},
+		Client:  client.New(ClientConfig(sc, apiKey)),
+		Metrics: metrics.Target{URLs: sc.Target.Metrics, Profile: prof, Client: &http.Client{Timeout: client.DefaultCallTimeout}},
 	}
 	if sc.Target.Backend == "llamacpp" {
 		// llama-server closes a connection after a streamed response, and Go does not
 		// resend a POST on a stale pooled connection: give each request its own.
-		noReuse := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		t.Client = client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey, HTTPClient: noReuse})
-		t.Llama = llamacpp.NewTokenClient(t.Client.RootURL(), noReuse)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DisableKeepAlives = true
+		cfg := ClientConfig(sc, apiKey)
+		cfg.HTTPClient = &http.Client{Transport: tr}
+		t.Client = client.New(cfg)
+		// Its token and slot calls are short ones, bounded like /tokenize.
+		t.Llama = llamacpp.NewTokenClient(t.Client.RootURL(), &http.Client{Transport: tr, Timeout: sc.Request.Timeout.Duration})
 	}
 	return t, nil
+}
+
+// ClientConfig is the chat client configuration for sc's target: /tokenize may take as long
+// as a request (request.timeout), every other endpoint call and wait has client's default bound.
+func ClientConfig(sc *scenarios.Scenario, apiKey string) client.Config {
+	return client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey, TokenizeTimeout: sc.Request.Timeout.Duration}
 }
 
 // PreflightReport is what kvbench found out about the server before running anything.
