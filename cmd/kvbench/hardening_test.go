@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 // TestOversizedScenarioIsBadInput: sizes no server takes are refused by validate and plan
@@ -18,5 +24,78 @@ func TestOversizedScenarioIsBadInput(t *testing.T) {
 			!strings.Contains(errOut, "huge.toml:8: step[1].requests: 1000000000 is above the ceiling") {
 			t.Errorf("%s: exit %d %q", cmd, code, errOut)
 		}
+	}
+}
+
+// probedScenario writes smoke with one probe that prints, as JSON, the variables it sees.
+func probedScenario(t *testing.T) string {
+	t.Helper()
+	base, err := os.ReadFile("../../scenarios/smoke.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "probed.toml")
+	os.WriteFile(file, append(base, []byte(`
+[[probe]]
+name = "env"
+when = "before"
+command = ["sh", "-c", "printf '{\"key\":\"%s\",\"token\":\"%s\",\"path\":\"%s\"}' \"$KVBENCH_TEST_KEY\" \"$KVBENCH_TEST_TOKEN\" \"$PATH\""]
+`)...), 0o644)
+	return file
+}
+
+// TestProbesAreOptIn: a scenario's probe commands run only with --allow-probes; without it
+// (or --no-probes) run refuses before any traffic and lists each command; validate and plan
+// show them; probes never see the API key variable, nor secret-looking ones unless
+// --probe-secrets.
+func TestProbesAreOptIn(t *testing.T) {
+	const key = "sk-kvbench-probe-test-0123456789"
+	srv := startSim(t, sim.Options{Profile: "tiny", APIKey: key})
+	t.Setenv("KVBENCH_TEST_KEY", key)
+	t.Setenv("KVBENCH_TEST_TOKEN", "tok-123")
+	file := probedScenario(t)
+	shown := `env (before): sh -c "printf '{\"key\":`
+
+	var hits atomic.Int64
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer counting.Close()
+	out := t.TempDir()
+	_, errOut, code := runCLI(t, "run", file, "--endpoint", counting.URL+"/v1", "--out", out, "--api-key-env", "KVBENCH_TEST_KEY")
+	if code != exitUsage || !strings.Contains(errOut, shown) || !strings.Contains(errOut, "--allow-probes") || !strings.Contains(errOut, "--no-probes") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("without --allow-probes: exit %d %q", code, errOut)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Fatalf("a refused run left %d entries", len(entries))
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("a refused run sent %d requests", n)
+	}
+	for _, cmd := range [][]string{{"validate", file}, {"plan", file, "--estimate"}} {
+		stdout, errOut, code := runCLI(t, cmd...)
+		if code != exitOK || !strings.Contains(stdout, `probe env (before, timeout 5m0s): sh -c "printf`) {
+			t.Errorf("%s does not show the probe command: exit %d %s\n%s", cmd, code, errOut, stdout)
+		}
+	}
+
+	seen := func(extra ...string) map[string]any {
+		t.Helper()
+		args := append([]string{"run", file, "--endpoint", srv.URL() + "/v1", "--out", t.TempDir(), "--api-key-env", "KVBENCH_TEST_KEY", "--allow-probes"}, extra...)
+		rec, stderr, code := runJSON(t, context.Background(), args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		p := section(t, rec, "probes")["env"].(map[string]any)
+		if p["ok"] != true {
+			t.Fatalf("probe %v", p)
+		}
+		return p["output"].(map[string]any)
+	}
+	env := seen()
+	if env["key"] != "" || env["token"] != "" || env["path"] == "" {
+		t.Errorf("default probe environment: %v; want no key, no token, a PATH", env)
+	}
+	env = seen("--probe-secrets")
+	if env["key"] != "" || env["token"] != "tok-123" {
+		t.Errorf("--probe-secrets environment: %v; want the token but never the API key", env)
 	}
 }

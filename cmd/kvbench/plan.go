@@ -54,6 +54,7 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d steps)\n", sc.Path, len(sc.Steps))
+		printProbes(stdout, sc)
 	}
 	if len(errs) > 0 {
 		return usageError(errors.Join(errs...))
@@ -105,6 +106,10 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}{sc, p})
 	}
 	printPlan(stdout, p)
+	if len(sc.Probes) > 0 {
+		fmt.Fprintf(stdout, "\nprobe commands (kvbench run needs --allow-probes or --no-probes):\n")
+		printProbes(stdout, sc)
+	}
 	return nil
 }
 

@@ -27,7 +27,11 @@ type runOptions struct {
 	format   string
 	force    bool
 	noProbes bool
-	repeat   int
+	// allowProbes runs the scenario's probe commands; without it or noProbes, a scenario
+	// with probes is refused.
+	allowProbes  bool
+	probeSecrets bool
+	repeat       int
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -36,7 +40,9 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs.StringVar(&o.out, "out", "results", "directory the run directory is created in")
 	fs.StringVar(&o.format, "format", "text", "output: text (console and table) or json (the run record on stdout)")
 	fs.BoolVar(&o.force, "force", false, "run even if preflight finds the scenario cannot run here")
+	fs.BoolVar(&o.allowProbes, "allow-probes", false, "run the scenario's [[probe]] commands, which run as you on this machine: read them first ('kvbench validate' lists them); a scenario with probes is refused without this or --no-probes")
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
+	fs.BoolVar(&o.probeSecrets, "probe-secrets", false, "pass probes the environment variables whose names contain KEY, TOKEN, SECRET or PASSWORD (dropped by default; the --api-key-env variable is never passed)")
 	fs.IntVar(&o.repeat, "repeat", 0, "run the steps N times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)")
 	return fs
 }
@@ -81,6 +87,9 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if o.repeat > 0 {
 		sc.Repeat = o.repeat
 	}
+	if err := probeConsent(sc, o.allowProbes, o.noProbes); err != nil {
+		return nil, err
+	}
 	con := runner.NewConsole(consoleW, isTerminal(consoleW))
 	key, err := apiKey(sc)
 	if err != nil {
@@ -113,7 +122,8 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		BlockSize:      rep.BlockSize,
 		Preflight:      rep,
 		Slots:          rep.Slots,
-		NoProbes:       o.noProbes,
+		NoProbes:       o.noProbes || !o.allowProbes,
+		ProbeSecrets:   o.probeSecrets,
 		Console:        con,
 		Repeat:         sc.Repeat,
 		Replan:         runner.RepetitionPlanner(sc, t),
