@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
 //go:embed *.toml
@@ -204,11 +206,11 @@ func (s *Scenario) validate() []Problem {
 	nonNegative("target.idle_timeout", s.Target.IdleTimeout)
 	nonNegative("request.timeout", s.Request.Timeout)
 	if e := s.Target.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
-		bad("target.endpoint", "%q is not an http(s) URL", e)
+		bad("target.endpoint", "%q is not an http(s) URL", redact.URL(e))
 	}
 	for i, m := range s.Target.Metrics {
 		if !strings.HasPrefix(m, "http://") && !strings.HasPrefix(m, "https://") {
-			bad(fmt.Sprintf("target.metrics[%d]", i), "%q is not an http(s) URL", m)
+			bad(fmt.Sprintf("target.metrics[%d]", i), "%q is not an http(s) URL", redact.URL(m))
 		}
 	}
 	if s.Target.SampleInterval.Duration < 10*time.Millisecond {

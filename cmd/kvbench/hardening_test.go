@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -97,5 +99,76 @@ func TestProbesAreOptIn(t *testing.T) {
 	env = seen("--probe-secrets")
 	if env["key"] != "" || env["token"] != "tok-123" {
 		t.Errorf("--probe-secrets environment: %v; want the token but never the API key", env)
+	}
+}
+
+// TestURLCredentialsNeverWritten: user info in the endpoint and a token in the metrics URL
+// reach the server but no record, step file or output, on success and on failure.
+func TestURLCredentialsNeverWritten(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	host := strings.TrimPrefix(srv.URL(), "http://")
+	endpoint := "http://alice:PASS-1234@" + host + "/v1"
+	metricsURL := "http://" + host + "/metrics?token=T0K-5678"
+	noSecret := func(t *testing.T, where, text string) {
+		t.Helper()
+		for _, s := range []string{"PASS-1234", "T0K-5678", "alice"} {
+			if strings.Contains(text, s) {
+				t.Errorf("%q is in %s", s, where)
+			}
+		}
+	}
+
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"run", "smoke", "--endpoint", endpoint, "--metrics", metricsURL, "--out", out, "--format", "json"}, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	noSecret(t, "the output", stdout.String()+stderr.String())
+	var rec map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	target := section(t, section(t, rec, "scenario"), "target")
+	if target["endpoint"] != "http://REDACTED@"+host+"/v1" || target["metrics"].([]any)[0] != "http://"+host+"/metrics?token=REDACTED" {
+		t.Errorf("recorded target %v", target)
+	}
+	files := 0
+	filepath.Walk(out, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			files++
+			data, _ := os.ReadFile(p)
+			noSecret(t, p, string(data))
+		}
+		return nil
+	})
+	if files < 3 {
+		t.Fatalf("only %d files written", files)
+	}
+
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadHost := strings.TrimPrefix(dead.URL, "http://")
+	dead.Close()
+	for name, args := range map[string][]string{
+		"dead endpoint":    {"--endpoint", "http://alice:PASS-1234@" + deadHost + "/v1"},
+		"dead metrics":     {"--endpoint", srv.URL() + "/v1", "--metrics", "http://alice:PASS-1234@" + deadHost + "/metrics?token=T0K-5678"},
+		"endpoint not URL": {"--endpoint", "ftp://alice:PASS-1234@" + host + "/v1"},
+	} {
+		_, errOut, code := runCLI(t, append([]string{"run", "smoke", "--out", t.TempDir()}, args...)...)
+		if code != exitUsage || !strings.Contains(errOut, "REDACTED@") {
+			t.Errorf("%s: exit %d %q; want exit 2 naming the redacted URL", name, code, errOut)
+		}
+		noSecret(t, name+"'s error", errOut)
+	}
+}
+
+// TestAPIKeyWithNewlineIsBadKey: a key no HTTP header can carry is bad input, named as a
+// bad key, not a server that cannot be reached.
+func TestAPIKeyWithNewlineIsBadKey(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	t.Setenv("KVBENCH_TEST_KEY", "sk-kvbench-test\n")
+	_, errOut, code := runCLI(t, "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--api-key-env", "KVBENCH_TEST_KEY")
+	if code != exitUsage || !strings.Contains(errOut, "KVBENCH_TEST_KEY (target.api_key_env) holds a bad API key") || strings.Contains(errOut, "unreachable") {
+		t.Fatalf("exit %d %q", code, errOut)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -120,7 +121,7 @@ func printPlan(w io.Writer, p *plan.Plan) {
 	case prompts.Estimated:
 		fmt.Fprintf(w, "token counting: estimate (%d bytes per token, no server calls); real tokenizers differ\n", prompts.EstimateBytesPerToken)
 	default:
-		fmt.Fprintf(w, "token counting: server /tokenize at %s (model %s); prefix sized in %d calls\n", rootURL(sc.Target.Endpoint), sc.Target.Model, p.PrefixCountCalls)
+		fmt.Fprintf(w, "token counting: server /tokenize at %s (model %s); prefix sized in %d calls\n", redact.URL(rootURL(sc.Target.Endpoint)), sc.Target.Model, p.PrefixCountCalls)
 	}
 	if len(p.Steps) > 0 && len(p.Steps[0].Requests) > 0 {
 		pr := p.Steps[0].Requests[0].Prompt

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -99,14 +100,14 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if err != nil {
 		return nil, usageError(err)
 	}
-	con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
+	con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
 	rep, p, err := runner.Preflight(ctx, sc, t)
 	if err != nil {
 		return nil, preflightError(ctx, err)
 	}
 	printPreflightBrief(con, rep)
 	if len(rep.Problems) > 0 && !o.force {
-		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
+		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))
 	}
 	cfg := runner.Config{
 		Scenario:       sc,
@@ -239,7 +240,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 		}
 	} else {
 		con := runner.NewConsole(stdout, false)
-		con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
+		con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
 		printPreflightBrief(con, rep)
 		con.Printf("  counters (kvbench name <- server metric):")
 		for _, c := range metrics.Counters() {
@@ -250,7 +251,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 		}
 	}
 	if len(rep.Problems) > 0 {
-		return usageErrorf("%s cannot run on %s: %s", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
+		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))
 	}
 	return nil
 }

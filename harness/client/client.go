@@ -6,7 +6,7 @@
 //
 // A failed chat request is data, not an abort: StreamChat always returns a Result, and its
 // Error, ErrorKind and HTTPStatus fields say what went wrong. The API key never appears in
-// any error text or result field (see Redact).
+// any error text or result field (see Redact), nor do credentials in a URL.
 package client
 
 import (
@@ -21,6 +21,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -281,12 +282,12 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 		}
 		if err := acc.add(line, now); err != nil {
 			res.ErrorKind = ErrorKindMalformedChunk
-			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: malformed stream chunk %q: %v", c.baseURL, snippet(line), err))
+			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: malformed stream chunk %q: %v", redact.URL(c.baseURL), snippet(line), err))
 			break
 		}
 		if acc.serverError != "" {
 			res.ErrorKind = ErrorKindServerError
-			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: error in stream: %s", c.baseURL, acc.serverError))
+			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: error in stream: %s", redact.URL(c.baseURL), acc.serverError))
 			break
 		}
 	}
@@ -315,7 +316,7 @@ func (c *Client) chatCompletionRequest(req ChatRequest) openai.ChatCompletionReq
 
 // recordOpenError classifies a failure before the stream started.
 func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err error) {
-	where := "post " + c.baseURL + "/chat/completions"
+	where := "post " + redact.URL(c.baseURL) + "/chat/completions"
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
 	switch {
@@ -345,7 +346,7 @@ func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err e
 
 // recordStreamError classifies a failure after the response headers arrived.
 func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, chunks int, err error) {
-	where := "post " + c.baseURL + "/chat/completions"
+	where := "post " + redact.URL(c.baseURL) + "/chat/completions"
 	var apiErr *openai.APIError
 	switch {
 	case ctxKind(ctx, reqCtx) != "":
@@ -385,4 +386,5 @@ func ctxKind(ctx, reqCtx context.Context) string {
 	}
 }
 
-func (c *Client) redact(s string) string { return Redact(s, c.apiKey) }
+// redact removes the API key and every URL's credentials (Go's errors quote request URLs).
+func (c *Client) redact(s string) string { return redact.Text(Redact(s, c.apiKey)) }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -44,7 +45,7 @@ func (c *Client) Tokenize(ctx context.Context, model string, msgs []prompts.Mess
 		return Tokenization{}, err
 	}
 	if answer.Count == nil {
-		return Tokenization{}, fmt.Errorf("post %s: %w: no \"count\" in the answer", u, ErrBadResponse)
+		return Tokenization{}, fmt.Errorf("post %s: %w: no \"count\" in the answer", redact.URL(u), ErrBadResponse)
 	}
 	return Tokenization{Count: *answer.Count, MaxModelLen: answer.MaxModelLen, Tokens: answer.Tokens}, nil
 }
@@ -91,7 +92,7 @@ func (c *Client) Models(ctx context.Context) ([]Model, error) {
 		return nil, err
 	}
 	if answer.Data == nil {
-		return nil, fmt.Errorf("get %s: %w: no \"data\" list in the answer", u, ErrBadResponse)
+		return nil, fmt.Errorf("get %s: %w: no \"data\" list in the answer", redact.URL(u), ErrBadResponse)
 	}
 	return *answer.Data, nil
 }
@@ -106,7 +107,7 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if answer.Version == nil {
-		return "", fmt.Errorf("get %s: %w: no \"version\" in the answer", u, ErrBadResponse)
+		return "", fmt.Errorf("get %s: %w: no \"version\" in the answer", redact.URL(u), ErrBadResponse)
 	}
 	return *answer.Version, nil
 }
@@ -120,7 +121,7 @@ func (c *Client) Health(ctx context.Context) error {
 // timeout bounds the whole call, connecting and reading the answer included.
 // Its errors are one line, name the URL, wrap a sentinel and never hold the API key.
 func (c *Client) callJSON(ctx context.Context, timeout time.Duration, method, u string, body, out any) error {
-	where := strings.ToLower(method) + " " + u
+	where := strings.ToLower(method) + " " + redact.URL(u)
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -174,7 +175,7 @@ func (c *Client) callJSON(ctx context.Context, timeout time.Duration, method, u 
 		if strings.Contains(resp.Header.Get("Content-Type"), "html") {
 			detail = describeBody("text/html", data)
 		}
-		return &StatusError{Method: method, URL: u, StatusCode: resp.StatusCode, Detail: c.redact(detail)}
+		return &StatusError{Method: method, URL: redact.URL(u), StatusCode: resp.StatusCode, Detail: c.redact(detail)}
 	}
 	if out == nil {
 		return nil

@@ -273,3 +273,27 @@ func TestEndpointCallsAreBounded(t *testing.T) {
 		t.Errorf("defaults: call %s tokenize %s, want %s", d.callTimeout, d.tokenizeTimeout, DefaultCallTimeout)
 	}
 }
+
+// TestErrorsHideURLCredentials: user info and secret query values of the URLs never reach an
+// error or a result, though Go's own errors quote request URLs.
+func TestErrorsHideURLCredentials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := New(Config{BaseURL: "http://alice:PASS-1234@" + addr + "/v1", APIKey: testKey})
+	res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
+	_, modelsErr := c.Models(context.Background())
+	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", http.StatusForbidden) })
+	_, statusErr := New(Config{BaseURL: strings.Replace(srv.URL, "http://", "http://bob:S3CRET@", 1) + "/v1"}).Models(context.Background())
+	for _, text := range []string{res.Error, modelsErr.Error(), statusErr.Error()} {
+		if strings.Contains(text, "PASS-1234") || strings.Contains(text, "S3CRET") || !strings.Contains(text, "REDACTED@") {
+			t.Errorf("error %q: want the URL with its user info redacted", text)
+		}
+	}
+	if !errors.Is(statusErr, ErrHTTPStatus) || !errors.Is(modelsErr, ErrUnreachable) {
+		t.Errorf("sentinels lost: %v / %v", statusErr, modelsErr)
+	}
+}

@@ -24,7 +24,8 @@ var (
 
 // StatusError is a non-2xx answer from an endpoint call. It matches ErrHTTPStatus.
 type StatusError struct {
-	Method     string
+	Method string
+	// URL is redacted: no user info, no secret query values.
 	URL        string
 	StatusCode int
 	// Detail is the server's error message, or a redacted one-line snippet of the body.
