@@ -172,3 +172,14 @@ func TestAPIKeyWithNewlineIsBadKey(t *testing.T) {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
 }
+
+// TestClaimMetricTypoIsBadInput: verify exits 2 (bad input) naming the claim file, line and
+// key, not 3 as if the claim were measured and not reproduced.
+func TestClaimMetricTypoIsBadInput(t *testing.T) {
+	claim := filepath.Join(t.TempDir(), "typo.toml")
+	os.WriteFile(claim, []byte("[source]\nurl = \"https://example.com/r\"\nobserved_date = \"2026-08-02\"\n[[expect]]\nmetric = \"cached_fractoin\"\nat_least = 0.99\n"), 0o644)
+	_, errOut, code := runCLI(t, "verify", claim, "testdata/compare/baseline")
+	if code != exitUsage || !strings.Contains(errOut, "typo.toml:5: expect[0].metric: \"cached_fractoin\" is not a field") {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+}
