@@ -183,3 +183,13 @@ func TestClaimMetricTypoIsBadInput(t *testing.T) {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
 }
+
+// TestReportIntoMissingDirectoryNamesThePath: the error names the -o path the user gave,
+// not kvbench's hidden temp file beside it.
+func TestReportIntoMissingDirectoryNamesThePath(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "missing", "dir", "x.html")
+	_, errOut, code := runCLI(t, "report", "testdata/compare/baseline", "-o", target)
+	if code == exitOK || !strings.Contains(errOut, "writing "+target+": no such file or directory") || strings.Contains(errOut, ".tmp-") {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+}
