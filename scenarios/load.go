@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
 //go:embed *.toml
@@ -98,11 +100,7 @@ func Parse(data []byte, file string) (*Scenario, error) {
 	s := &Scenario{Path: file, lines: keyLines(string(data))}
 	md, err := toml.Decode(string(data), s)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &InvalidError{Path: file, Problems: []Problem{{Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}}
-		}
-		return nil, &InvalidError{Path: file, Problems: []Problem{{Msg: err.Error()}}}
+		return nil, &InvalidError{Path: file, Problems: []Problem{decodeProblem(err, s.lines)}}
 	}
 	var problems []Problem
 	for _, k := range md.Undecoded() {
@@ -171,7 +169,10 @@ func (s *Scenario) applyDefaults(file string) {
 	}
 }
 
-var stepIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+var (
+	stepIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	namePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+)
 
 func (s *Scenario) validate() []Problem {
 	var ps []Problem
@@ -187,12 +188,29 @@ func (s *Scenario) validate() []Problem {
 		bad(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
 	}
 
+	// A name given in the file names the run directory; one taken from the file name is
+	// already a file name.
+	if s.defined("name") {
+		switch {
+		case len(s.Name) > MaxNameBytes:
+			bad("name", "is %d bytes long; at most %d (it becomes a directory name)", len(s.Name), MaxNameBytes)
+		case !namePattern.MatchString(s.Name):
+			bad("name", "%q must be letters, digits, '.', '-' and '_', starting with a letter or digit (it becomes a directory name)", s.Name)
+		}
+	}
+	nonNegative := func(key string, d Duration) {
+		if d.Duration < 0 {
+			bad(key, "must be positive (got %s)", d)
+		}
+	}
+	nonNegative("target.idle_timeout", s.Target.IdleTimeout)
+	nonNegative("request.timeout", s.Request.Timeout)
 	if e := s.Target.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
-		bad("target.endpoint", "%q is not an http(s) URL", e)
+		bad("target.endpoint", "%q is not an http(s) URL", redact.URL(e))
 	}
 	for i, m := range s.Target.Metrics {
 		if !strings.HasPrefix(m, "http://") && !strings.HasPrefix(m, "https://") {
-			bad(fmt.Sprintf("target.metrics[%d]", i), "%q is not an http(s) URL", m)
+			bad(fmt.Sprintf("target.metrics[%d]", i), "%q is not an http(s) URL", redact.URL(m))
 		}
 	}
 	if s.Target.SampleInterval.Duration < 10*time.Millisecond {
@@ -224,12 +242,16 @@ func (s *Scenario) validate() []Problem {
 	}
 	if s.Prompt.SharedPrefixTokens < 0 {
 		bad("prompt.shared_prefix_tokens", "must not be negative")
+	} else if s.Prompt.SharedPrefixTokens > MaxPromptTokens {
+		bad("prompt.shared_prefix_tokens", "%d is above the ceiling of %d tokens per prompt", s.Prompt.SharedPrefixTokens, MaxPromptTokens)
 	}
 	oneOf("prompt.token_counting", s.Prompt.TokenCounting, "server", "estimate")
 	oneOf("prompt.mode", s.Prompt.Mode, "shared-prefix", "nested")
 
 	if s.Request.MaxTokens < 1 {
 		bad("request.max_tokens", "must be at least 1 (got %d)", s.Request.MaxTokens)
+	} else if s.Request.MaxTokens > MaxPromptTokens {
+		bad("request.max_tokens", "%d is above the ceiling of %d", s.Request.MaxTokens, MaxPromptTokens)
 	}
 	if s.Request.Temperature < 0 {
 		bad("request.temperature", "must not be negative")
@@ -239,9 +261,12 @@ func (s *Scenario) validate() []Problem {
 		ps = append(ps, Problem{Key: "step", Msg: "a scenario needs at least one [[step]]"})
 	}
 	seen := map[string]int{}
+	planned := 0
 	for i, st := range s.Steps {
 		key := fmt.Sprintf("step[%d]", i)
-		if !stepIDPattern.MatchString(st.ID) {
+		if len(st.ID) > MaxNameBytes {
+			bad(key+".id", "is %d bytes long; at most %d (it becomes a file name)", len(st.ID), MaxNameBytes)
+		} else if !stepIDPattern.MatchString(st.ID) {
 			bad(key+".id", "%q must be lowercase letters, digits and _ (it becomes a record key)", st.ID)
 		} else if j, dup := seen[st.ID]; dup {
 			bad(key+".id", "%q repeats the id of step[%d]", st.ID, j)
@@ -249,9 +274,13 @@ func (s *Scenario) validate() []Problem {
 		seen[st.ID] = i
 		if st.Concurrency < 1 {
 			bad(key+".concurrency", "must be at least 1 (got %d)", st.Concurrency)
+		} else if st.Concurrency > MaxConcurrency {
+			bad(key+".concurrency", "%d is above the ceiling of %d", st.Concurrency, MaxConcurrency)
 		}
 		if st.MaxTokens < 0 {
 			bad(key+".max_tokens", "must not be negative")
+		} else if st.MaxTokens > MaxPromptTokens {
+			bad(key+".max_tokens", "%d is above the ceiling of %d", st.MaxTokens, MaxPromptTokens)
 		}
 		if st.Replay != nil {
 			if len(st.PlannedContextTokens) > 0 || st.Requests > 1 {
@@ -270,6 +299,8 @@ func (s *Scenario) validate() []Problem {
 		}
 		if st.Requests < 1 {
 			bad(key+".requests", "must be at least 1 (got %d)", st.Requests)
+		} else if st.Requests > MaxRequestsPerStep {
+			bad(key+".requests", "%d is above the ceiling of %d requests per step", st.Requests, MaxRequestsPerStep)
 		}
 		switch n := len(st.PlannedContextTokens); {
 		case n == 0:
@@ -278,6 +309,10 @@ func (s *Scenario) validate() []Problem {
 			bad(key+".planned_context_tokens", "has %d values for %d requests (give 1 or %d)", n, st.Requests, st.Requests)
 		}
 		for j, p := range st.PlannedContextTokens {
+			if p > MaxPromptTokens {
+				bad(key+".planned_context_tokens", "value %d (%d) is above the ceiling of %d tokens per prompt", j, p, MaxPromptTokens)
+				continue
+			}
 			if p <= s.Prompt.SharedPrefixTokens {
 				bad(key+".planned_context_tokens", "value %d (%d) is not larger than prompt.shared_prefix_tokens (%d)", j, p, s.Prompt.SharedPrefixTokens)
 			}
@@ -285,6 +320,14 @@ func (s *Scenario) validate() []Problem {
 				bad(key+".planned_context_tokens", "value %d (%d) exceeds server.max_model_len (%d)", j, p, s.Server.MaxModelLen.Value)
 			}
 		}
+		if st.Requests > 0 && st.Requests <= MaxRequestsPerStep {
+			for r := range st.Requests {
+				planned += min(max(st.Planned(r), 0), MaxPromptTokens)
+			}
+		}
+	}
+	if planned > MaxPlannedTokens {
+		ps = append(ps, Problem{Line: s.lineOf("step"), Key: "step", Msg: fmt.Sprintf("the steps plan %d tokens in all, above the ceiling of %d per pass (every prompt is built before sending)", planned, MaxPlannedTokens)})
 	}
 
 	for i, g := range s.Gates {
@@ -309,7 +352,10 @@ func (s *Scenario) validate() []Problem {
 	probes := map[string]bool{}
 	for i, p := range s.Probes {
 		key := fmt.Sprintf("probe[%d]", i)
-		if !stepIDPattern.MatchString(p.Name) {
+		nonNegative(key+".timeout", p.Timeout)
+		if len(p.Name) > MaxNameBytes {
+			bad(key+".name", "is %d bytes long; at most %d", len(p.Name), MaxNameBytes)
+		} else if !stepIDPattern.MatchString(p.Name) {
 			bad(key+".name", "%q must be lowercase letters, digits and _ (it becomes a record key)", p.Name)
 		} else if probes[p.Name] {
 			bad(key+".name", "%q is used by another probe", p.Name)

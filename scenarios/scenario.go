@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
 // Scenario is one benchmark: where to send requests, what the server is expected to be, how
@@ -57,6 +59,21 @@ type Target struct {
 	SampleInterval Duration `toml:"sample_interval" json:"sample_interval"`
 	// IdleTimeout bounds the wait for the server to have no running or waiting requests.
 	IdleTimeout Duration `toml:"idle_timeout" json:"idle_timeout"`
+}
+
+// MarshalJSON writes the target with the credentials of its URLs redacted (user info,
+// secret query values): a scenario lands in records and plans that are shared.
+func (t Target) MarshalJSON() ([]byte, error) {
+	type plain Target // without this method
+	p := plain(t)
+	p.Endpoint = redact.URL(t.Endpoint)
+	if t.Metrics != nil {
+		p.Metrics = make([]string, len(t.Metrics))
+		for i, m := range t.Metrics {
+			p.Metrics[i] = redact.URL(m)
+		}
+	}
+	return json.Marshal(p)
 }
 
 // Server is the expected server setup, used for the validity math before and after a run.

@@ -2,13 +2,30 @@ package scenarios
 
 import (
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 )
 
-// MaxRepeat bounds a scenario's repeat count: each repetition sends every request again.
-const MaxRepeat = 100
+// Ceilings of a scenario's sizes and counts. No server takes more, and kvbench builds every
+// prompt of a pass before sending it, so a larger value only ends in running out of memory.
+const (
+	// MaxRepeat bounds a scenario's repeat count: each repetition sends every request again.
+	MaxRepeat = 100
+	// MaxPromptTokens bounds planned_context_tokens, shared_prefix_tokens and max_tokens.
+	MaxPromptTokens = 10_000_000
+	// MaxRequestsPerStep bounds a step's requests.
+	MaxRequestsPerStep = 100_000
+	// MaxConcurrency bounds a step's requests in flight at once.
+	MaxConcurrency = 4096
+	// MaxPlannedTokens bounds the planned tokens of all requests of one pass summed: about
+	// 400 MB of prompt text held at once.
+	MaxPlannedTokens = 100_000_000
+	// MaxNameBytes bounds a scenario name and a step id, which become file names.
+	MaxNameBytes = 200
+)
 
 // Positions maps each key path of a TOML document ("target.endpoint", "claim[1].value") to
 // the line defining it.
@@ -48,6 +65,41 @@ func (p Positions) LineUnindexed(key string) int {
 	return best
 }
 
+// typeErrorPattern matches the errors toml.Decode returns for a value of the wrong type,
+// which are not ParseErrors: `toml: line 6 (last key "step.requests"): incompatible types: ...`.
+var typeErrorPattern = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
+
+// decodeProblem turns a toml.Decode error into a Problem naming the line and the key, indexed
+// ("step[1].requests") where the line tells which entry of an array of tables it is.
+func decodeProblem(err error, pos Positions) Problem {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return Problem{Line: pe.Position.Line, Key: pos.indexedKey(pe.LastKey, pe.Position.Line), Msg: pe.Message}
+	}
+	if m := typeErrorPattern.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if line == 0 {
+			line = pos.LineUnindexed(m[2])
+		}
+		return Problem{Line: line, Key: pos.indexedKey(m[2], line), Msg: m[3]}
+	}
+	return Problem{Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+}
+
+// indexedKey finds the key path defined on line that is key without its array indices;
+// key itself when none is.
+func (p Positions) indexedKey(key string, line int) string {
+	if line <= 0 {
+		return key
+	}
+	for k, l := range p {
+		if l == line && stripIndices(k) == key {
+			return k
+		}
+	}
+	return key
+}
+
 // DecodeStrict decodes a TOML document into v the way scenario files are decoded: a syntax
 // error, and every key v has no field for, is a Problem with its line (a typo must not
 // silently change what is checked). Keys under a free prefix are free-form and allowed.
@@ -55,11 +107,7 @@ func DecodeStrict(data []byte, v any, free ...string) (Positions, []Problem) {
 	pos := KeyPositions(string(data))
 	md, err := toml.Decode(string(data), v)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return pos, []Problem{{Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}
-		}
-		return pos, []Problem{{Msg: err.Error()}}
+		return pos, []Problem{decodeProblem(err, pos)}
 	}
 	var problems []Problem
 next:

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
 // Exit codes. A failed gate or regression is a result, not a crash, so each has its own code.
@@ -107,7 +109,8 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	// The last line of defense: no URL credentials on the terminal, whatever error quoted one.
+	msg := redact.Text(strings.ReplaceAll(err.Error(), "\n", "; "))
 	fmt.Fprintf(stderr, "kvbench: %s\n", msg)
 	return code
 }

@@ -53,6 +53,7 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d steps)\n", sc.Path, len(sc.Steps))
+		printProbes(stdout, sc)
 	}
 	if len(errs) > 0 {
 		return usageError(errors.Join(errs...))
@@ -108,5 +109,9 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}{sc, p})
 	}
 	p.WriteText(stdout)
+	if len(sc.Probes) > 0 {
+		fmt.Fprintf(stdout, "\nprobe commands (kvbench run needs --allow-probes or --no-probes):\n")
+		printProbes(stdout, sc)
+	}
 	return nil
 }

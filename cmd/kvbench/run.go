@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -26,7 +27,11 @@ type runOptions struct {
 	format   string
 	force    bool
 	noProbes bool
-	repeat   int
+	// allowProbes runs the scenario's probe commands; without it or noProbes, a scenario
+	// with probes is refused.
+	allowProbes  bool
+	probeSecrets bool
+	repeat       int
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -35,7 +40,9 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs.StringVar(&o.out, "out", "results", "directory the run directory is created in")
 	fs.StringVar(&o.format, "format", "text", "output: text (console and table) or json (the run record on stdout)")
 	fs.BoolVar(&o.force, "force", false, "run even if preflight finds the scenario cannot run here")
+	fs.BoolVar(&o.allowProbes, "allow-probes", false, "run the scenario's [[probe]] commands, which run as you on this machine: read them first ('kvbench validate' lists them); a scenario with probes is refused without this or --no-probes")
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
+	fs.BoolVar(&o.probeSecrets, "probe-secrets", false, "pass probes the environment variables whose names contain KEY, TOKEN, SECRET or PASSWORD (dropped by default; the --api-key-env variable is never passed)")
 	fs.IntVar(&o.repeat, "repeat", 0, "run the steps N times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)")
 	return fs
 }
@@ -80,6 +87,9 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if o.repeat > 0 {
 		sc.Repeat = o.repeat
 	}
+	if err := probeConsent(sc, o.allowProbes, o.noProbes); err != nil {
+		return nil, err
+	}
 	con := runner.NewConsole(consoleW, isTerminal(consoleW))
 	key, err := apiKey(sc)
 	if err != nil {
@@ -89,17 +99,18 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if err != nil {
 		return nil, usageError(err)
 	}
-	con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
+	con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
 	rep, p, err := runner.Preflight(ctx, sc, t)
 	if err != nil {
 		return nil, preflightError(ctx, err)
 	}
 	rep.WriteBrief(con)
 	if len(rep.Problems) > 0 && !o.force {
-		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
+		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))
 	}
 	cfg := runner.NewConfig(sc, t, rep, p, runner.Settings{
-		ResultsDir: o.out, KvbenchVersion: kvbenchVersion(), NoProbes: o.noProbes, Console: con,
+		ResultsDir: o.out, KvbenchVersion: kvbenchVersion(), Console: con,
+		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,
 	})
 	outcome, err := runner.Run(ctx, cfg)
 	if err != nil {
@@ -182,7 +193,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 		}
 	} else {
 		con := runner.NewConsole(stdout, false)
-		con.Printf("preflight %s against %s", sc.Name, sc.Target.Endpoint)
+		con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
 		rep.WriteBrief(con)
 		con.Printf("  counters (kvbench name <- server metric):")
 		for _, c := range metrics.Counters() {
@@ -193,7 +204,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 		}
 	}
 	if len(rep.Problems) > 0 {
-		return usageErrorf("%s cannot run on %s: %s", sc.Name, sc.Target.Endpoint, strings.Join(rep.Problems, "; "))
+		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))
 	}
 	return nil
 }

@@ -338,7 +338,7 @@ command = ["sh", "-c", "echo not json; echo oops >&2"]
 step = "replay"
 verdict = "cpu_reload"
 `)...), 0o644)
-	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--allow-probes")
 	if code != exitGateFailed || !strings.Contains(stderr, "gate(s) failed: replay: verdict gpu_hit, want cpu_reload") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

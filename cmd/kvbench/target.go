@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -48,7 +49,7 @@ func (t *targetFlags) apply(sc *scenarios.Scenario) error {
 	}
 	for _, u := range append([]string{sc.Target.Endpoint}, sc.Target.Metrics...) {
 		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return usageErrorf("%q is not an http(s) URL", u)
+			return usageErrorf("%q is not an http(s) URL", redact.URL(u))
 		}
 	}
 	if sc.Target.Endpoint == "" {
@@ -68,6 +69,10 @@ func apiKey(sc *scenarios.Scenario) (string, error) {
 	key, ok := os.LookupEnv(sc.Target.APIKeyEnv)
 	if !ok || key == "" {
 		return "", usageErrorf("environment variable %s (target.api_key_env) is not set", sc.Target.APIKeyEnv)
+	}
+	// A key read from a file often keeps its newline; no HTTP header can carry it.
+	if strings.ContainsFunc(key, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", usageErrorf("environment variable %s (target.api_key_env) holds a bad API key: it contains a newline or another control character", sc.Target.APIKeyEnv)
 	}
 	return key, nil
 }

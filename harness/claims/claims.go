@@ -160,6 +160,12 @@ func (f *File) validate(pos scenarios.Positions) []scenarios.Problem {
 		}
 		if e.Metric == "" {
 			bad(key+".metric", "missing: name a field of the step's record section, e.g. \"cached_fraction\"")
+		} else if !KnownField(e.Field()) {
+			hint := ""
+			if c := closestField(e.Metric); c != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", c)
+			}
+			bad(key+".metric", "%q is not a field of a step's record section%s", e.Metric, hint)
 		}
 		forms := 0
 		if e.Equals != "" {

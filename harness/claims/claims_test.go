@@ -133,3 +133,21 @@ func FuzzParse(f *testing.F) {
 		Parse(data, "fuzz.toml")
 	})
 }
+
+// TestUnknownMetricIsInvalid: a misspelled metric is a problem of the claim file (with its
+// line and a suggestion), not a value that is never measurable.
+func TestUnknownMetricIsInvalid(t *testing.T) {
+	src := "[source]\nurl = \"https://example.com/r\"\nobserved_date = \"2026-08-02\"\n[[expect]]\nmetric = \"cached_fractoin\"\nat_least = 0.99\n[[expect]]\nmetric = \"evidence.hit_coverage\"\nat_least = 0.9\n[[expect]]\nmetric = \"hit_coverage\"\nat_least = 0.9\n"
+	_, err := Parse([]byte(src), "c.toml")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `c.toml:5: expect[0].metric: "cached_fractoin" is not a field of a step's record section (did you mean "cached_fraction"?)`) {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "expect[1]") || strings.Contains(err.Error(), "expect[2]") {
+		t.Errorf("a nested field or an alias was refused: %v", err)
+	}
+	for _, ok := range []string{"verdict", "external_prefix_hits_delta", "replay_verdict", "prompt_tokens", "evidence.measured_load_bytes_per_token"} {
+		if !KnownField(ok) {
+			t.Errorf("%s is a record field but not known", ok)
+		}
+	}
+}

@@ -6,7 +6,7 @@
 //
 // A failed chat request is data, not an abort: StreamChat always returns a Result, and its
 // Error, ErrorKind and HTTPStatus fields say what went wrong. The API key never appears in
-// any error text or result field (see Redact).
+// any error text or result field (see Redact), nor do credentials in a URL.
 package client
 
 import (
@@ -21,11 +21,19 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
 // DefaultProgressInterval is how often, at most, StreamChat reports decode progress.
 const DefaultProgressInterval = 100 * time.Millisecond
+
+// Default bounds of the waits on a server (see Config).
+const (
+	DefaultCallTimeout   = 30 * time.Second
+	DefaultHeaderTimeout = 60 * time.Second
+	DefaultChunkTimeout  = 2 * time.Minute
+)
 
 // AnswerCapBytes bounds the visible answer text kept in a Result.
 const AnswerCapBytes = 4096
@@ -38,8 +46,21 @@ type Config struct {
 	// APIKey is sent as a bearer token when not empty, and redacted from all errors.
 	APIKey string
 	// HTTPClient defaults to a client without an overall timeout, since streams are long;
-	// bound requests with ChatRequest.Timeout or the context instead.
+	// every wait is bounded by the timeouts below, ChatRequest.Timeout and the context.
 	HTTPClient *http.Client
+	// CallTimeout bounds each call to /v1/models, /version and /health, from connecting to
+	// the last byte of the answer; 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// TokenizeTimeout bounds each /tokenize call, which takes long for a huge prompt on a
+	// busy server; 0 means CallTimeout.
+	TokenizeTimeout time.Duration
+	// HeaderTimeout bounds the wait for a chat stream's response headers, which servers send
+	// before prefilling; 0 means DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// ChunkTimeout bounds the silence between two reads of a chat stream once its first
+	// bytes arrived; the prefill before them is bounded by ChatRequest.Timeout alone, so a
+	// long prefill is never cut short. 0 means DefaultChunkTimeout.
+	ChunkTimeout time.Duration
 	// ProgressInterval throttles decode progress callbacks; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
 }
@@ -53,6 +74,10 @@ type Client struct {
 	httpClient       *http.Client
 	openai           *openai.Client
 	progressInterval time.Duration
+	callTimeout      time.Duration
+	tokenizeTimeout  time.Duration
+	headerTimeout    time.Duration
+	chunkTimeout     time.Duration
 }
 
 // New returns a Client for cfg.
@@ -69,14 +94,26 @@ func New(cfg Config) *Client {
 	if interval <= 0 {
 		interval = DefaultProgressInterval
 	}
-	return &Client{
+	c := &Client{
 		baseURL:          base,
 		rootURL:          RootURL(base),
 		apiKey:           cfg.APIKey,
 		httpClient:       httpClient,
 		openai:           openai.NewClientWithConfig(oaCfg),
 		progressInterval: interval,
+		callTimeout:      orDefault(cfg.CallTimeout, DefaultCallTimeout),
+		headerTimeout:    orDefault(cfg.HeaderTimeout, DefaultHeaderTimeout),
+		chunkTimeout:     orDefault(cfg.ChunkTimeout, DefaultChunkTimeout),
 	}
+	c.tokenizeTimeout = orDefault(cfg.TokenizeTimeout, c.callTimeout)
+	return c
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // BaseURL returns the OpenAI API base the client sends chat requests to.
@@ -129,7 +166,7 @@ const (
 	ErrorKindStreamCut      = "stream_cut"      // stream ended or broke without [DONE]
 	ErrorKindMalformedChunk = "malformed_chunk" // a data: line that is not a chunk
 	ErrorKindCanceled       = "canceled"        // the caller's context was canceled
-	ErrorKindTimeout        = "timeout"         // ChatRequest.Timeout or ctx deadline passed
+	ErrorKindTimeout        = "timeout"         // ChatRequest.Timeout, a header or chunk bound, or ctx deadline passed
 )
 
 // Output token sources recorded in Result.OutputTokensSource.
@@ -187,8 +224,12 @@ type Result struct {
 // Failed reports whether the request ended with an error.
 func (r *Result) Failed() bool { return r.ErrorKind != "" }
 
-// errRequestTimeout is the cause set when ChatRequest.Timeout expires.
-var errRequestTimeout = errors.New("request timeout")
+// Causes set when a bound of a chat request expires.
+var (
+	errRequestTimeout = errors.New("request timeout")
+	errHeaderTimeout  = errors.New("no response headers in time")
+	errChunkTimeout   = errors.New("stream silent for too long")
+)
 
 // StreamChat sends req as a streamed chat completion and measures it. It never aborts on
 // a failed request: every outcome, including a canceled ctx, an elapsed Timeout and an
@@ -215,7 +256,10 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 		reqCtx, cancel = context.WithTimeoutCause(ctx, req.Timeout, errRequestTimeout)
 	}
 	defer cancel()
-	tap := &streamTap{}
+	reqCtx, cancelCause := context.WithCancelCause(reqCtx)
+	defer cancelCause(nil)
+	tap := &streamTap{headerTimeout: c.headerTimeout, chunkTimeout: c.chunkTimeout, cancel: cancelCause}
+	defer tap.stop()
 	reqCtx = context.WithValue(reqCtx, tapKey{}, tap)
 
 	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval}
@@ -244,12 +288,12 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 		}
 		if err := acc.add(line, now); err != nil {
 			res.ErrorKind = ErrorKindMalformedChunk
-			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: malformed stream chunk %q: %v", c.baseURL, snippet(line), err))
+			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: malformed stream chunk %q: %v", redact.URL(c.baseURL), snippet(line), err))
 			break
 		}
 		if acc.serverError != "" {
 			res.ErrorKind = ErrorKindServerError
-			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: error in stream: %s", c.baseURL, acc.serverError))
+			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: error in stream: %s", redact.URL(c.baseURL), acc.serverError))
 			break
 		}
 	}
@@ -278,7 +322,7 @@ func (c *Client) chatCompletionRequest(req ChatRequest) openai.ChatCompletionReq
 
 // recordOpenError classifies a failure before the stream started.
 func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err error) {
-	where := "post " + c.baseURL + "/chat/completions"
+	where := "post " + redact.URL(c.baseURL) + "/chat/completions"
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
 	switch {
@@ -308,7 +352,7 @@ func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err e
 
 // recordStreamError classifies a failure after the response headers arrived.
 func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, chunks int, err error) {
-	where := "post " + c.baseURL + "/chat/completions"
+	where := "post " + redact.URL(c.baseURL) + "/chat/completions"
 	var apiErr *openai.APIError
 	switch {
 	case ctxKind(ctx, reqCtx) != "":
@@ -340,11 +384,13 @@ func ctxKind(ctx, reqCtx context.Context) string {
 	switch {
 	case reqCtx.Err() == nil:
 		return ""
-	case errors.Is(context.Cause(reqCtx), errRequestTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(reqCtx), errRequestTimeout), errors.Is(context.Cause(reqCtx), errHeaderTimeout),
+		errors.Is(context.Cause(reqCtx), errChunkTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrorKindTimeout
 	default:
 		return ErrorKindCanceled
 	}
 }
 
-func (c *Client) redact(s string) string { return Redact(s, c.apiKey) }
+// redact removes the API key and every URL's credentials (Go's errors quote request URLs).
+func (c *Client) redact(s string) string { return redact.Text(Redact(s, c.apiKey)) }

@@ -520,3 +520,47 @@ func TestResultJSONFieldNames(t *testing.T) {
 		t.Errorf("absent values must encode as null: %s", encoded)
 	}
 }
+
+// TestStreamChatWaitsAreBounded: a server that takes the connection and never answers, or
+// stops in the middle of a stream, ends the request at the header or chunk bound, far
+// before its total timeout; silence before the first byte (a long prefill) is not cut.
+func TestStreamChatWaitsAreBounded(t *testing.T) {
+	const total = 20 * time.Second // only a regression would reach it
+	bounded := func(url string) *Client {
+		return New(Config{BaseURL: url + "/v1", APIKey: testKey, HeaderTimeout: 100 * time.Millisecond, ChunkTimeout: 100 * time.Millisecond})
+	}
+	t.Run("no headers", func(t *testing.T) {
+		url := silentServer(t)
+		res := bounded(url).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages, Timeout: total}, nil)
+		if res.ErrorKind != ErrorKindTimeout || !strings.Contains(res.Error, "no response headers") || res.StreamMS >= float64(total.Milliseconds()) {
+			t.Errorf("kind %q after %.0f ms: %q; want a header timeout", res.ErrorKind, res.StreamMS, res.Error)
+		}
+	})
+	t.Run("silent mid-stream", func(t *testing.T) {
+		srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
+			startStream(w)
+			writeEvents(w, roleChunk(), deltaChunk("content", "a"))
+			blockUntilDone(r)
+		})
+		res := bounded(srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages, Timeout: total}, nil)
+		if res.ErrorKind != ErrorKindTimeout || !strings.Contains(res.Error, "between chunks") || res.Answer != "a" {
+			t.Errorf("kind %q answer %q: %q; want a chunk timeout keeping the answer", res.ErrorKind, res.Answer, res.Error)
+		}
+	})
+	t.Run("long prefill", func(t *testing.T) {
+		srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
+			startStream(w)
+			w.(http.Flusher).Flush()
+			time.Sleep(500 * time.Millisecond) // 5x the chunk bound before the first byte
+			writeEvents(w, roleChunk(), deltaChunk("content", "done"), finishChunk("stop"), usageChunk(3, 1, ""), "[DONE]")
+		})
+		res := bounded(srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages, Timeout: total}, nil)
+		if res.Failed() || res.Answer != "done" {
+			t.Errorf("a prefill longer than the chunk bound failed: kind %q: %q", res.ErrorKind, res.Error)
+		}
+	})
+	d := New(Config{BaseURL: "http://127.0.0.1:1/v1"})
+	if d.headerTimeout != DefaultHeaderTimeout || d.chunkTimeout != DefaultChunkTimeout {
+		t.Errorf("defaults: header %s chunk %s", d.headerTimeout, d.chunkTimeout)
+	}
+}

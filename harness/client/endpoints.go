@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -39,11 +41,11 @@ func (c *Client) Tokenize(ctx context.Context, model string, msgs []prompts.Mess
 		Tokens      []int `json:"tokens"`
 	}
 	u := c.rootURL + "/tokenize"
-	if err := c.callJSON(ctx, http.MethodPost, u, body, &answer); err != nil {
+	if err := c.callJSON(ctx, c.tokenizeTimeout, http.MethodPost, u, body, &answer); err != nil {
 		return Tokenization{}, err
 	}
 	if answer.Count == nil {
-		return Tokenization{}, fmt.Errorf("post %s: %w: no \"count\" in the answer", u, ErrBadResponse)
+		return Tokenization{}, fmt.Errorf("post %s: %w: no \"count\" in the answer", redact.URL(u), ErrBadResponse)
 	}
 	return Tokenization{Count: *answer.Count, MaxModelLen: answer.MaxModelLen, Tokens: answer.Tokens}, nil
 }
@@ -86,11 +88,11 @@ func (c *Client) Models(ctx context.Context) ([]Model, error) {
 		Data *[]Model `json:"data"`
 	}
 	u := c.baseURL + "/models"
-	if err := c.callJSON(ctx, http.MethodGet, u, nil, &answer); err != nil {
+	if err := c.callJSON(ctx, c.callTimeout, http.MethodGet, u, nil, &answer); err != nil {
 		return nil, err
 	}
 	if answer.Data == nil {
-		return nil, fmt.Errorf("get %s: %w: no \"data\" list in the answer", u, ErrBadResponse)
+		return nil, fmt.Errorf("get %s: %w: no \"data\" list in the answer", redact.URL(u), ErrBadResponse)
 	}
 	return *answer.Data, nil
 }
@@ -101,24 +103,28 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 		Version *string `json:"version"`
 	}
 	u := c.rootURL + "/version"
-	if err := c.callJSON(ctx, http.MethodGet, u, nil, &answer); err != nil {
+	if err := c.callJSON(ctx, c.callTimeout, http.MethodGet, u, nil, &answer); err != nil {
 		return "", err
 	}
 	if answer.Version == nil {
-		return "", fmt.Errorf("get %s: %w: no \"version\" in the answer", u, ErrBadResponse)
+		return "", fmt.Errorf("get %s: %w: no \"version\" in the answer", redact.URL(u), ErrBadResponse)
 	}
 	return *answer.Version, nil
 }
 
 // Health checks GET /health answers 2xx.
 func (c *Client) Health(ctx context.Context) error {
-	return c.callJSON(ctx, http.MethodGet, c.rootURL+"/health", nil, nil)
+	return c.callJSON(ctx, c.callTimeout, http.MethodGet, c.rootURL+"/health", nil, nil)
 }
 
-// callJSON sends body (if any) as JSON and decodes a 2xx answer into out (if not nil).
+// callJSON sends body (if any) as JSON and decodes a 2xx answer into out (if not nil);
+// timeout bounds the whole call, connecting and reading the answer included.
 // Its errors are one line, name the URL, wrap a sentinel and never hold the API key.
-func (c *Client) callJSON(ctx context.Context, method, u string, body, out any) error {
-	where := strings.ToLower(method) + " " + u
+func (c *Client) callJSON(ctx context.Context, timeout time.Duration, method, u string, body, out any) error {
+	where := strings.ToLower(method) + " " + redact.URL(u)
+	outer := ctx
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var reqBody io.Reader
 	if body != nil {
 		encoded, err := json.Marshal(body)
@@ -141,8 +147,11 @@ func (c *Client) callJSON(ctx context.Context, method, u string, body, out any) 
 
 	resp, err := c.httpClient.Do(req)
 	if err != nil {
+		if outer.Err() != nil {
+			return fmt.Errorf("%s: %w", where, outer.Err())
+		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", where, ctx.Err())
+			return fmt.Errorf("%s: %w (%s)", where, ErrTimeout, timeout)
 		}
 		var urlErr *url.Error
 		if errors.As(err, &urlErr) {
@@ -153,8 +162,11 @@ func (c *Client) callJSON(ctx context.Context, method, u string, body, out any) 
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxEndpointBody))
 	if err != nil {
+		if outer.Err() != nil {
+			return fmt.Errorf("%s: reading answer: %w", where, outer.Err())
+		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: reading answer: %w", where, ctx.Err())
+			return fmt.Errorf("%s: reading answer: %w (%s)", where, ErrTimeout, timeout)
 		}
 		return fmt.Errorf("%s: %w: reading answer: %s", where, ErrUnreachable, c.redact(oneLine(err.Error())))
 	}
@@ -163,7 +175,7 @@ func (c *Client) callJSON(ctx context.Context, method, u string, body, out any) 
 		if strings.Contains(resp.Header.Get("Content-Type"), "html") {
 			detail = describeBody("text/html", data)
 		}
-		return &StatusError{Method: method, URL: u, StatusCode: resp.StatusCode, Detail: c.redact(detail)}
+		return &StatusError{Method: method, URL: redact.URL(u), StatusCode: resp.StatusCode, Detail: c.redact(detail)}
 	}
 	if out == nil {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anvil-serving/kvbench/prompts"
 )
@@ -210,5 +211,89 @@ func TestRedact(t *testing.T) {
 		if got := Redact(tt.s, tt.secret); got != tt.want {
 			t.Errorf("Redact(%q, %q) = %q, want %q", tt.s, tt.secret, got, tt.want)
 		}
+	}
+}
+
+// silentServer accepts connections on 127.0.0.1 and never answers; it returns the base URL.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // held open, never read nor written
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestEndpointCallsAreBounded: a server that accepts and never answers makes every endpoint
+// call fail with ErrTimeout instead of hanging (the test's own deadline is 10 s; the
+// bounds are 100 ms).
+func TestEndpointCallsAreBounded(t *testing.T) {
+	url := silentServer(t)
+	c := New(Config{BaseURL: url + "/v1", APIKey: testKey, CallTimeout: 100 * time.Millisecond, TokenizeTimeout: 150 * time.Millisecond})
+	calls := map[string]func(context.Context) error{
+		"models":   func(ctx context.Context) error { _, err := c.Models(ctx); return err },
+		"version":  func(ctx context.Context) error { _, err := c.Version(ctx); return err },
+		"health":   c.Health,
+		"tokenize": func(ctx context.Context) error { _, err := c.Tokenize(ctx, "m", testMessages); return err },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			// The outer deadline only keeps a regression from hanging the suite.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := call(ctx)
+			if !errors.Is(err, ErrTimeout) || ctx.Err() != nil {
+				t.Fatalf("got %v (outer context: %v), want ErrTimeout from the call's own bound", err, ctx.Err())
+			}
+			if !strings.Contains(err.Error(), url) || strings.Contains(err.Error(), testKey) {
+				t.Errorf("error %q should name %s and hide the key", err, url)
+			}
+		})
+	}
+	if d := New(Config{BaseURL: url}); d.callTimeout != DefaultCallTimeout || d.tokenizeTimeout != DefaultCallTimeout {
+		t.Errorf("defaults: call %s tokenize %s, want %s", d.callTimeout, d.tokenizeTimeout, DefaultCallTimeout)
+	}
+}
+
+// TestErrorsHideURLCredentials: user info and secret query values of the URLs never reach an
+// error or a result, though Go's own errors quote request URLs.
+func TestErrorsHideURLCredentials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := New(Config{BaseURL: "http://alice:PASS-1234@" + addr + "/v1", APIKey: testKey})
+	res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
+	_, modelsErr := c.Models(context.Background())
+	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", http.StatusForbidden) })
+	_, statusErr := New(Config{BaseURL: strings.Replace(srv.URL, "http://", "http://bob:S3CRET@", 1) + "/v1"}).Models(context.Background())
+	for _, text := range []string{res.Error, modelsErr.Error(), statusErr.Error()} {
+		if strings.Contains(text, "PASS-1234") || strings.Contains(text, "S3CRET") || !strings.Contains(text, "REDACTED@") {
+			t.Errorf("error %q: want the URL with its user info redacted", text)
+		}
+	}
+	if !errors.Is(statusErr, ErrHTTPStatus) || !errors.Is(modelsErr, ErrUnreachable) {
+		t.Errorf("sentinels lost: %v / %v", statusErr, modelsErr)
 	}
 }

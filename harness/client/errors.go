@@ -16,13 +16,16 @@ var (
 	ErrUnreachable = errors.New("server unreachable")
 	// ErrHTTPStatus: the server answered with a non-2xx status; see *StatusError.
 	ErrHTTPStatus = errors.New("unexpected http status")
+	// ErrTimeout: the server took a connection but no complete answer came in time.
+	ErrTimeout = errors.New("server did not answer in time")
 	// ErrBadResponse: a 2xx answer that is not the expected JSON (an HTML page, say).
 	ErrBadResponse = errors.New("unexpected response")
 )
 
 // StatusError is a non-2xx answer from an endpoint call. It matches ErrHTTPStatus.
 type StatusError struct {
-	Method     string
+	Method string
+	// URL is redacted: no user info, no secret query values.
 	URL        string
 	StatusCode int
 	// Detail is the server's error message, or a redacted one-line snippet of the body.

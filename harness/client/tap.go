@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"time"
 )
 
 // tapKey keys the per-request streamTap in the request context.
@@ -15,11 +17,26 @@ type tapKey struct{}
 // streamTap sees the HTTP exchange that go-openai hides: whether the request went out,
 // the status code, and the end of the body (go-openai reports a clean EOF the same way as
 // [DONE], so a stream cut at a chunk boundary would otherwise pass as complete).
+//
+// It also bounds the waits no total timeout should: the response headers (headerTimeout) and
+// the silence between reads once the body started (chunkTimeout), by calling cancel.
 type streamTap struct {
 	sent        bool
 	status      int
 	contentType string
 	body        *tailReader
+
+	headerTimeout time.Duration
+	chunkTimeout  time.Duration
+	cancel        context.CancelCauseFunc
+	watchdog      *time.Timer // the chunk bound, armed at the first body bytes
+}
+
+// stop disarms the chunk bound once the stream is done with.
+func (t *streamTap) stop() {
+	if t.watchdog != nil {
+		t.watchdog.Stop()
+	}
 }
 
 func tapFrom(ctx context.Context) *streamTap {
@@ -35,11 +52,19 @@ func (d tappingDoer) Do(req *http.Request) (*http.Response, error) {
 	if tap != nil {
 		tap.sent = true
 	}
+	var headers *time.Timer
+	if tap != nil && tap.headerTimeout > 0 && tap.cancel != nil {
+		d := tap.headerTimeout
+		headers = time.AfterFunc(d, func() { tap.cancel(fmt.Errorf("%w (%s)", errHeaderTimeout, d)) })
+	}
 	resp, err := d.inner.Do(req)
+	if headers != nil {
+		headers.Stop()
+	}
 	if tap != nil && resp != nil {
 		tap.status = resp.StatusCode
 		tap.contentType = resp.Header.Get("Content-Type")
-		tap.body = &tailReader{inner: resp.Body}
+		tap.body = &tailReader{inner: resp.Body, tap: tap}
 		resp.Body = tap.body
 	}
 	return resp, err
@@ -53,10 +78,14 @@ type tailReader struct {
 	inner io.ReadCloser
 	tail  [tailSize]byte
 	n     int
+	tap   *streamTap // re-arms its chunk bound on every read that brings bytes
 }
 
 func (t *tailReader) Read(p []byte) (int, error) {
 	n, err := t.inner.Read(p)
+	if n > 0 && t.tap != nil {
+		t.tap.sawBytes()
+	}
 	if n >= tailSize {
 		t.n = copy(t.tail[:], p[n-tailSize:n])
 	} else if n > 0 {
@@ -72,6 +101,19 @@ func (t *tailReader) Close() error { return t.inner.Close() }
 // endsWithDone reports whether the bytes read so far end with the [DONE] sentinel.
 func (t *tailReader) endsWithDone() bool {
 	return bytes.HasSuffix(bytes.TrimSpace(t.tail[:t.n]), []byte("[DONE]"))
+}
+
+// sawBytes (re)starts the chunk bound: the next bytes must come within chunkTimeout.
+func (t *streamTap) sawBytes() {
+	if t.chunkTimeout <= 0 || t.cancel == nil {
+		return
+	}
+	if t.watchdog == nil {
+		d := t.chunkTimeout
+		t.watchdog = time.AfterFunc(d, func() { t.cancel(fmt.Errorf("%w (%s between chunks)", errChunkTimeout, d)) })
+		return
+	}
+	t.watchdog.Reset(t.chunkTimeout)
 }
 
 // isDialError reports whether err means no connection could be made at all.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -20,7 +21,7 @@ func (p *Plan) WriteText(w io.Writer) {
 	case prompts.Estimated:
 		fmt.Fprintf(w, "token counting: estimate (%d bytes per token, no server calls); real tokenizers differ\n", prompts.EstimateBytesPerToken)
 	default:
-		fmt.Fprintf(w, "token counting: server /tokenize at %s (model %s); prefix sized in %d calls\n", client.RootURL(sc.Target.Endpoint), sc.Target.Model, p.PrefixCountCalls)
+		fmt.Fprintf(w, "token counting: server /tokenize at %s (model %s); prefix sized in %d calls\n", redact.URL(client.RootURL(sc.Target.Endpoint)), sc.Target.Model, p.PrefixCountCalls)
 	}
 	if len(p.Steps) > 0 && len(p.Steps[0].Requests) > 0 {
 		pr := p.Steps[0].Requests[0].Prompt

@@ -13,14 +13,16 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // Target is a connected server: its chat client and its metrics.
 type Target struct {
-	Client  *client.Client
-	Metrics metrics.Target
+	Client *client.Client
+	// Metrics reports errors with the credentials of its URLs redacted: they land in records.
+	Metrics MetricsSource
 	// Llama is set for the llamacpp backend: its token counter and slot attribution.
 	Llama *llamacpp.TokenClient
 }
@@ -37,17 +39,43 @@ func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
 		}
 	}
 	t := Target{
-		Client:  client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey}),
-		Metrics: metrics.Target{URLs: sc.Target.Metrics, Profile: prof, Client: &http.Client{Timeout: 30 * time.Second}},
+		Client:  client.New(ClientConfig(sc, apiKey)),
+		Metrics: redactedMetrics{metrics.Target{URLs: sc.Target.Metrics, Profile: prof, Client: &http.Client{Timeout: client.DefaultCallTimeout}}},
 	}
 	if sc.Target.Backend == "llamacpp" {
 		// llama-server closes a connection after a streamed response, and Go does not
 		// resend a POST on a stale pooled connection: give each request its own.
-		noReuse := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		t.Client = client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey, HTTPClient: noReuse})
-		t.Llama = llamacpp.NewTokenClient(t.Client.RootURL(), noReuse)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DisableKeepAlives = true
+		cfg := ClientConfig(sc, apiKey)
+		cfg.HTTPClient = &http.Client{Transport: tr}
+		t.Client = client.New(cfg)
+		// Its token and slot calls are short ones, bounded like /tokenize.
+		t.Llama = llamacpp.NewTokenClient(t.Client.RootURL(), &http.Client{Transport: tr, Timeout: sc.Request.Timeout.Duration})
 	}
 	return t, nil
+}
+
+// redactedMetrics hides the credentials of metrics URLs in snapshots, which name the URLs
+// they came from, and in scrape errors, which quote them: both land in records.
+type redactedMetrics struct{ inner MetricsSource }
+
+func (m redactedMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
+	snap, err := m.inner.Snapshot(ctx)
+	for i, s := range snap.Sources {
+		snap.Sources[i] = redact.URL(s)
+	}
+	snap.Cache.Source = redact.Text(snap.Cache.Source)
+	for i := range snap.Cache.Engines {
+		snap.Cache.Engines[i].Source = redact.URL(snap.Cache.Engines[i].Source)
+	}
+	return snap, redact.Error(err)
+}
+
+// ClientConfig is the chat client configuration for sc's target: /tokenize may take as long
+// as a request (request.timeout), every other endpoint call and wait has client's default bound.
+func ClientConfig(sc *scenarios.Scenario, apiKey string) client.Config {
+	return client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey, TokenizeTimeout: sc.Request.Timeout.Duration}
 }
 
 // PreflightReport is what kvbench found out about the server before running anything.
@@ -78,8 +106,12 @@ type PreflightReport struct {
 // Preflight checks sc against the server and plans its requests. It returns an error only
 // when the server cannot be reached or understood at all (a usage error for the CLI).
 func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*PreflightReport, *plan.Plan, error) {
-	rep := &PreflightReport{Endpoint: sc.Target.Endpoint, MetricsURLs: sc.Target.Metrics, Backend: sc.Target.Backend,
+	endpoint := redact.URL(sc.Target.Endpoint)
+	rep := &PreflightReport{Endpoint: endpoint, Backend: sc.Target.Backend,
 		Counters: map[string]string{}, Gauges: map[string]string{}, Problems: []string{}, Warnings: []string{}}
+	for _, u := range sc.Target.Metrics {
+		rep.MetricsURLs = append(rep.MetricsURLs, redact.URL(u))
+	}
 	models, err := t.Client.Models(ctx)
 	if err != nil {
 		return rep, nil, err
@@ -93,7 +125,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	rep.Model = sc.Target.Model
 	i := slices.IndexFunc(models, func(m client.Model) bool { return m.ID == sc.Target.Model })
 	if i < 0 {
-		return rep, nil, fmt.Errorf("model %q is not served at %s (it lists %v): %w", sc.Target.Model, sc.Target.Endpoint, rep.ModelsListed, client.ErrBadResponse)
+		return rep, nil, fmt.Errorf("model %q is not served at %s (it lists %v): %w", sc.Target.Model, endpoint, rep.ModelsListed, client.ErrBadResponse)
 	}
 	rep.MaxModelLen, rep.ModelRoot = models[i].MaxModelLen, models[i].Root
 	if v, err := t.Client.Version(ctx); err == nil {
@@ -126,20 +158,20 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			tok = t.Llama
 		}
 		if _, err := tok.CountTokens(ctx, []prompts.Message{{Role: "user", Content: "kvbench preflight"}}); err != nil {
-			return rep, nil, fmt.Errorf("prompt.token_counting is \"server\" but %w", err)
+			return rep, nil, redact.Error(fmt.Errorf("prompt.token_counting is \"server\" but %w", err))
 		}
 		rep.Tokenize, counter = "available", tok
 	}
 	if t.Llama != nil {
 		if rep.Slots, err = t.Llama.Slots(ctx); err != nil {
-			rep.Warnings = append(rep.Warnings, "slot count unknown ("+err.Error()+"): replays get cache_hit_tier_unknown")
+			rep.Warnings = append(rep.Warnings, "slot count unknown ("+redact.Text(err.Error())+"): replays get cache_hit_tier_unknown")
 		} else if rep.Slots != 1 {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the server has %d slots: run it with -np 1 so cached tokens can be attributed to the live slot or the host-RAM cache", rep.Slots))
 		}
 	}
 	p, err := plan.Make(ctx, sc, counter)
 	if err != nil {
-		return rep, nil, err
+		return rep, nil, redact.Error(err)
 	}
 	for _, st := range p.Steps {
 		maxTokens := sc.Request.MaxTokens

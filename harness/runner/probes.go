@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -17,13 +19,14 @@ const maxProbeOutput = 1 << 20
 
 // runProbes runs the probes of one phase ("before" or "after"). A failing or non-JSON probe is
 // recorded as such and never loses the run.
-func runProbes(ctx context.Context, probes []scenarios.Probe, when string, con *Console) []record.ProbeResult {
+// Each runs with env as its whole environment.
+func runProbes(ctx context.Context, probes []scenarios.Probe, when string, con *Console, env []string) []record.ProbeResult {
 	var out []record.ProbeResult
 	for _, p := range probes {
 		if p.When != when {
 			continue
 		}
-		res := runProbe(ctx, p)
+		res := runProbe(ctx, p, env)
 		status := "ok"
 		if !res.OK {
 			status = "failed: " + res.Error
@@ -34,11 +37,15 @@ func runProbes(ctx context.Context, probes []scenarios.Probe, when string, con *
 	return out
 }
 
-func runProbe(ctx context.Context, p scenarios.Probe) record.ProbeResult {
+func runProbe(ctx context.Context, p scenarios.Probe, env []string) record.ProbeResult {
 	res := record.ProbeResult{Name: p.Name, When: p.When, Command: p.Command}
 	pctx, cancel := context.WithTimeout(ctx, p.Timeout.Duration)
 	defer cancel()
 	cmd := exec.CommandContext(pctx, p.Command[0], p.Command[1:]...)
+	cmd.Env = env
+	if env == nil {
+		cmd.Env = []string{} // nil would mean this process's environment
+	}
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = maxProbeOutput, maxProbeOutput
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -65,6 +72,44 @@ func runProbe(ctx context.Context, p scenarios.Probe) record.ProbeResult {
 	}
 	res.OK, res.Output = true, v
 	return res
+}
+
+// probeEnv is the environment cfg's probes run with.
+func probeEnv(cfg Config) []string {
+	return ProbeEnv(os.Environ(), cfg.Scenario.Target.APIKeyEnv, cfg.ProbeSecrets)
+}
+
+// secretWords mark an environment variable whose value is likely a credential.
+var secretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD"}
+
+// ProbeEnv filters environ ("NAME=value" entries) for probe commands, which may come with a
+// scenario from a stranger: the API key variable (apiKeyEnv) is always dropped, and so is
+// every variable whose name contains KEY, TOKEN, SECRET or PASSWORD (in any case) unless
+// secrets is set.
+func ProbeEnv(environ []string, apiKeyEnv string, secrets bool) []string {
+	out := []string{}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if apiKeyEnv != "" && name == apiKeyEnv {
+			continue
+		}
+		if !secrets && LooksSecret(name) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// LooksSecret reports whether an environment variable's name says it holds a credential.
+func LooksSecret(name string) bool {
+	upper := strings.ToUpper(name)
+	for _, w := range secretWords {
+		if strings.Contains(upper, w) {
+			return true
+		}
+	}
+	return false
 }
 
 type limitedBuffer struct {

@@ -24,7 +24,7 @@ func TestRunProbes(t *testing.T) {
 		probe("missing", "before", time.Minute, "/nonexistent/kvbench-probe"),
 		probe("later", "after", time.Minute, "sh", "-c", "echo {}"),
 	}
-	got := runProbes(context.Background(), probes, "before", NewConsole(io.Discard, false))
+	got := runProbes(context.Background(), probes, "before", NewConsole(io.Discard, false), nil)
 	if len(got) != 5 {
 		t.Fatalf("%d probe results, want the 5 before-probes", len(got))
 	}

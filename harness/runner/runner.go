@@ -46,7 +46,9 @@ type Config struct {
 	TokenIDs func(ctx context.Context, msgs []prompts.Message) ([]int, error)
 	Slots    int
 	NoProbes bool
-	Console  *Console
+	// ProbeSecrets passes probes the variables whose names look secret (see ProbeEnv).
+	ProbeSecrets bool
+	Console      *Console
 	// Repeat is how many times the steps run (0 or 1: once). Repetition k > 0 runs the plan
 	// Replan(k) returns (see RepetitionPlanner).
 	Repeat int
@@ -117,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		}
 	}
 	if !cfg.NoProbes {
-		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "before", cfg.Console)...)
+		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "before", cfg.Console, probeEnv(cfg))...)
 	}
 	if err := r.runRepetitions(ctx, &info); err != nil {
 		return out, err
@@ -126,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		out.Interrupted = true
 		info.Status, info.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
 	} else if !cfg.NoProbes {
-		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "after", cfg.Console)...)
+		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "after", cfg.Console, probeEnv(cfg))...)
 	}
 	info.Artifacts = r.refs
 	rec := record.Build(info, r.artifacts)

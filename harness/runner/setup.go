@@ -7,6 +7,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -17,7 +18,7 @@ func chooseModel(sc *scenarios.Scenario, models []client.Model) error {
 		return nil
 	}
 	if len(models) == 0 {
-		return fmt.Errorf("%s/models lists no model: %w", sc.Target.Endpoint, client.ErrBadResponse)
+		return fmt.Errorf("%s/models lists no model: %w", redact.URL(sc.Target.Endpoint), client.ErrBadResponse)
 	}
 	sc.Target.Model = models[0].ID
 	return nil
@@ -26,7 +27,7 @@ func chooseModel(sc *scenarios.Scenario, models []client.Model) error {
 // PlanningClient connects to the scenario's endpoint for counting tokens and resolves the
 // model when the scenario names none (the plan needs it for /tokenize).
 func PlanningClient(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*client.Client, error) {
-	c := client.New(client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey})
+	c := client.New(ClientConfig(sc, apiKey))
 	if sc.Target.Model == "" {
 		models, err := c.Models(ctx)
 		if err != nil {
@@ -44,6 +45,7 @@ type Settings struct {
 	ResultsDir     string
 	KvbenchVersion string
 	NoProbes       bool
+	ProbeSecrets   bool
 	Console        *Console
 }
 
@@ -65,6 +67,7 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Preflight:      rep,
 		Slots:          rep.Slots,
 		NoProbes:       s.NoProbes,
+		ProbeSecrets:   s.ProbeSecrets,
 		Console:        s.Console,
 		Repeat:         sc.Repeat,
 		Replan:         RepetitionPlanner(sc, t),

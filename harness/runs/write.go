@@ -64,26 +64,40 @@ func WriteFile(path string, data []byte) (string, error) {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	// Link fails if path appeared meanwhile, where rename would silently replace it.
 	if err := os.Link(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// withoutTempName drops the operation and file names of err, which name the hidden temp file
+// rather than the path the user gave; the cause (no such directory, permission denied) stays.
+func withoutTempName(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }
 
 // FileSHA256 returns the sha256 of a file's bytes.
