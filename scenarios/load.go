@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
@@ -97,19 +95,12 @@ func BuiltinNames() []string {
 
 // Parse decodes and validates a scenario; every problem of the file is reported at once.
 func Parse(data []byte, file string) (*Scenario, error) {
-	s := &Scenario{Path: file, lines: keyLines(string(data))}
-	md, err := toml.Decode(string(data), s)
-	if err != nil {
-		return nil, &InvalidError{Path: file, Problems: []Problem{decodeProblem(err, s.lines)}}
+	s := &Scenario{Path: file}
+	pos, problems, decoded := DecodeStrict(data, s, "topology") // topology is free metadata
+	if !decoded {
+		return nil, &InvalidError{Path: file, Problems: problems}
 	}
-	var problems []Problem
-	for _, k := range md.Undecoded() {
-		key := k.String()
-		if strings.HasPrefix(key, "topology") {
-			continue // free metadata
-		}
-		problems = append(problems, Problem{Line: s.lineOfUnindexed(key), Key: key, Msg: "unknown key"})
-	}
+	s.lines = pos
 	s.applyDefaults(file)
 	problems = append(problems, s.validate()...)
 	if len(problems) > 0 {
@@ -205,11 +196,11 @@ func (s *Scenario) validate() []Problem {
 	}
 	nonNegative("target.idle_timeout", s.Target.IdleTimeout)
 	nonNegative("request.timeout", s.Request.Timeout)
-	if e := s.Target.Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+	if e := s.Target.Endpoint; e != "" && !IsHTTPURL(e) {
 		bad("target.endpoint", "%q is not an http(s) URL", redact.URL(e))
 	}
 	for i, m := range s.Target.Metrics {
-		if !strings.HasPrefix(m, "http://") && !strings.HasPrefix(m, "https://") {
+		if !IsHTTPURL(m) {
 			bad(fmt.Sprintf("target.metrics[%d]", i), "%q is not an http(s) URL", redact.URL(m))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
@@ -274,6 +275,12 @@ func (st *Step) Planned(i int) int {
 }
 
 // StepByID returns the step with id, or nil.
+// IsHTTPURL reports whether s is an http:// or https:// URL, the only kind of endpoint and
+// metrics URL kvbench talks to.
+func IsHTTPURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
 // RepetitionSeed is the prompt seed of repetition k: prompt.seed + k, the same shapes with
 // fresh bytes. A server's caches cannot be reset, so the same bytes again would turn the
 // cold sequence into cache hits.

@@ -103,13 +103,13 @@ func (p Positions) indexedKey(key string, line int) string {
 // DecodeStrict decodes a TOML document into v the way scenario files are decoded: a syntax
 // error, and every key v has no field for, is a Problem with its line (a typo must not
 // silently change what is checked). Keys under a free prefix are free-form and allowed.
-func DecodeStrict(data []byte, v any, free ...string) (Positions, []Problem) {
-	pos := KeyPositions(string(data))
+// decoded is false when the document could not be decoded at all (syntax or type errors).
+func DecodeStrict(data []byte, v any, free ...string) (pos Positions, problems []Problem, decoded bool) {
+	pos = KeyPositions(string(data))
 	md, err := toml.Decode(string(data), v)
 	if err != nil {
-		return pos, []Problem{decodeProblem(err, pos)}
+		return pos, []Problem{decodeProblem(err, pos)}, false
 	}
-	var problems []Problem
 next:
 	for _, k := range md.Undecoded() {
 		key := k.String()
@@ -120,5 +120,5 @@ next:
 		}
 		problems = append(problems, Problem{Line: pos.LineUnindexed(key), Key: key, Msg: "unknown key"})
 	}
-	return pos, problems
+	return pos, problems, true
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 func init() {
@@ -47,7 +48,7 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	exps := make([]metrics.Exposition, 0, len(sources))
 	for _, src := range sources {
 		var exp metrics.Exposition
-		if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		if scenarios.IsHTTPURL(src) {
 			exp, err = metrics.Scrape(ctx, client, src)
 		} else {
 			exp, err = metrics.ParseFile(src)

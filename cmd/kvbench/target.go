@@ -48,7 +48,7 @@ func (t *targetFlags) apply(sc *scenarios.Scenario) error {
 		sc.Target.Backend = t.backend
 	}
 	for _, u := range append([]string{sc.Target.Endpoint}, sc.Target.Metrics...) {
-		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		if u != "" && !scenarios.IsHTTPURL(u) {
 			return usageErrorf("%q is not an http(s) URL", redact.URL(u))
 		}
 	}

@@ -121,7 +121,7 @@ func Load(path string) (*File, error) {
 // Parse decodes and validates a claim file; every problem is reported at once.
 func Parse(data []byte, path string) (*File, error) {
 	f := &File{Path: path}
-	pos, problems := scenarios.DecodeStrict(data, f)
+	pos, problems, _ := scenarios.DecodeStrict(data, f)
 	if len(problems) == 0 {
 		problems = f.validate(pos)
 	}
