@@ -275,6 +275,15 @@ func (st *Step) Planned(i int) int {
 }
 
 // StepByID returns the step with id, or nil.
+// MaxTokensFor is the max_tokens of step's requests: the step's own, else the request
+// default.
+func (s *Scenario) MaxTokensFor(step *Step) int {
+	if step != nil && step.MaxTokens > 0 {
+		return step.MaxTokens
+	}
+	return s.Request.MaxTokens
+}
+
 // IsHTTPURL reports whether s is an http:// or https:// URL, the only kind of endpoint and
 // metrics URL kvbench talks to.
 func IsHTTPURL(s string) bool {

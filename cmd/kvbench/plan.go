@@ -90,11 +90,9 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", err)
 		}
-		c, err := runner.PlanningClient(ctx, sc, key)
-		if err != nil {
+		if counter, err = runner.PlanningCounter(ctx, sc, key); err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", preflightError(ctx, err))
 		}
-		counter = c.Tokenizer(sc.Target.Model)
 	}
 	p, err := plan.Make(ctx, sc, counter)
 	if err != nil {

@@ -152,11 +152,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	var counter prompts.TokenCounter
 	rep.Tokenize = "not needed (estimate)"
-	if sc.Prompt.TokenCounting == "server" {
-		var tok prompts.TokenCounter = t.Client.Tokenizer(sc.Target.Model)
-		if t.Llama != nil {
-			tok = t.Llama
-		}
+	if tok := t.TokenCounter(sc); tok != nil {
 		if _, err := tok.CountTokens(ctx, []prompts.Message{{Role: "user", Content: "kvbench preflight"}}); err != nil {
 			return rep, nil, redact.Error(fmt.Errorf("prompt.token_counting is \"server\" but %w", err))
 		}
@@ -174,10 +170,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		return rep, nil, redact.Error(err)
 	}
 	for _, st := range p.Steps {
-		maxTokens := sc.Request.MaxTokens
-		if st.Step.MaxTokens > 0 {
-			maxTokens = st.Step.MaxTokens
-		}
+		maxTokens := sc.MaxTokensFor(st.Step)
 		for _, r := range st.Requests {
 			rep.LargestRequestTokens = max(rep.LargestRequestTokens, r.Prompt.Tokens+maxTokens)
 		}

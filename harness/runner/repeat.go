@@ -9,7 +9,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -29,11 +28,7 @@ func RepetitionPlanner(sc *scenarios.Scenario, t Target) func(ctx context.Contex
 	return func(ctx context.Context, k int) (*plan.Plan, error) {
 		c := *sc
 		c.Prompt.Seed = sc.RepetitionSeed(k)
-		var counter prompts.TokenCounter
-		if sc.Prompt.TokenCounting == "server" {
-			counter = t.Client.Tokenizer(sc.Target.Model)
-		}
-		p, err := plan.Make(ctx, &c, counter)
+		p, err := plan.Make(ctx, &c, t.TokenCounter(sc))
 		if err != nil {
 			return nil, fmt.Errorf("planning repetition %d (seed %d): %w", k, c.Prompt.Seed, err)
 		}

@@ -292,10 +292,7 @@ func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
 
 func (r *runner) send(ctx context.Context, req plan.Request, smp *sampler) client.Result {
 	sc := r.cfg.Scenario
-	maxTokens := sc.Request.MaxTokens
-	if st := sc.StepByID(req.Step); st != nil && st.MaxTokens > 0 {
-		maxTokens = st.MaxTokens
-	}
+	maxTokens := sc.MaxTokensFor(sc.StepByID(req.Step))
 	return r.cfg.Chat.StreamChat(ctx, client.ChatRequest{
 		Model:       sc.Target.Model,
 		Messages:    req.Prompt.Messages,

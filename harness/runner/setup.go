@@ -8,6 +8,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -24,12 +25,29 @@ func chooseModel(sc *scenarios.Scenario, models []client.Model) error {
 	return nil
 }
 
-// PlanningClient connects to the scenario's endpoint for counting tokens and resolves the
-// model when the scenario names none (the plan needs it for /tokenize).
-func PlanningClient(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*client.Client, error) {
-	c := client.New(ClientConfig(sc, apiKey))
+// TokenCounter is how the scenario's prompts are counted on this server: nil when the
+// scenario estimates, the engine's own /tokenize dialect otherwise (llama.cpp answers with
+// token ids and no count).
+func (t Target) TokenCounter(sc *scenarios.Scenario) prompts.TokenCounter {
+	switch {
+	case sc.Prompt.TokenCounting != "server":
+		return nil
+	case t.Llama != nil:
+		return t.Llama
+	default:
+		return t.Client.Tokenizer(sc.Target.Model)
+	}
+}
+
+// PlanningCounter connects to the scenario's server to count its prompts, resolving the
+// model when the scenario names none (/tokenize needs it).
+func PlanningCounter(ctx context.Context, sc *scenarios.Scenario, apiKey string) (prompts.TokenCounter, error) {
+	t, err := Connect(sc, apiKey)
+	if err != nil {
+		return nil, err
+	}
 	if sc.Target.Model == "" {
-		models, err := c.Models(ctx)
+		models, err := t.Client.Models(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -37,7 +55,7 @@ func PlanningClient(ctx context.Context, sc *scenarios.Scenario, apiKey string) 
 			return nil, err
 		}
 	}
-	return c, nil
+	return t.TokenCounter(sc), nil
 }
 
 // Settings are the run's own choices, beside what preflight found out.
