@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"html"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
@@ -238,4 +240,127 @@ func TestRenderIsSelfContained(t *testing.T) {
 	if back.Title != d.Title || len(back.Runs) != 1 || len(back.Runs[0].Requests) != len(d.Runs[0].Requests) || back.Runs[0].Verdicts[0].Interpretation != d.Runs[0].Verdicts[0].Interpretation {
 		t.Errorf("embedded data does not round-trip: %+v", back)
 	}
+}
+
+func TestKindOf(t *testing.T) {
+	primary, control := load(t, primaryDir), load(t, controlDir)
+	base, cand := load(t, filepath.Join(compareDir, "baseline")), load(t, filepath.Join(compareDir, "candidate"))
+	other := load(t, filepath.Join(compareDir, "other-scenario"))
+	cases := []struct {
+		name string
+		rs   []*runs.Run
+		want Kind
+	}{
+		{"one run", []*runs.Run{primary}, KindRuns},
+		{"two runs of one scenario", []*runs.Run{base, cand}, KindComparison},
+		{"a run and itself", []*runs.Run{base, base}, KindComparison},
+		{"three runs of one scenario", []*runs.Run{base, cand, base}, KindRuns},
+		{"primary and control", []*runs.Run{primary, control}, KindStudy},
+		{"control first", []*runs.Run{control, primary}, KindStudy},
+		{"two scenarios of one study's shape", []*runs.Run{base, other}, KindStudy},
+		{"one scenario differs among three", []*runs.Run{base, cand, other}, KindStudy},
+	}
+	for _, c := range cases {
+		if got := KindOf(c.rs); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// visibleText is the page less its style, scripts and tags: what a reader sees.
+func visibleText(page string) string {
+	page = regexp.MustCompile(`(?s)<style>.*?</style>|<script.*?</script>`).ReplaceAllString(page, "")
+	text := html.UnescapeString(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(page, " "))
+	return strings.Join(strings.Fields(text), " ")
+}
+
+// TestStudyIsShownSideBySide: a primary run and its control are a study: each run's
+// verdicts, setup and interpretation, and the control's section, side by side, with no
+// comparison, so no difference between the setups is called a regression.
+func TestStudyIsShownSideBySide(t *testing.T) {
+	primary, control := load(t, primaryDir), load(t, controlDir)
+	// No AllowMismatch: a study compares nothing, so the scenarios' difference is no error.
+	d, err := Build("", "g", []*runs.Run{primary, control}, compareOptions(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != KindStudy || d.Comparison != nil || d.Title != "kvbench study: eviction-6x150k-replay, offload8-control" {
+		t.Fatalf("kind %s, comparison %v, title %q", d.Kind, d.Comparison, d.Title)
+	}
+	p, c := d.Runs[0], d.Runs[1]
+	if p.StudyRole != "primary" || p.Control != nil || c.StudyRole != "control" || c.StudyKey != "offload8_control" || c.Control == nil {
+		t.Fatalf("roles: %q %v / %q %q %v", p.StudyRole, p.Control, c.StudyRole, c.StudyKey, c.Control)
+	}
+	if c.Control.ReplayVerdict != control.Control.ReplayVerdict || c.Control.SetupValid != control.Control.SetupValid ||
+		*c.Control.GPUPrefixHitsAfter != *control.Control.GPUPrefixHitsAfter || c.Control.Sequence != "70K, 80K, 100K, then 70K replay" {
+		t.Errorf("control section %+v, run.json %+v", c.Control, control.Control)
+	}
+
+	page := render(t, d)
+	text := visibleText(page)
+	for _, bad := range []string{"regression", "mismatch", "Comparison"} {
+		if strings.Contains(strings.ToLower(text), strings.ToLower(bad)) {
+			t.Errorf("a study's page says %q", bad)
+		}
+	}
+	if strings.Contains(page, `id="comparison"`) || strings.Contains(embedded(t, page), `"comparison"`) {
+		t.Error("a study's page carries a comparison")
+	}
+	if !strings.Contains(text, "Study: 2 runs of different scenarios, side by side") {
+		t.Error("no study heading")
+	}
+	// One card per run, in order, each with its own verdict, setup and interpretation.
+	cards := regexp.MustCompile(`(?s)<div class="study-run" id="study-(\d)">(.*?)</div>`).FindAllStringSubmatch(page, -1)
+	if len(cards) != 2 || cards[0][1] != "0" || cards[1][1] != "1" {
+		t.Fatalf("%d study cards", len(cards))
+	}
+	for i, want := range []struct {
+		run                    *runs.Run
+		verdict, setup, absent string
+	}{
+		{primary, "cpu_reload", "yes", "Control section"},
+		{control, "gpu_hit", "no", "cpu_reload"},
+	} {
+		card := visibleText(cards[i][2])
+		rec := want.run.Run.Replay("replay")
+		for _, s := range []string{want.run.Scenario.Name, want.verdict, " " + want.setup + " ", rec.Interpretation} {
+			if !strings.Contains(card, s) {
+				t.Errorf("card %d lacks %q:\n%s", i, s, card)
+			}
+		}
+		if strings.Contains(card, want.absent) {
+			t.Errorf("card %d shows %q", i, want.absent)
+		}
+	}
+	controlCard := visibleText(cards[1][2])
+	for _, s := range []string{"Control section offload8_control", "70K, 80K, 100K, then 70K replay", "GPU prefix hits after 186192"} {
+		if !strings.Contains(controlCard, s) {
+			t.Errorf("control card lacks %q:\n%s", s, controlCard)
+		}
+	}
+}
+
+// TestTwoRunsOfOneScenarioKeepTheComparison: a baseline and a candidate of one scenario are
+// still compared, regressions and all.
+func TestTwoRunsOfOneScenarioKeepTheComparison(t *testing.T) {
+	b, c := load(t, filepath.Join(compareDir, "baseline")), load(t, filepath.Join(compareDir, "candidate"))
+	d, err := Build("", "g", []*runs.Run{b, c}, compareOptions(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != KindComparison || d.Comparison == nil || !d.Comparison.Regression || d.Title != "kvbench report: nightly-tiny vs nightly-tiny" {
+		t.Fatalf("kind %s, comparison %v, title %q", d.Kind, d.Comparison, d.Title)
+	}
+	page := render(t, d)
+	text := visibleText(page)
+	if !strings.Contains(page, `<table id="comparison">`) || !strings.Contains(text, "Comparison: regression (12)") || strings.Contains(page, `class="study"`) {
+		t.Error("the comparison is not on the page, or a study is")
+	}
+	if !strings.Contains(text, "replay: verdict cpu_reload -> recompute") {
+		t.Error("the verdict regression is not on the page")
+	}
+}
+
+func compareOptions(allowMismatch bool) compare.Options {
+	return compare.Options{Tolerance: compare.DefaultTolerance, AllowMismatch: allowMismatch}
 }
