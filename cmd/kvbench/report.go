@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
@@ -17,15 +16,15 @@ import (
 )
 
 func init() {
-	register(command{name: "report", summary: "write one self-contained HTML report of runs (two runs: with their comparison)", run: runReport})
+	register(command{name: "report", summary: "write one self-contained HTML report of runs (two of one scenario: compared; of different scenarios: side by side)", run: runReport})
 }
 
 func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	flags := newFlagSet("report", "RUN_DIR... -o report.html [flags]",
-		"kvbench report results/eviction-6x150k-replay-20260802T061907Z -o report.html\nkvbench report baselines/nightly results/nightly-20260803T020000Z -o nightly.html   # baseline first: with the comparison", stdout)
+		"kvbench report results/eviction-6x150k-replay-20260802T061907Z -o report.html\nkvbench report baselines/nightly results/nightly-20260803T020000Z -o nightly.html   # baseline first: with the comparison\nkvbench report results/eviction-6x150k-replay-* results/offload8-control-* -o study.html   # a study: side by side", stdout)
 	out := flags.String("o", "", "the HTML file to write (never overwritten)")
 	title := flags.String("title", "", "page title (default: the scenario names)")
-	tolerance := flags.Float64("tolerance", compare.DefaultTolerance, "with two runs: the comparison's relative tolerance")
+	tolerance := flags.Float64("tolerance", compare.DefaultTolerance, "with two runs of one scenario: the comparison's relative tolerance")
 	args, err := parseFlags(flags, args)
 	if err != nil {
 		return err
@@ -40,21 +39,13 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var cmp *compare.Result
-	if len(loaded) == 2 {
-		// A report shows what differs rather than refusing: mismatches are listed on the page.
-		if cmp, err = compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: *tolerance, AllowMismatch: true}); err != nil {
-			return err
-		}
+	// Two runs of one scenario are compared; a report shows what differs rather than refusing:
+	// a model or prompt mismatch is listed on the page. Runs of different scenarios are a
+	// study, shown side by side.
+	data, err := report.Build(*title, time.Now().UTC().Format(time.RFC3339), loaded, compare.Options{Tolerance: *tolerance, AllowMismatch: true})
+	if err != nil {
+		return err
 	}
-	if *title == "" {
-		var names []string
-		for _, r := range loaded {
-			names = append(names, r.Scenario.Name)
-		}
-		*title = "kvbench report: " + strings.Join(names, " vs ")
-	}
-	data := report.Collect(*title, time.Now().UTC().Format(time.RFC3339), loaded, cmp)
 	var buf bytes.Buffer
 	if err := report.Render(&buf, data); err != nil {
 		return fmt.Errorf("rendering the report: %w", err)

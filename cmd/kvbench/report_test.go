@@ -15,6 +15,7 @@ import (
 
 // reportData is the part of the embedded chart data the tests check.
 type reportData struct {
+	Kind string `json:"kind"`
 	Runs []struct {
 		Scenario string `json:"scenario"`
 		Verdicts []struct {
@@ -73,8 +74,8 @@ func TestReportChartsCarryTheArtifactsNumbers(t *testing.T) {
 	if err := json.Unmarshal([]byte(m[1]), &d); err != nil {
 		t.Fatalf("embedded data is not JSON: %v", err)
 	}
-	if len(d.Runs) != 2 || d.Comparison == nil || !d.Comparison.Regression {
-		t.Fatalf("runs %d, comparison %+v", len(d.Runs), d.Comparison)
+	if len(d.Runs) != 2 || d.Kind != "comparison" || d.Comparison == nil || !d.Comparison.Regression {
+		t.Fatalf("runs %d, kind %q, comparison %+v", len(d.Runs), d.Kind, d.Comparison)
 	}
 	base, cand := d.Runs[0], d.Runs[1]
 	if base.Verdicts[0].Verdict != "cpu_reload" || cand.Verdicts[0].Verdict != "recompute" || len(base.Verdicts[0].Repetitions) != 2 {
@@ -123,6 +124,46 @@ func TestReportChartsCarryTheArtifactsNumbers(t *testing.T) {
 	}
 	if !strings.Contains(page, html.EscapeString("replay: verdict cpu_reload -> recompute")) {
 		t.Error("the comparison's verdict regression is not on the page")
+	}
+}
+
+// TestReportOfAStudy: a primary run and its control (a kvbench demo output) measure different
+// scenarios on purpose: the report shows them side by side and calls nothing a regression.
+func TestReportOfAStudy(t *testing.T) {
+	demo := filepath.Join("..", "..", "harness", "study", "testdata", "demo")
+	file := filepath.Join(t.TempDir(), "study.html")
+	_, stderr, code := runCLI(t, "report", filepath.Join(demo, "eviction-6x150k-replay-20261201T060008Z"), filepath.Join(demo, "offload8-control-20261201T060010Z"), "-o", file)
+	if code != exitOK {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	page, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dataScript.FindSubmatch(page)
+	if m == nil {
+		t.Fatal("no kvbench-data script in the page")
+	}
+	var d reportData
+	if err := json.Unmarshal(m[1], &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != "study" || d.Comparison != nil || len(d.Runs) != 2 {
+		t.Fatalf("kind %q, comparison %+v, %d runs", d.Kind, d.Comparison, len(d.Runs))
+	}
+	if d.Runs[0].Verdicts[0].Verdict != "cpu_reload" || d.Runs[1].Verdicts[0].Verdict != "gpu_hit" {
+		t.Fatalf("verdicts %+v / %+v", d.Runs[0].Verdicts, d.Runs[1].Verdicts)
+	}
+	text := string(page)
+	for _, s := range []string{"<title>kvbench study: eviction-6x150k-replay, offload8-control</title>", `<div class="study-run" id="study-1">`, "Control section offload8_control"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("page lacks %q", s)
+		}
+	}
+	for _, s := range []string{"mismatch (allowed)", `id="comparison"`, "Comparison:"} {
+		if strings.Contains(text, s) {
+			t.Errorf("a study's page has %q", s)
+		}
 	}
 }
 

@@ -200,7 +200,7 @@ func Build(info RunInfo, steps []StepArtifact) *Run {
 		r.Repeats = &rs
 	}
 	if sc.Study.Role == "control" && sc.Study.Key != "" {
-		cs := controlSection(sc, r.Cache, steps, r, info.Artifacts)
+		cs := BuildControl(sc, r.Cache, steps, r.Sections, info.Artifacts)
 		r.Control = &cs
 	}
 	return r
@@ -325,7 +325,9 @@ func BuildReplay(st StepArtifact, steps []StepArtifact, artifact string) ReplayS
 	return s
 }
 
-func controlSection(sc *scenarios.Scenario, cache Cache, steps []StepArtifact, r *Run, artifacts []ArtifactRef) ControlSection {
+// BuildControl computes a control run's section from one repetition's artifacts and their
+// sections (BuildSections); artifacts name the files they were written to.
+func BuildControl(sc *scenarios.Scenario, cache Cache, steps []StepArtifact, sections []Section, artifacts []ArtifactRef) ControlSection {
 	cs := ControlSection{
 		Sequence:         sc.Study.Sequence,
 		GPUKVCacheTokens: cache.GPUKVCacheTokens,
@@ -342,8 +344,8 @@ func controlSection(sc *scenarios.Scenario, cache Cache, steps []StepArtifact, r
 		cs.CPUToGPUBytesAfter, cs.ExternalPrefixHitsAfter, cs.GPUPrefixHitsAfter = c.AfterValue(metrics.LoadBytes), c.AfterValue(metrics.ExternalPrefixHits), c.AfterValue(metrics.GPUPrefixHits)
 	}
 	// The control's replay is its last replay step.
-	for i := len(r.Sections) - 1; i >= 0; i-- {
-		if rp := r.Sections[i].Replay; rp != nil {
+	for i := len(sections) - 1; i >= 0; i-- {
+		if rp := sections[i].Replay; rp != nil {
 			cs.ReplayCachedFraction, cs.ReplayVerdict = rp.CachedFraction, rp.Verdict
 			cs.SetupValid, cs.Interpretation = rp.SetupValid, rp.Interpretation
 			break

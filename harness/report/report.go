@@ -1,8 +1,9 @@
-// Package report renders one or more loaded runs (and, for two, their comparison) as a
-// single self-contained HTML page: inline CSS, SVG drawn here in Go and a few lines of
-// inline JS, nothing fetched at view time. The charts' numbers are also embedded as JSON
-// (<script type="application/json" id="kvbench-data">) so a test, or a reader, can check
-// exactly what was drawn.
+// Package report renders one or more loaded runs as a single self-contained HTML page: two
+// runs of one scenario with their comparison, runs of different scenarios (a study: a
+// primary run and its controls) side by side. Everything is inline: CSS, SVG drawn here in
+// Go and a few lines of JS, nothing fetched at view time. The charts' numbers are also
+// embedded as JSON (<script type="application/json" id="kvbench-data">) so a test, or a
+// reader, can check exactly what was drawn.
 package report
 
 import (
@@ -10,6 +11,7 @@ import (
 	"html/template"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/metrics"
@@ -17,30 +19,94 @@ import (
 	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
+// Kind is what a report shows of its runs.
+type Kind string
+
+const (
+	// KindRuns: one run, or several of one scenario, each on its own.
+	KindRuns Kind = "runs"
+	// KindComparison: two runs of one scenario, baseline then candidate, with their comparison.
+	KindComparison Kind = "comparison"
+	// KindStudy: runs of different scenarios (a primary run and its controls), side by side.
+	// They measured different setups on purpose: comparing them would call every difference
+	// a regression.
+	KindStudy Kind = "study"
+)
+
+// KindOf decides what a report of rs shows.
+func KindOf(rs []*runs.Run) Kind {
+	for _, r := range rs[min(1, len(rs)):] {
+		if r.Scenario.Name != rs[0].Scenario.Name {
+			return KindStudy
+		}
+	}
+	if len(rs) == 2 {
+		return KindComparison
+	}
+	return KindRuns
+}
+
+// Build collects the page data of rs: it decides the kind (KindOf) and, for a comparison,
+// compares the second run with the first. An empty title is made from the scenario names.
+func Build(title, generated string, rs []*runs.Run, opts compare.Options) (Data, error) {
+	if len(rs) == 0 {
+		return Data{}, fmt.Errorf("report: no run")
+	}
+	kind := KindOf(rs)
+	var cmp *compare.Result
+	if kind == KindComparison {
+		var err error
+		if cmp, err = compare.Compare(rs[0], rs[1], opts); err != nil {
+			return Data{}, err
+		}
+	}
+	if title == "" {
+		var names []string
+		for _, r := range rs {
+			names = append(names, r.Scenario.Name)
+		}
+		switch kind {
+		case KindComparison:
+			title = "kvbench report: " + strings.Join(names, " vs ")
+		case KindStudy:
+			title = "kvbench study: " + strings.Join(names, ", ")
+		default:
+			title = "kvbench report: " + strings.Join(names, ", ")
+		}
+	}
+	return Collect(title, generated, rs, cmp), nil
+}
+
 // Data is everything the page shows; it is embedded in the page as JSON.
 type Data struct {
 	Title      string          `json:"title"`
 	Generated  string          `json:"generated"`
+	Kind       Kind            `json:"kind"`
 	Runs       []RunData       `json:"runs"`
 	Comparison *compare.Result `json:"comparison,omitempty"`
 }
 
 // RunData is one run's identity, verdicts and chart data (repetition 0, the run's record).
 type RunData struct {
-	Dir         string         `json:"dir"`
-	Scenario    string         `json:"scenario"`
-	ObservedAt  string         `json:"observed_at"`
-	Status      string         `json:"status"`
-	Model       string         `json:"model"`
-	Engine      string         `json:"engine"`
-	Recipe      string         `json:"recipe"`
-	GPUKVTokens int            `json:"gpu_kv_cache_tokens"`
-	CPUOffload  float64        `json:"cpu_offload_gib"`
-	Repetitions int            `json:"repetitions"`
-	Verdicts    []VerdictRow   `json:"verdicts"`
-	Requests    []RequestPoint `json:"requests"`
-	Steps       []StepBytes    `json:"steps"`
-	KVUsage     []UsagePoint   `json:"kv_usage"`
+	Dir         string  `json:"dir"`
+	Scenario    string  `json:"scenario"`
+	ObservedAt  string  `json:"observed_at"`
+	Status      string  `json:"status"`
+	Model       string  `json:"model"`
+	Engine      string  `json:"engine"`
+	Recipe      string  `json:"recipe"`
+	GPUKVTokens int     `json:"gpu_kv_cache_tokens"`
+	CPUOffload  float64 `json:"cpu_offload_gib"`
+	Repetitions int     `json:"repetitions"`
+	// StudyRole is the scenario's study role ("primary", "control"; empty outside a study).
+	StudyRole string `json:"study_role,omitempty"`
+	// StudyKey and Control are a control run's section, computed from its artifacts.
+	StudyKey string                 `json:"study_key,omitempty"`
+	Control  *record.ControlSection `json:"control,omitempty"`
+	Verdicts []VerdictRow           `json:"verdicts"`
+	Requests []RequestPoint         `json:"requests"`
+	Steps    []StepBytes            `json:"steps"`
+	KVUsage  []UsagePoint           `json:"kv_usage"`
 }
 
 // VerdictRow is one replay's verdict, across repetitions when repeated.
@@ -80,7 +146,7 @@ type UsagePoint struct {
 
 // Collect builds the page data from loaded runs; cmp is their comparison (nil for none).
 func Collect(title, generated string, rs []*runs.Run, cmp *compare.Result) Data {
-	d := Data{Title: title, Generated: generated, Comparison: cmp}
+	d := Data{Title: title, Generated: generated, Kind: KindOf(rs), Comparison: cmp}
 	for _, r := range rs {
 		d.Runs = append(d.Runs, runData(r))
 	}
@@ -92,7 +158,11 @@ func runData(r *runs.Run) RunData {
 	rd := RunData{
 		Dir: r.Dir, Scenario: r.Scenario.Name, ObservedAt: r.ObservedAt, Status: r.Status, Model: id.Model,
 		Engine: r.Runtime.Engine, Recipe: r.Runtime.Recipe, GPUKVTokens: r.Cache.GPUKVCacheTokens, CPUOffload: r.Cache.CPUOffloadGiB,
-		Repetitions: len(r.Repetitions), Verdicts: []VerdictRow{}, Requests: []RequestPoint{}, Steps: []StepBytes{}, KVUsage: []UsagePoint{},
+		Repetitions: len(r.Repetitions), StudyRole: r.Scenario.Study.Role,
+		Verdicts: []VerdictRow{}, Requests: []RequestPoint{}, Steps: []StepBytes{}, KVUsage: []UsagePoint{},
+	}
+	if cs, ok := r.ControlSection(); ok {
+		rd.StudyKey, rd.Control = r.Scenario.Study.Key, &cs
 	}
 	for _, id := range r.ReplayStepIDs() {
 		sec, _ := r.Replay(0, id)
@@ -189,10 +259,19 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return compare.Percent(*p)
 	},
-	"median": func(p *float64) string {
+	"median": number,
+	"count": func(p *float64) string {
 		if p == nil {
 			return "absent"
 		}
-		return formatValue(*p)
+		return fmt.Sprintf("%.0f", *p)
 	},
 }).Parse(pageTemplate))
+
+// number prints a measured value, "absent" when it was not measured.
+func number(p *float64) string {
+	if p == nil {
+		return "absent"
+	}
+	return formatValue(*p)
+}

@@ -30,6 +30,8 @@ svg .na { font-size: 10px; fill: #999; }
 svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 .interp { font-size: 13px; color: #333; max-width: 1100px; }
 #kvbench-status { color: #999; font-size: 11px; }
+.study { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 16px; }
+.study-run { border: 1px solid #ddd; padding: 4px 12px; }
 </style>
 </head>
 <body>
@@ -47,6 +49,36 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 {{end}}{{end}}{{end}}
 </table>
 {{end}}
+{{if eq .Kind "study"}}
+<h2>Study: {{len .Runs}} runs of different scenarios, side by side</h2>
+<p class="meta">The runs measured different setups on purpose (a primary run and its controls): read them together; they are no baseline and candidate.</p>
+<div class="study">
+{{range $i, $r := .Runs}}<div class="study-run" id="study-{{$i}}">
+<h3>{{.Scenario}}{{if .StudyRole}} <span class="meta">({{.StudyRole}})</span>{{end}}</h3>
+<p class="meta">{{.Dir}}, observed {{.ObservedAt}}, {{.Repetitions}} repetition(s)</p>
+<table class="identity">
+<tr><th>GPU KV pool</th><td class="num">{{.GPUKVTokens}} tokens</td><th>CPU tier</th><td class="num">{{.CPUOffload}} GiB</td></tr>
+</table>
+<table class="verdicts">
+<tr><th>replay step</th><th>verdict</th><th>cached fraction</th><th>setup valid</th></tr>
+{{range .Verdicts}}<tr><td>{{.Step}}</td><td class="v-{{.Verdict}}">{{.Verdict}}</td><td class="num">{{frac .CachedFraction}}</td><td>{{.SetupValid}}</td></tr>
+{{else}}<tr><td colspan="4">no replay step</td></tr>{{end}}
+</table>
+{{range .Verdicts}}{{if .Interpretation}}<p class="interp"><b>{{.Step}}:</b> {{.Interpretation}}</p>{{end}}{{end}}
+{{with .Control}}<h3>Control section {{$r.StudyKey}}</h3>
+<table class="control">
+<tr><th>sequence</th><td>{{.Sequence}}</td></tr>
+<tr><th>replay verdict</th><td class="v-{{.ReplayVerdict}}">{{.ReplayVerdict}}</td></tr>
+<tr><th>replay cached fraction</th><td class="num">{{frac .ReplayCachedFraction}}</td></tr>
+<tr><th>setup valid</th><td>{{.SetupValid}}</td></tr>
+<tr><th>CPU-to-GPU bytes after</th><td class="num">{{count .CPUToGPUBytesAfter}}</td></tr>
+<tr><th>external prefix hits after</th><td class="num">{{count .ExternalPrefixHitsAfter}}</td></tr>
+<tr><th>GPU prefix hits after</th><td class="num">{{count .GPUPrefixHitsAfter}}</td></tr>
+</table>
+{{/* The control's interpretation is its last replay's, printed above. */}}
+{{end}}</div>
+{{end}}</div>
+{{end}}
 {{range $i, $s := .Sets}}{{with .Run}}
 <h2>{{if gt (len $.Sets) 1}}Run {{$i}}: {{end}}{{.Scenario}} <span class="meta">{{.Dir}}</span></h2>
 <table class="identity">
@@ -60,8 +92,9 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 {{range .Verdicts}}<tr><td>{{.Step}}</td><td class="v-{{.Verdict}}">{{.Verdict}}</td><td>{{range .Repetitions}}<span class="v-{{.}}">{{.}}</span> {{end}}{{if not .Agree}}<span class="regression">(disagree)</span>{{end}}</td><td class="num">{{frac .CachedFraction}}</td><td>{{.SetupValid}}</td><td>{{.Reason}}</td></tr>
 {{else}}<tr><td colspan="6">no replay step</td></tr>{{end}}
 </table>
+{{if ne $.Kind "study"}}{{/* a study printed them side by side above */}}
 {{range .Verdicts}}{{if .Interpretation}}<p class="interp"><b>{{.Step}}:</b> {{.Interpretation}}</p>{{end}}{{end}}
-{{end}}
+{{end}}{{end}}
 <div class="charts">
 {{$s.TTFT}}
 {{$s.Cached}}

@@ -204,6 +204,21 @@ func (r *Run) Replay(k int, id string) (record.ReplaySection, bool) {
 	return record.ReplaySection{}, false
 }
 
+// ControlSection returns the control section of a control run, computed from repetition 0's
+// artifacts as the run record's is; ok is false when the run is no control.
+func (r *Run) ControlSection() (record.ControlSection, bool) {
+	if st := r.Scenario.Study; st.Role != "control" || st.Key == "" {
+		return record.ControlSection{}, false
+	}
+	rep := r.Repetitions[0]
+	// run.json's sources do not say which step an artifact holds: the loaded steps do.
+	refs := make([]record.ArtifactRef, len(rep.Steps))
+	for i, st := range rep.Steps {
+		refs[i] = record.ArtifactRef{Step: st.Step, Path: rep.Artifacts[i]}
+	}
+	return record.BuildControl(r.Scenario, r.Cache, rep.Steps, record.BuildSections(rep.Steps, refs), refs), true
+}
+
 // ReplayStepIDs lists the replay steps in order.
 func (r *Run) ReplayStepIDs() []string {
 	var ids []string

@@ -161,3 +161,31 @@ func TestIdentityMismatches(t *testing.T) {
 		t.Fatalf("mismatches %v, want the scenario first", mm)
 	}
 }
+
+// The control section recomputed from the artifacts is the one run.json recorded; a primary
+// run has none.
+func TestControlSectionFromArtifacts(t *testing.T) {
+	primary, err := Load(demoRuns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	control, err := Load(demoRuns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := primary.ControlSection(); ok {
+		t.Error("a primary run has a control section")
+	}
+	cs, ok := control.ControlSection()
+	if !ok || control.Control == nil {
+		t.Fatalf("control run: ok %v, record %v", ok, control.Control)
+	}
+	got, _ := json.Marshal(cs)
+	want, _ := json.Marshal(control.Control)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("recomputed control section\n%s\nrun.json has\n%s", got, want)
+	}
+	if cs.ReplayVerdict != "gpu_hit" || cs.SetupValid != "no" || cs.Interpretation == "" {
+		t.Errorf("control section %+v", cs)
+	}
+}
