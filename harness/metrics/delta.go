@@ -17,15 +17,47 @@ type CounterDelta struct {
 	Reason        string  // why Decreased, naming the counter and both values
 }
 
+// Invalidity is the kind of reason a delta cannot be trusted.
+type Invalidity string
+
+// Kinds of invalidity; each gets its own wording where a verdict names it.
+const (
+	InvalidReset        Invalidity = "reset"         // a counter went down: the server restarted
+	InvalidMissing      Invalidity = "missing"       // a counter the delta needs was not read
+	InvalidScrapeFailed Invalidity = "scrape_failed" // a scrape the delta needs failed
+	InvalidContaminated Invalidity = "contaminated"  // other clients' requests moved the counters
+)
+
 // Delta is the change of every counter between two snapshots of one target.
 type Delta struct {
 	BeforeAt time.Time                `json:"before_at,omitzero"`
 	AfterAt  time.Time                `json:"after_at,omitzero"`
 	Counters map[Counter]CounterDelta `json:"counters"`
-	// Valid is false when any counter went down: counters reset on a server restart, so no
-	// delta of this pair can be trusted.
+	// Valid is false when any reason below holds (a counter went down on a restart, a scrape
+	// failed...): no delta of this window can then be trusted.
 	Valid          bool     `json:"valid"`
 	InvalidReasons []string `json:"invalid_reasons,omitempty"`
+	// InvalidKinds[i] is the kind of InvalidReasons[i].
+	InvalidKinds []Invalidity `json:"invalid_kinds,omitempty"`
+}
+
+// Invalidate marks d invalid for reason.
+func (d *Delta) Invalidate(kind Invalidity, reason string) {
+	d.Valid = false
+	d.InvalidReasons = append(d.InvalidReasons, reason)
+	d.InvalidKinds = append(d.InvalidKinds, kind)
+}
+
+// FirstInvalid is the first reason d is invalid and its kind; "" when d is valid.
+func (d Delta) FirstInvalid() (Invalidity, string) {
+	if d.Valid || len(d.InvalidReasons) == 0 {
+		return "", ""
+	}
+	kind := InvalidReset // records written before kinds existed knew only restarts
+	if len(d.InvalidKinds) > 0 {
+		kind = d.InvalidKinds[0]
+	}
+	return kind, d.InvalidReasons[0]
 }
 
 // Diff computes after - before for every counter in either snapshot. Gauges are not
@@ -48,8 +80,7 @@ func Diff(before, after Snapshot) Delta {
 				cd.Decreased = true
 				cd.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes",
 					c, formatValue(cd.Before.Value), formatValue(cd.After.Value), cd.After.Source)
-				d.Valid = false
-				d.InvalidReasons = append(d.InvalidReasons, cd.Reason)
+				d.Invalidate(InvalidReset, cd.Reason)
 			}
 		}
 		d.Counters[c] = cd

@@ -158,6 +158,8 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 	if st.Step.Concurrency > 1 && len(st.Requests) > 1 {
 		r.runConcurrentStep(ctx, st, &art)
 	} else {
+		var names, unread []string
+		var windows []*metrics.Window
 		for _, req := range st.Requests {
 			if ctx.Err() != nil {
 				break
@@ -165,15 +167,19 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 			rec := r.isolatedRequest(ctx, st, req)
 			art.Requests = append(art.Requests, rec)
 			art.Samples.Merge(rec.Samples)
+			name := fmt.Sprintf("request %d", rec.IndexInStep)
 			if rec.Counters != nil {
-				if art.Counters == nil {
-					art.Counters = &metrics.Window{Before: rec.Counters.Before}
-				}
-				art.Counters.After = rec.Counters.After
+				names, windows = append(names, name), append(windows, rec.Counters)
+			} else {
+				unread = append(unread, name+": "+rec.CountersError)
 			}
 		}
+		// The step's delta is only as good as every scrape in it.
+		art.Counters = metrics.Join(names, windows)
 		if art.Counters != nil {
-			art.Counters.Delta = metrics.Diff(art.Counters.Before, art.Counters.After)
+			for _, u := range unread {
+				art.Counters.Delta.Invalidate(metrics.InvalidScrapeFailed, "counters not read around "+u)
+			}
 		}
 	}
 	art.Interrupted = ctx.Err() != nil

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -299,3 +300,6 @@ func deltaOf(c *metrics.Window, k metrics.Counter) (float64, bool) {
 	}
 	return c.Delta.Value(k)
 }
+
+// errMetrics500 is what a scrape of a /metrics that answers 500 returns.
+var errMetrics500 = fmt.Errorf("scrape http://127.0.0.1:1/metrics: %w: 500 Internal Server Error", metrics.ErrScrapeStatus)

@@ -1,0 +1,111 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+)
+
+// fiveRequests is unitScenario with five sequence requests.
+var fiveRequests = strings.Replace(unitScenario, "requests = 3\n", "requests = 5\n", 1)
+
+// TestRunRestartInsideStepInvalidatesStep: the server restarts during request 2 (the 3rd of
+// 5). The counters grow past their old values by the end of the step, so the step's endpoints
+// alone look monotone; the step delta must still be invalid, naming the request, and the
+// sequence section must say counters_valid false.
+func TestRunRestartInsideStepInvalidatesStep(t *testing.T) {
+	m := newFakeMetrics()
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
+		if n == 2 {
+			m.update(func(m *fakeMetrics) {
+				for c := range m.counters {
+					m.counters[c] = 0 // restarted: every counter starts over
+				}
+			})
+		}
+		m.add(metrics.PromptTokens, 300)
+		m.add(metrics.StoreBytes, 1000)
+		return okResult(300, nil)
+	}
+	out := run(t, context.Background(), newConfig(t, fiveRequests, chat, m))
+	seq := out.Artifacts[0]
+	if len(seq.Requests) != 5 {
+		t.Fatalf("%d requests", len(seq.Requests))
+	}
+	sc := seq.Counters
+	// Endpoints: store bytes 0 before request 0, 3000 after request 4 (1000 x 3 after the
+	// restart): monotone on their own.
+	if b, a := sc.Before.Counters[metrics.StoreBytes].Value, sc.After.Counters[metrics.StoreBytes].Value; b != 0 || a != 3000 {
+		t.Fatalf("setup: step endpoints %v -> %v, want 0 -> 3000", b, a)
+	}
+	if metrics.Diff(sc.Before, sc.After).Valid != true {
+		t.Fatal("setup: the endpoints alone should look valid")
+	}
+	if sc.Delta.Valid {
+		t.Fatal("the step delta is valid across a restart inside request 2")
+	}
+	if !strings.HasPrefix(sc.Delta.InvalidReasons[0], "request 2: ") || !strings.Contains(sc.Delta.InvalidReasons[0], "went down") || sc.Delta.InvalidKinds[0] != metrics.InvalidReset {
+		t.Errorf("reasons %q kinds %v, want a reset naming request 2", sc.Delta.InvalidReasons, sc.Delta.InvalidKinds)
+	}
+	if v, ok := deltaOf(sc, metrics.StoreBytes); ok {
+		t.Errorf("step store bytes delta %v is still usable; 5000 bytes were stored, the endpoints say 3000", v)
+	}
+	s := out.Record.Sections[0].Sequence
+	if s == nil || s.CountersValid || len(s.InvalidReasons) == 0 || !strings.Contains(s.InvalidReasons[0], "request 2") {
+		t.Fatalf("sequence section %+v, want counters_valid false naming request 2", s)
+	}
+	if s.GPUToCPUBytesDelta != nil || s.StoreProven {
+		t.Errorf("section store bytes delta %v proven %v, want absent and unproven", s.GPUToCPUBytesDelta, s.StoreProven)
+	}
+	if d := readArtifact(t, out.Dir, "step-01-sequence.json"); d.Counters.Delta.Valid || len(d.Counters.Delta.InvalidKinds) == 0 {
+		t.Errorf("step-01 on disk: step delta %+v, want invalid with kinds", d.Counters.Delta)
+	}
+}
+
+// TestRunUnreadRequestInvalidatesStep: a request whose counters could not be read leaves a
+// hole in the step's span; the step delta says so instead of bridging it.
+func TestRunUnreadRequestInvalidatesStep(t *testing.T) {
+	m := newFakeMetrics()
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
+		m.add(metrics.StoreBytes, 1000)
+		switch n {
+		case 1:
+			m.update(func(m *fakeMetrics) { m.fail = errMetrics500 })
+		case 2:
+			m.update(func(m *fakeMetrics) { m.fail = nil })
+		}
+		return okResult(300, nil)
+	}
+	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
+	seq := out.Artifacts[0]
+	if seq.Requests[1].Counters != nil || seq.Requests[1].CountersError == "" {
+		t.Fatalf("setup: request 1 counters %v error %q, want none read", seq.Requests[1].Counters, seq.Requests[1].CountersError)
+	}
+	d := seq.Counters.Delta
+	if d.Valid || !contains(d.InvalidReasons, "counters not read around request 1") || !containsKind(d.InvalidKinds, metrics.InvalidScrapeFailed) {
+		t.Fatalf("step delta valid %v reasons %q kinds %v, want scrape_failed naming request 1", d.Valid, d.InvalidReasons, d.InvalidKinds)
+	}
+}
+
+func contains(list []string, part string) bool {
+	for _, s := range list {
+		if strings.Contains(s, part) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsKind(list []metrics.Invalidity, k metrics.Invalidity) bool {
+	for _, x := range list {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
