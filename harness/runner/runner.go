@@ -322,8 +322,8 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 	}
 	req := &art.Requests[0]
 	c := req.Counters
-	if c == nil {
-		c = art.Counters
+	if c == nil && art.DeltaScope == record.ScopeStep {
+		c = art.Counters // overlapping requests: only the step's window exists
 	}
 	ev := verdict.Evidence{
 		PromptTokens:       req.Result.PromptTokens,
@@ -337,15 +337,15 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 	}
 	if c != nil {
 		ev.CountersValid = c.Delta.Valid
-		if !c.Delta.Valid && len(c.Delta.InvalidReasons) > 0 {
-			ev.InvalidReason = c.Delta.InvalidReasons[0]
-		}
+		ev.Invalidity, ev.InvalidReason = c.Delta.FirstInvalid()
 		ev.GPUHitsDelta = c.Delta.Ptr(metrics.GPUPrefixHits)
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
 	} else {
-		ev.CountersValid = false
-		ev.InvalidReason = "no counters were read around the replay: " + req.CountersError
+		ev.CountersValid, ev.Invalidity, ev.InvalidReason = false, metrics.InvalidScrapeFailed, req.CountersError
+		if ev.InvalidReason == "" {
+			ev.InvalidReason = "none were scraped"
+		}
 	}
 	v := verdict.Decide(ev)
 	if r.cfg.TokenIDs != nil {

@@ -4,7 +4,11 @@
 // its rules test with literals.
 package verdict
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+)
 
 // Replay verdicts.
 const (
@@ -14,7 +18,8 @@ const (
 	Recompute = "recompute"  // nothing beyond the shared prefix was reused
 	// TierUnknown: tokens were reused but the counters cannot say from which tier.
 	TierUnknown = "cache_hit_tier_unknown"
-	// Invalid: a counter went down (server restart) or the request failed.
+	// Invalid: the request failed, or the counters cannot be trusted (a restart reset them, a
+	// scrape failed, a needed counter was not read, other requests moved them).
 	Invalid = "invalid"
 )
 
@@ -36,11 +41,13 @@ type Evidence struct {
 	BlockSize          int `json:"block_size"`
 	// LoadBytesPerToken is the expected CPU->GPU bytes per hit token (0: unknown).
 	LoadBytesPerToken float64 `json:"load_bytes_per_token"`
-	// CountersValid is false when a counter went down between the scrapes.
-	CountersValid  bool   `json:"counters_valid"`
-	InvalidReason  string `json:"invalid_reason,omitempty"`
-	RequestFailed  bool   `json:"request_failed"`
-	RequestFailure string `json:"request_failure,omitempty"`
+	// CountersValid is false when the counters cannot be trusted; Invalidity says why (a
+	// restart, a failed scrape, a missing counter, other requests) and InvalidReason names it.
+	CountersValid  bool               `json:"counters_valid"`
+	Invalidity     metrics.Invalidity `json:"invalidity,omitempty"`
+	InvalidReason  string             `json:"invalid_reason,omitempty"`
+	RequestFailed  bool               `json:"request_failed"`
+	RequestFailure string             `json:"request_failure,omitempty"`
 }
 
 // Replay is the verdict on one replayed request with the numbers behind it.
@@ -71,7 +78,7 @@ func Decide(e Evidence) Replay {
 		r.Verdict, r.Reason = Invalid, "the request failed: "+e.RequestFailure
 		return r
 	case !e.CountersValid:
-		r.Verdict, r.Reason = Invalid, "counters went down between the scrapes (server restart): "+e.InvalidReason
+		r.Verdict, r.Reason = Invalid, invalidPrefix(e.Invalidity)+e.InvalidReason
 		return r
 	case e.PromptTokens == nil || *e.PromptTokens <= 0:
 		r.Verdict, r.Reason = TierUnknown, "the server reported no prompt token count"
@@ -143,6 +150,21 @@ func Decide(e Evidence) Replay {
 		r.note("the server exposes no external prefix-cache hit counter: a CPU-tier reload could not be seen")
 	}
 	return r
+}
+
+// invalidPrefix says what kind of invalidity a reason is: each has its own cause and cure.
+func invalidPrefix(k metrics.Invalidity) string {
+	switch k {
+	case metrics.InvalidReset:
+		return "counters went down between the scrapes (server restart): "
+	case metrics.InvalidScrapeFailed:
+		return "no counters were read around the replay (a scrape failed): "
+	case metrics.InvalidMissing:
+		return "a counter the verdict needs was not read: "
+	case metrics.InvalidContaminated:
+		return "other requests ran on the server during the replay: "
+	}
+	return "the counters cannot be trusted: "
 }
 
 func (r *Replay) note(format string, args ...any) {

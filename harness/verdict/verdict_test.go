@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
 func i(v int) *int         { return &v }
@@ -27,7 +29,7 @@ func TestDecide(t *testing.T) {
 		{"both tiers", Evidence{PromptTokens: i(70000), GPUHitsDelta: f(40000), ExternalHitsDelta: f(29984), LoadBytesDelta: f(1e6), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}, Partial, "beyond the 8000-token shared prefix"},
 		{"external hits well below the prompt", Evidence{PromptTokens: i(100000), GPUHitsDelta: f(8000), ExternalHitsDelta: f(20000), LoadBytesDelta: f(1e6), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}, Partial, "well below"},
 		{"recompute beyond the prefix", Evidence{PromptTokens: i(100000), GPUHitsDelta: f(7984), ExternalHitsDelta: f(0), LoadBytesDelta: f(0), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}, Recompute, "nothing beyond the 8000-token shared prefix"},
-		{"restart", Evidence{PromptTokens: i(100), CountersValid: false, InvalidReason: "gpu_prefix_hits went down"}, Invalid, "server restart"},
+		{"restart", Evidence{PromptTokens: i(100), CountersValid: false, Invalidity: metrics.InvalidReset, InvalidReason: "gpu_prefix_hits went down"}, Invalid, "server restart"},
 		{"failed request", Evidence{RequestFailed: true, RequestFailure: "http 400", CountersValid: true}, Invalid, "http 400"},
 		{"no counters", Evidence{PromptTokens: i(100), CachedPromptTokens: i(90), CountersValid: true}, TierUnknown, "no prefix-cache hit counters"},
 		{"hits without bytes", Evidence{PromptTokens: i(1000), GPUHitsDelta: f(0), ExternalHitsDelta: f(990), LoadBytesDelta: f(0), CountersValid: true}, Partial, "counters disagree"},
@@ -59,5 +61,28 @@ func TestCachedFraction(t *testing.T) {
 	}
 	if CachedFraction(i(100), nil) != nil {
 		t.Fatal("unknown cached tokens must give an unknown fraction")
+	}
+}
+
+// TestDecideInvalidReasons: each kind of invalid counters gets its own reason; only a reset
+// is called a restart.
+func TestDecideInvalidReasons(t *testing.T) {
+	cases := []struct {
+		kind         metrics.Invalidity
+		reason, want string
+	}{
+		{metrics.InvalidReset, "gpu_prefix_hits went down from 90 to 3", "counters went down between the scrapes (server restart): gpu_prefix_hits went down from 90 to 3"},
+		{metrics.InvalidScrapeFailed, "after the request: connection refused", "no counters were read around the replay (a scrape failed): after the request: connection refused"},
+		{metrics.InvalidMissing, "gpu_prefix_hits is not exposed", "a counter the verdict needs was not read: gpu_prefix_hits is not exposed"},
+		{metrics.InvalidContaminated, "prompt tokens moved by 1344, usage reports 300", "other requests ran on the server during the replay: prompt tokens moved by 1344, usage reports 300"},
+	}
+	for _, c := range cases {
+		r := Decide(Evidence{PromptTokens: i(300), CachedPromptTokens: i(288), GPUHitsDelta: f(0), ExternalHitsDelta: f(288), Invalidity: c.kind, InvalidReason: c.reason})
+		if r.Verdict != Invalid || r.Reason != c.want {
+			t.Errorf("%s: %s %q, want invalid %q", c.kind, r.Verdict, r.Reason, c.want)
+		}
+		if c.kind != metrics.InvalidReset && strings.Contains(r.Reason, "restart") {
+			t.Errorf("%s: reason %q calls it a restart", c.kind, r.Reason)
+		}
 	}
 }
