@@ -14,7 +14,19 @@ type CounterDelta struct {
 	Delta         float64 // After - Before; meaningful only when Present
 	Present       bool    // both sides present; an absent side never reads as 0
 	Decreased     bool    // After < Before: the server restarted, the delta is invalid
-	Reason        string  // why Decreased, naming the counter and both values
+	// Reason says why the delta cannot be used: why Decreased, naming the counter and both
+	// values, or which side read NaN or Inf.
+	Reason string
+}
+
+// Unreadable is why c's delta cannot be used although the server serves c (a side read NaN
+// or Inf); "" otherwise.
+func (d Delta) Unreadable(c Counter) string {
+	cd := d.Counters[c]
+	if cd.Before.Unreadable == "" && cd.After.Unreadable == "" {
+		return ""
+	}
+	return cd.Reason
 }
 
 // Invalidity is the kind of reason a delta cannot be trusted.
@@ -73,6 +85,12 @@ func Diff(before, after Snapshot) Delta {
 	maps.Copy(union, before.Counters)
 	for _, c := range slices.Sorted(maps.Keys(union)) {
 		cd := CounterDelta{Before: before.Counters[c], After: after.Counters[c]}
+		switch {
+		case cd.Before.Unreadable != "":
+			cd.Reason = fmt.Sprintf("%s read %s before (%s)", c, cd.Before.Unreadable, cd.Before.Source)
+		case cd.After.Unreadable != "":
+			cd.Reason = fmt.Sprintf("%s read %s after (%s)", c, cd.After.Unreadable, cd.After.Source)
+		}
 		if cd.Before.Present && cd.After.Present {
 			cd.Present = true
 			cd.Delta = cd.After.Value - cd.Before.Value

@@ -141,3 +141,33 @@ func TestJoinSeesEveryScrape(t *testing.T) {
 		t.Error("joining no windows should give no window")
 	}
 }
+
+// TestNonFiniteIsUnreadable: a counter served as NaN or +Inf is neither present nor 0; its
+// delta is unusable and says which side and why, also when summed with another URL.
+func TestNonFiniteIsUnreadable(t *testing.T) {
+	prof := mustProfile(t, "vllm")
+	good := "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total 500\n# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total 40\n"
+	for _, v := range []string{"NaN", "+Inf", "-Inf"} {
+		bad := "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total " + v + "\n# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total 80\n"
+		after := prof.Snapshot(mustParse(t, bad, "after"))
+		r := after.Counters[GPUPrefixHits]
+		if r.Present || r.Value != 0 || r.Unreadable != v || r.Source != "vllm:prefix_cache_hits_total" {
+			t.Errorf("%s: reading %+v, want unreadable %s, not present", v, r, v)
+		}
+		d := Diff(prof.Snapshot(mustParse(t, good, "before")), after)
+		if p := d.Ptr(GPUPrefixHits); p != nil {
+			t.Errorf("%s: delta %v, want none", v, *p)
+		}
+		if got := d.Unreadable(GPUPrefixHits); got != "gpu_prefix_hits read "+v+" after (vllm:prefix_cache_hits_total)" {
+			t.Errorf("%s: unreadable %q", v, got)
+		}
+		if got := d.Unreadable(PromptTokens); got != "" {
+			t.Errorf("%s: prompt tokens unreadable %q, want a number", v, got)
+		}
+		// Two URLs, one finite and one not: the sum is not a number either.
+		sum := prof.Snapshot(mustParse(t, good, "a"), mustParse(t, bad, "b")).Counters[GPUPrefixHits]
+		if sum.Present || sum.Unreadable != v {
+			t.Errorf("%s: summed reading %+v, want unreadable", v, sum)
+		}
+	}
+}

@@ -338,6 +338,11 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 	if c != nil {
 		ev.CountersValid = c.Delta.Valid
 		ev.Invalidity, ev.InvalidReason = c.Delta.FirstInvalid()
+		for _, k := range []metrics.Counter{metrics.GPUPrefixHits, metrics.ExternalPrefixHits, metrics.LoadBytes} {
+			if why := c.Delta.Unreadable(k); why != "" {
+				ev.UnreadableCounters = append(ev.UnreadableCounters, why)
+			}
+		}
 		ev.GPUHitsDelta = c.Delta.Ptr(metrics.GPUPrefixHits)
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -76,6 +78,9 @@ func (m *fakeMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
 		r := metrics.Reading{}
 		if v, ok := m.counters[c]; ok {
 			r = metrics.Reading{Value: v, Present: true, Source: "fake:" + string(c)}
+			if math.IsNaN(v) || math.IsInf(v, 0) { // as metrics reads a non-finite sample
+				r = metrics.Reading{Source: "fake:" + string(c), Unreadable: strconv.FormatFloat(v, 'f', -1, 64)}
+			}
 		}
 		snap.Counters[c] = r
 	}

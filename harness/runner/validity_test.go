@@ -2,11 +2,13 @@ package runner
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // fiveRequests is unitScenario with five sequence requests.
@@ -108,4 +110,45 @@ func containsKind(list []metrics.Invalidity, k metrics.Invalidity) bool {
 		}
 	}
 	return false
+}
+
+// TestRunMissingOrNonFiniteGPUHits: the replay's cached tokens were GPU hits (usage: 288 of
+// 300), but the GPU hit counter is absent, or reads NaN or +Inf. The verdict is invalid and
+// names the counter; it is never a recompute on "0 GPU hits".
+func TestRunMissingOrNonFiniteGPUHits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gpu  float64 // the counter's value after the replay; 0 with absent
+		want string
+	}{
+		{"absent", 0, "no gpu_prefix_hits counter"},
+		{"NaN", math.NaN(), "gpu_prefix_hits read NaN after (fake:gpu_prefix_hits)"},
+		{"+Inf", math.Inf(1), "gpu_prefix_hits read +Inf after (fake:gpu_prefix_hits)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newFakeMetrics()
+			if tc.name == "absent" {
+				delete(m.counters, metrics.GPUPrefixHits)
+			}
+			chat := &fakeChat{m: m}
+			chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
+				m.add(metrics.PromptTokens, 300)
+				if n == 3 {
+					if tc.name != "absent" {
+						m.set(metrics.GPUPrefixHits, tc.gpu)
+					}
+					return okResult(300, intp(288))
+				}
+				return okResult(300, nil)
+			}
+			out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
+			v := out.Artifacts[1].Requests[0].Verdict
+			if v == nil || v.Verdict != verdict.Invalid || !strings.Contains(v.Reason, tc.want) {
+				t.Fatalf("verdict %+v, want invalid with %q", v, tc.want)
+			}
+			if rp := out.Record.Sections[1].Replay; rp.GPUPrefixHitsDelta != nil {
+				t.Errorf("replay section gpu_prefix_hits_delta %v, want null", *rp.GPUPrefixHitsDelta)
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ package verdict
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
 )
@@ -41,6 +42,9 @@ type Evidence struct {
 	BlockSize          int `json:"block_size"`
 	// LoadBytesPerToken is the expected CPU->GPU bytes per hit token (0: unknown).
 	LoadBytesPerToken float64 `json:"load_bytes_per_token"`
+	// UnreadableCounters lists the verdict's counters the server serves without a usable
+	// number (NaN, Inf), each naming the counter: such a counter is neither absent nor 0.
+	UnreadableCounters []string `json:"unreadable_counters,omitempty"`
 	// CountersValid is false when the counters cannot be trusted; Invalidity says why (a
 	// restart, a failed scrape, a missing counter, other requests) and InvalidReason names it.
 	CountersValid  bool               `json:"counters_valid"`
@@ -79,6 +83,13 @@ func Decide(e Evidence) Replay {
 		return r
 	case !e.CountersValid:
 		r.Verdict, r.Reason = Invalid, invalidPrefix(e.Invalidity)+e.InvalidReason
+		return r
+	case len(e.UnreadableCounters) > 0:
+		r.Verdict, r.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+strings.Join(e.UnreadableCounters, "; ")
+		return r
+	case e.GPUHitsDelta == nil && e.ExternalHitsDelta != nil:
+		// Reading the missing GPU hits as 0 would call a GPU hit a recompute.
+		r.Verdict, r.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+"the server exposes external prefix-cache hits but no gpu_prefix_hits counter, so the GPU tier's hits are unknown"
 		return r
 	case e.PromptTokens == nil || *e.PromptTokens <= 0:
 		r.Verdict, r.Reason = TierUnknown, "the server reported no prompt token count"

@@ -86,3 +86,23 @@ func TestDecideInvalidReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideMissingGPUHits: usage says 288 of 300 tokens were cached, the server exposes
+// external hits (0) but no GPU hit counter. Reading the missing counter as 0 would call it a
+// recompute; the verdict is invalid and names the counter. A NaN counter is no better.
+func TestDecideMissingGPUHits(t *testing.T) {
+	e := Evidence{PromptTokens: i(300), CachedPromptTokens: i(288), ExternalHitsDelta: f(0), LoadBytesDelta: f(0), SharedPrefixTokens: 64, BlockSize: 16, CountersValid: true}
+	r := Decide(e)
+	if r.Verdict != Invalid || !strings.Contains(r.Reason, "gpu_prefix_hits") || strings.Contains(r.Reason, "0 GPU hits") {
+		t.Fatalf("got %s (%s), want invalid naming gpu_prefix_hits", r.Verdict, r.Reason)
+	}
+	e.GPUHitsDelta = nil
+	e.UnreadableCounters = []string{"gpu_prefix_hits read NaN after (vllm:prefix_cache_hits_total)"}
+	if r := Decide(e); r.Verdict != Invalid || r.Reason != "a counter the verdict needs was not read: gpu_prefix_hits read NaN after (vllm:prefix_cache_hits_total)" {
+		t.Fatalf("NaN: got %s (%s)", r.Verdict, r.Reason)
+	}
+	// With neither hit counter (llama.cpp without slot attribution) the tier is unknown, as before.
+	if r := Decide(Evidence{PromptTokens: i(300), CachedPromptTokens: i(288), CountersValid: true}); r.Verdict != TierUnknown {
+		t.Fatalf("no hit counters: got %s (%s), want %s", r.Verdict, r.Reason, TierUnknown)
+	}
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anvil-serving/kvbench/sim"
+)
+
+// smokeWith writes the smoke scenario with extra TOML under [target] and returns its path.
+func smokeWith(t *testing.T, target string) string {
+	t.Helper()
+	base, err := os.ReadFile("../../scenarios/smoke.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(base), "[target]\n", "[target]\n"+target+"\n", 1)
+	file := filepath.Join(t.TempDir(), "smoke.toml")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestMissingGPUHitCounterIsInvalidNotZero: a server whose GPU prefix-hit counter kvbench
+// cannot find (here a metric_names override to a name the engine does not serve) gets a
+// preflight warning, and the replay, which the engine served from GPU memory, is invalid
+// naming the counter instead of a recompute on "0 GPU hits".
+func TestMissingGPUHitCounterIsInvalidNotZero(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	file := smokeWith(t, `metric_names = { gpu_prefix_hits = "vllm:not_served_total" }`)
+	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	pre := section(t, rec, "preflight")
+	var warned bool
+	for _, w := range pre["warnings"].([]any) {
+		warned = warned || strings.Contains(w.(string), "no GPU prefix-cache hit counter")
+	}
+	if !warned || pre["counters"].(map[string]any)["gpu_prefix_hits"] != "absent" {
+		t.Errorf("preflight warnings %v, gpu_prefix_hits %v: want a warning and absent", pre["warnings"], pre["counters"].(map[string]any)["gpu_prefix_hits"])
+	}
+	r := section(t, rec, "replay")
+	if r["verdict"] != "invalid" || !strings.Contains(r["verdict_reason"].(string), "gpu_prefix_hits") {
+		t.Fatalf("replay %v: %v, want invalid naming gpu_prefix_hits", r["verdict"], r["verdict_reason"])
+	}
+	if r["gpu_prefix_hits_delta"] != nil {
+		t.Errorf("gpu_prefix_hits_delta %v, want null", r["gpu_prefix_hits_delta"])
+	}
+	if cached, ok := r["cached_prompt_tokens"].(float64); !ok || cached == 0 {
+		t.Errorf("cached_prompt_tokens %v: the engine should have served the replay from cache", r["cached_prompt_tokens"])
+	}
+}
