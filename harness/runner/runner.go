@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -180,6 +181,8 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 			for _, u := range unread {
 				art.Counters.Delta.Invalidate(metrics.InvalidScrapeFailed, "counters not read around "+u)
 			}
+		} else if len(unread) > 0 {
+			art.CountersError = "no request's counters were read: " + strings.Join(unread, "; ")
 		}
 	}
 	art.Interrupted = ctx.Err() != nil
@@ -273,7 +276,13 @@ func (r *runner) runConcurrentStep(ctx context.Context, st plan.Step, art *recor
 		r.cfg.Console.RequestDone(rec)
 	}
 	art.Samples = samples
-	if errBefore == nil && errAfter == nil {
+	if errBefore != nil {
+		art.CountersError = "before the step: " + errBefore.Error()
+	}
+	if errAfter != nil {
+		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
+	}
+	if art.CountersError == "" {
 		art.Counters = metrics.NewWindow(before, after)
 	}
 }
@@ -347,7 +356,11 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
 	} else {
-		ev.CountersValid, ev.Invalidity, ev.InvalidReason = false, metrics.InvalidScrapeFailed, req.CountersError
+		why := req.CountersError
+		if art.DeltaScope == record.ScopeStep {
+			why = art.CountersError
+		}
+		ev.CountersValid, ev.Invalidity, ev.InvalidReason = false, metrics.InvalidScrapeFailed, why
 		if ev.InvalidReason == "" {
 			ev.InvalidReason = "none were scraped"
 		}

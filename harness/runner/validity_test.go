@@ -152,3 +152,59 @@ func TestRunMissingOrNonFiniteGPUHits(t *testing.T) {
 		})
 	}
 }
+
+// TestRunConcurrentStepScrapeFails: /metrics answers 500 from the middle of a concurrent step
+// on. The step has no counters, and the artifact, the section and the console say why
+// instead of reporting counters_valid true.
+func TestRunConcurrentStepScrapeFails(t *testing.T) {
+	m := newFakeMetrics()
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
+		m.add(metrics.StoreBytes, 100)
+		if n == 1 {
+			m.update(func(m *fakeMetrics) { m.fail = errMetrics500 })
+		}
+		return okResult(300, nil)
+	}
+	src := strings.Replace(unitScenario, "requests = 3\n", "requests = 4\nconcurrency = 2\n", 1)
+	cfg := newConfig(t, src, chat, m)
+	var console strings.Builder
+	cfg.Console = NewConsole(&console, false)
+	out := run(t, context.Background(), cfg)
+
+	a := out.Artifacts[0]
+	if a.Counters != nil || !strings.Contains(a.CountersError, "after the step: ") || !strings.Contains(a.CountersError, "500 Internal Server Error") {
+		t.Fatalf("step counters %v, error %q; want none and the after-scrape's 500", a.Counters, a.CountersError)
+	}
+	s := out.Record.Sections[0].Sequence
+	if s.CountersValid || !contains(s.InvalidReasons, "500 Internal Server Error") {
+		t.Errorf("section counters_valid %v reasons %q, want false with the scrape error", s.CountersValid, s.InvalidReasons)
+	}
+	if d := readArtifact(t, out.Dir, "step-01-sequence.json"); d.CountersError != a.CountersError {
+		t.Errorf("step-01 on disk counters_error %q, want %q", d.CountersError, a.CountersError)
+	}
+	if !strings.Contains(console.String(), "step counters not read: after the step: ") {
+		t.Errorf("console does not say the step's counters were not read:\n%s", console.String())
+	}
+	// The replay after it cannot be scraped either: invalid, and not called a restart.
+	v := out.Artifacts[1].Requests[0].Verdict
+	if v == nil || v.Verdict != verdict.Invalid || !strings.HasPrefix(v.Reason, "no counters were read around the replay (a scrape failed): ") {
+		t.Errorf("replay verdict %+v, want invalid for a failed scrape", v)
+	}
+}
+
+// TestRunSequentialStepNoCounters: when no request of a step could be scraped the step has no
+// window, and says so.
+func TestRunSequentialStepNoCounters(t *testing.T) {
+	m := newFakeMetrics()
+	m.fail = errMetrics500
+	chat := &fakeChat{m: m}
+	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
+	a := out.Artifacts[0]
+	if a.Counters != nil || !strings.HasPrefix(a.CountersError, "no request's counters were read: request 0: before the request: ") {
+		t.Fatalf("step counters %v error %q", a.Counters, a.CountersError)
+	}
+	if s := out.Record.Sections[0].Sequence; s.CountersValid {
+		t.Errorf("section counters_valid true with no counters read: %+v", s)
+	}
+}
