@@ -55,3 +55,30 @@ func TestMissingGPUHitCounterIsInvalidNotZero(t *testing.T) {
 		t.Errorf("cached_prompt_tokens %v: the engine should have served the replay from cache", r["cached_prompt_tokens"])
 	}
 }
+
+// TestIsolationCleanOnQuietServer: on a server with no other client, every isolated request's
+// token counters move by exactly its usage, and its window says so; nothing is contaminated.
+func TestIsolationCleanOnQuietServer(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	out := t.TempDir()
+	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if s := section(t, rec, "sequence"); s["counters_valid"] != true {
+		t.Fatalf("sequence counters_valid %v: %v", s["counters_valid"], s["invalid_reasons"])
+	}
+	dir := filepath.Join(out, onlyEntry(t, out))
+	for _, name := range []string{"step-01-sequence.json", "step-02-replay.json"} {
+		for i, q := range readArtifact(t, dir, name)["requests"].([]any) {
+			d := q.(map[string]any)["counters"].(map[string]any)["delta"].(map[string]any)
+			iso, _ := d["isolation"].(string)
+			if d["contaminated"] == true || !strings.HasPrefix(iso, "clean: prompt_tokens moved by ") || !strings.Contains(iso, "generation_tokens moved by ") {
+				t.Errorf("%s request %d: isolation %q contaminated %v", name, i, iso, d["contaminated"])
+			}
+		}
+	}
+	if r := section(t, rec, "replay"); r["verdict"] == "invalid" {
+		t.Errorf("replay invalid on a quiet server: %v", r["verdict_reason"])
+	}
+}

@@ -51,6 +51,19 @@ type Delta struct {
 	InvalidReasons []string `json:"invalid_reasons,omitempty"`
 	// InvalidKinds[i] is the kind of InvalidReasons[i].
 	InvalidKinds []Invalidity `json:"invalid_kinds,omitempty"`
+	// Contaminated: the counters moved by more than the measured request(s) account for, so
+	// other clients' requests ran inside the window (see Isolation).
+	Contaminated bool `json:"contaminated,omitempty"`
+	// Isolation is the check that the window saw only the measured request: "clean: ...",
+	// "contaminated: ..." or "unchecked: ..." with what was compared; "" when not checked.
+	Isolation string `json:"isolation,omitempty"`
+}
+
+// Contaminate marks d as moved by other clients' requests.
+func (d *Delta) Contaminate(reason string) {
+	d.Contaminated = true
+	d.Isolation = "contaminated: " + reason
+	d.Invalidate(InvalidContaminated, reason)
 }
 
 // Invalidate marks d invalid for reason.

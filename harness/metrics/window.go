@@ -85,6 +85,7 @@ func Join(names []string, ws []*Window) *Window {
 	}
 	out := NewWindow(ws[0].Before, ws[len(ws)-1].After)
 	for i, w := range ws {
+		out.Delta.Contaminated = out.Delta.Contaminated || w.Delta.Contaminated
 		for j, reason := range w.Delta.InvalidReasons {
 			kind := InvalidReset
 			if j < len(w.Delta.InvalidKinds) {

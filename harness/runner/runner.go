@@ -225,6 +225,7 @@ func (r *runner) isolatedRequest(ctx context.Context, st plan.Step, req plan.Req
 		rec.CountersError = joinErr(rec.CountersError, "after the request: "+err2.Error())
 	case err == nil:
 		rec.Counters = metrics.NewWindow(before, after)
+		checkIsolation(rec.Counters, rec.Result, iso, rec.Samples)
 	}
 	r.cfg.Console.RequestDone(rec)
 	return rec
@@ -366,8 +367,11 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		}
 	}
 	v := verdict.Decide(ev)
-	if r.cfg.TokenIDs != nil {
+	if r.cfg.TokenIDs != nil && (c == nil || !c.Delta.Contaminated) {
 		v = r.slotVerdict(art, req)
+	}
+	if c != nil && strings.HasPrefix(c.Delta.Isolation, "unchecked: ") {
+		v.Notes = append(v.Notes, "isolation "+c.Delta.Isolation)
 	}
 	req.Verdict = &v
 

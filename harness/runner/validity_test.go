@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/metrics"
@@ -206,5 +207,105 @@ func TestRunSequentialStepNoCounters(t *testing.T) {
 	}
 	if s := out.Record.Sections[0].Sequence; s.CountersValid {
 		t.Errorf("section counters_valid true with no counters read: %+v", s)
+	}
+}
+
+// TestRunForeignTrafficContaminates: another client's request lands inside the replay's
+// window. The prompt token counter moves by 1344 while the replay's usage reports 300, so the
+// window is contaminated and the verdict invalid with that reason, not a reload.
+func TestRunForeignTrafficContaminates(t *testing.T) {
+	m := newFakeMetrics()
+	m.counters[metrics.GenerationTokens] = 0
+	base := offloadServer(m)
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, req client.ChatRequest, p func(client.Progress)) client.Result {
+		res := base(n, req, p)
+		m.add(metrics.GenerationTokens, float64(res.OutputTokens))
+		if n == 3 {
+			m.add(metrics.PromptTokens, 1044) // someone else's prompt
+			m.add(metrics.GenerationTokens, 50)
+		}
+		return res
+	}
+	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
+	for i, r := range out.Artifacts[0].Requests {
+		if r.Counters.Delta.Contaminated || !strings.HasPrefix(r.Counters.Delta.Isolation, "clean: prompt_tokens moved by 300, usage 300; generation_tokens moved by 10, usage 10") {
+			t.Errorf("request %d: isolation %q, want clean", i, r.Counters.Delta.Isolation)
+		}
+	}
+	d := out.Artifacts[1].Requests[0].Counters.Delta
+	if !d.Contaminated || d.Valid || !containsKind(d.InvalidKinds, metrics.InvalidContaminated) ||
+		!strings.Contains(d.Isolation, "prompt_tokens moved by 1344 but the request's usage reports 300 prompt tokens") ||
+		!strings.Contains(d.Isolation, "generation_tokens moved by 60 but the request's usage reports 10 completion tokens") {
+		t.Fatalf("replay delta contaminated %v valid %v isolation %q kinds %v", d.Contaminated, d.Valid, d.Isolation, d.InvalidKinds)
+	}
+	v := out.Artifacts[1].Requests[0].Verdict
+	if v == nil || v.Verdict != verdict.Invalid || !strings.HasPrefix(v.Reason, "other requests ran on the server during the replay: prompt_tokens moved by 1344") {
+		t.Fatalf("verdict %+v, want invalid for contamination", v)
+	}
+	if disk := readArtifact(t, out.Dir, "step-02-replay.json"); !disk.Requests[0].Counters.Delta.Contaminated {
+		t.Error("step-02 on disk lost the contamination")
+	}
+}
+
+// TestRunConcurrentRequestContaminates: the token counters match usage, but the running
+// gauge shows a second request during the measured one.
+func TestRunConcurrentRequestContaminates(t *testing.T) {
+	m := newFakeMetrics()
+	m.scraped = make(chan struct{}, 1)
+	base := offloadServer(m)
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, req client.ChatRequest, p func(client.Progress)) client.Result {
+		res := base(n, req, p)
+		if n == 1 {
+			m.update(func(m *fakeMetrics) {
+				m.gauges[metrics.RequestsRunning] = 2
+				select { // drop a stale signal: wait for a scrape that sees 2
+				case <-m.scraped:
+				default:
+				}
+			})
+			p(client.Progress{Phase: client.PhaseDecode, Tokens: 1}) // the sampler reads at first output
+			select {
+			case <-m.scraped:
+			case <-time.After(10 * time.Second):
+				t.Error("the sampler never scraped during the request")
+			}
+			m.update(func(m *fakeMetrics) { m.gauges[metrics.RequestsRunning] = 0 })
+		}
+		return res
+	}
+	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
+	d := out.Artifacts[0].Requests[1].Counters.Delta
+	if !d.Contaminated || !strings.Contains(d.Isolation, "2 requests were running at once during it") {
+		t.Fatalf("request 1: contaminated %v isolation %q", d.Contaminated, d.Isolation)
+	}
+	if s := out.Record.Sections[0].Sequence; s.CountersValid || !contains(s.InvalidReasons, "request 1: 2 requests were running at once") {
+		t.Errorf("section counters_valid %v reasons %q, want the contaminated request named", s.CountersValid, s.InvalidReasons)
+	}
+}
+
+// TestRunIsolationUnchecked: without token counters or a running gauge nothing can show
+// another client's requests; the windows say "unchecked" and the verdict notes it, instead of
+// calling them clean.
+func TestRunIsolationUnchecked(t *testing.T) {
+	m := newFakeMetrics()
+	delete(m.counters, metrics.PromptTokens)
+	delete(m.gauges, metrics.RequestsRunning)
+	base := offloadServer(m)
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, req client.ChatRequest, p func(client.Progress)) client.Result {
+		res := base(n, req, p)
+		m.update(func(m *fakeMetrics) { delete(m.counters, metrics.PromptTokens) }) // base moves it
+		return res
+	}
+	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
+	r := out.Artifacts[1].Requests[0]
+	d := r.Counters.Delta
+	if d.Contaminated || !d.Valid || !strings.HasPrefix(d.Isolation, "unchecked: ") || !strings.Contains(d.Isolation, "no usable prompt_tokens delta") || !strings.Contains(d.Isolation, "no running-requests gauge") {
+		t.Fatalf("replay delta contaminated %v valid %v isolation %q", d.Contaminated, d.Valid, d.Isolation)
+	}
+	if r.Verdict == nil || r.Verdict.Verdict != verdict.CPUReload || !contains(r.Verdict.Notes, "isolation unchecked: ") {
+		t.Errorf("verdict %+v, want cpu_reload with an isolation-unchecked note", r.Verdict)
 	}
 }
