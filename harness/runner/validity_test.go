@@ -309,3 +309,25 @@ func TestRunIsolationUnchecked(t *testing.T) {
 		t.Errorf("verdict %+v, want cpu_reload with an isolation-unchecked note", r.Verdict)
 	}
 }
+
+// TestConsoleSaysNotExposed: on a server without offload counters the console's verdict line
+// says the external hits are not exposed; it never prints them as 0.
+func TestConsoleSaysNotExposed(t *testing.T) {
+	m := newFakeMetrics()
+	delete(m.counters, metrics.ExternalPrefixHits)
+	delete(m.counters, metrics.LoadBytes)
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
+		m.add(metrics.PromptTokens, 300)
+		m.add(metrics.GPUPrefixHits, 64)
+		return okResult(300, intp(64))
+	}
+	cfg := newConfig(t, unitScenario, chat, m)
+	var console strings.Builder
+	cfg.Console = NewConsole(&console, false)
+	run(t, context.Background(), cfg)
+	text := console.String()
+	if !strings.Contains(text, "verdict recompute: nothing beyond the 64-token shared prefix was reused (64 GPU hits, external hits not exposed)") || strings.Contains(text, "0 external") {
+		t.Fatalf("console:\n%s", text)
+	}
+}

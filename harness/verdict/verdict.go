@@ -116,7 +116,7 @@ func Decide(e Evidence) Replay {
 		agree := abs(float64(*e.CachedPromptTokens)-(gpu+ext)) <= float64(max(e.BlockSize, 1))
 		r.UsageAgrees = &agree
 		if !agree {
-			r.note("usage reports %d cached tokens but the counters moved by %.0f GPU + %.0f external hits", *e.CachedPromptTokens, gpu, ext)
+			r.note("usage reports %d cached tokens but the counters moved by %s", *e.CachedPromptTokens, hits(e.GPUHitsDelta, e.ExternalHitsDelta, " + "))
 		}
 	}
 
@@ -151,11 +151,16 @@ func Decide(e Evidence) Replay {
 			r.Reason += fmt.Sprintf("; %.0f GPU hits stayed within the shared prefix", gpu)
 		}
 	case gpuBeyondPrefix && full:
-		r.Verdict, r.Reason = GPUHit, fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were hit in GPU memory; nothing was loaded from the CPU tier", gpu, 100*gpu/prompt)
+		r.Verdict, r.Reason = GPUHit, fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were hit in GPU memory", gpu, 100*gpu/prompt)
+		if e.ExternalHitsDelta != nil {
+			r.Reason += "; nothing was loaded from the CPU tier"
+		} else {
+			r.Reason += "; external hits not exposed"
+		}
 	case gpuBeyondPrefix:
 		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", gpu, 100*gpu/prompt, *e.PromptTokens)
 	default:
-		r.Verdict, r.Reason = Recompute, fmt.Sprintf("nothing beyond the %d-token shared prefix was reused (%.0f GPU hits, %.0f external hits)", e.SharedPrefixTokens, gpu, ext)
+		r.Verdict, r.Reason = Recompute, fmt.Sprintf("nothing beyond the %d-token shared prefix was reused (%s)", e.SharedPrefixTokens, hits(e.GPUHitsDelta, e.ExternalHitsDelta, ", "))
 	}
 	if e.ExternalHitsDelta == nil && r.Verdict != GPUHit {
 		r.note("the server exposes no external prefix-cache hit counter: a CPU-tier reload could not be seen")
@@ -182,6 +187,18 @@ func (r *Replay) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
+// hits says both hit counters' deltas in words; an absent one is "not exposed", never 0.
+func hits(gpu, ext *float64, sep string) string {
+	say := func(p *float64, what string) string {
+		if p == nil {
+			return what + " hits not exposed"
+		}
+		return fmt.Sprintf("%.0f %s hits", *p, what)
+	}
+	return say(gpu, "GPU") + sep + say(ext, "external")
+}
+
+// value is a delta for arithmetic only; sentences use hits, so absent never reads as 0.
 func value(p *float64) float64 {
 	if p == nil {
 		return 0

@@ -106,3 +106,40 @@ func TestDecideMissingGPUHits(t *testing.T) {
 		t.Fatalf("no hit counters: got %s (%s), want %s", r.Verdict, r.Reason, TierUnknown)
 	}
 }
+
+// TestSentencesNeverCallAbsentZero: against a server without offload counters, a recompute,
+// a GPU hit and a usage disagreement say "external hits not exposed", never "0 external hits",
+// and a GPU hit does not claim nothing was loaded from a tier it cannot see.
+func TestSentencesNeverCallAbsentZero(t *testing.T) {
+	recompute := Decide(Evidence{PromptTokens: i(100000), CachedPromptTokens: i(50000), GPUHitsDelta: f(992), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true})
+	if recompute.Verdict != Recompute || recompute.Reason != "nothing beyond the 8000-token shared prefix was reused (992 GPU hits, external hits not exposed)" {
+		t.Errorf("recompute: %s %q", recompute.Verdict, recompute.Reason)
+	}
+	if !contains(recompute.Notes, "usage reports 50000 cached tokens but the counters moved by 992 GPU hits + external hits not exposed") {
+		t.Errorf("recompute notes %q", recompute.Notes)
+	}
+	hit := Decide(Evidence{PromptTokens: i(70000), GPUHitsDelta: f(69984), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true})
+	if hit.Verdict != GPUHit || !strings.HasSuffix(hit.Reason, "; external hits not exposed") || strings.Contains(hit.Reason, "nothing was loaded") {
+		t.Errorf("gpu hit: %s %q", hit.Verdict, hit.Reason)
+	}
+	for _, r := range []Replay{recompute, hit} {
+		for _, s := range append([]string{r.Reason, r.Sentence()}, r.Notes...) {
+			if strings.Contains(s, "0 external") {
+				t.Errorf("%q calls the absent external counter 0", s)
+			}
+		}
+	}
+	// With the counter exposed, its 0 is a real 0 and is said.
+	if r := Decide(Evidence{PromptTokens: i(100000), GPUHitsDelta: f(992), ExternalHitsDelta: f(0), SharedPrefixTokens: 8000, BlockSize: 16, CountersValid: true}); !strings.Contains(r.Reason, "(992 GPU hits, 0 external hits)") {
+		t.Errorf("exposed zero: %q", r.Reason)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
