@@ -82,3 +82,22 @@ func TestIsolationCleanOnQuietServer(t *testing.T) {
 		t.Errorf("replay invalid on a quiet server: %v", r["verdict_reason"])
 	}
 }
+
+// TestRestartInsideSequenceInvalidatesStep: the engine restarts at the sequence's request 1
+// (preflight sends 2 chat requests, so it is the 4th). The sequence section says its counters
+// are invalid, naming the request, instead of diffing its first and last scrapes.
+func TestRestartInsideSequenceInvalidatesStep(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.RestartAtRequest = 4 }})
+	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	s := section(t, rec, "sequence")
+	reasons, _ := s["invalid_reasons"].([]any)
+	if s["counters_valid"] != false || len(reasons) == 0 || !strings.HasPrefix(reasons[0].(string), "request 1: ") {
+		t.Fatalf("sequence counters_valid %v reasons %v, want false naming request 1", s["counters_valid"], reasons)
+	}
+	if s["gpu_to_cpu_bytes_delta"] != nil || s["store_proven"] != false {
+		t.Errorf("store delta %v proven %v across a restart", s["gpu_to_cpu_bytes_delta"], s["store_proven"])
+	}
+}
