@@ -14,14 +14,15 @@ import "encoding/json"
 //	 "source": "vllm:external_prefix_cache_hits_total"}
 
 type readingJSON struct {
-	Value   *float64 `json:"value"`
-	Present bool     `json:"present"`
-	Source  string   `json:"source,omitempty"`
+	Value      *float64 `json:"value"`
+	Present    bool     `json:"present"`
+	Source     string   `json:"source,omitempty"`
+	Unreadable string   `json:"unreadable,omitempty"` // "NaN", "+Inf": served, but no number
 }
 
 // MarshalJSON writes an absent reading's value as null.
 func (r Reading) MarshalJSON() ([]byte, error) {
-	return json.Marshal(readingJSON{Value: r.Ptr(), Present: r.Present, Source: r.Source})
+	return json.Marshal(readingJSON{Value: r.Ptr(), Present: r.Present, Source: r.Source, Unreadable: r.Unreadable})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -30,7 +31,7 @@ func (r *Reading) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	*r = Reading{Present: j.Present && j.Value != nil, Source: j.Source}
+	*r = Reading{Present: j.Present && j.Value != nil, Source: j.Source, Unreadable: j.Unreadable}
 	if r.Present {
 		r.Value = *j.Value
 	}

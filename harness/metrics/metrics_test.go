@@ -314,10 +314,10 @@ lmcache:num_stored_tokens_total{model_name="m",role="worker",worker_id="0"} 4096
 	exp := mustParse(t, text, "lmcache")
 	lm := mustProfile(t, "lmcache").Snapshot(exp)
 	want := map[Counter]Reading{
-		ExternalPrefixHits:    {1103, true, "lmcache:num_hit_tokens_total"},
-		ExternalPrefixQueries: {2048, true, "lmcache:num_requested_tokens_total"},
-		StoreTokens:           {4096, true, "lmcache:num_stored_tokens_total"},
-		GPUPrefixHits:         {163840, true, "vllm:prefix_cache_hits_total"},
+		ExternalPrefixHits:    {Value: 1103, Present: true, Source: "lmcache:num_hit_tokens_total"},
+		ExternalPrefixQueries: {Value: 2048, Present: true, Source: "lmcache:num_requested_tokens_total"},
+		StoreTokens:           {Value: 4096, Present: true, Source: "lmcache:num_stored_tokens_total"},
+		GPUPrefixHits:         {Value: 163840, Present: true, Source: "vllm:prefix_cache_hits_total"},
 	}
 	for c, w := range want {
 		if got := lm.Counters[c]; got != w {

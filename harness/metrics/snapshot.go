@@ -19,6 +19,9 @@ type Reading struct {
 	Value   float64
 	Present bool
 	Source  string // the selector it came from, joined by " + " when sources differ; "" when absent
+	// Unreadable is set when the server serves the counter but its value is not a number
+	// kvbench can use ("NaN", "+Inf", "-Inf"): not present, and not 0 either.
+	Unreadable string
 }
 
 // Snapshot is every normalized reading of one target at one moment, summed over engines and
@@ -94,10 +97,16 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 }
 
 // read returns the first candidate with a matching series, summed (or maxed) over series.
+// A candidate whose value is NaN or infinite is skipped; when no other one has a number, the
+// reading is unreadable (served, but neither present nor 0).
 func (e Exposition) read(candidates []Selector, lazy map[string]bool, takeMax bool) Reading {
+	var unreadable Reading
 	for _, sel := range candidates {
 		if v, n := e.aggregate(sel, takeMax); n > 0 {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
+				if unreadable.Unreadable == "" {
+					unreadable = Reading{Source: sel.String(), Unreadable: formatValue(v)}
+				}
 				continue // a non-finite counter proves nothing
 			}
 			return Reading{Value: v, Present: true, Source: sel.String()}
@@ -106,7 +115,7 @@ func (e Exposition) read(candidates []Selector, lazy map[string]bool, takeMax bo
 			return Reading{Value: 0, Present: true, Source: sel.String() + lazyNote}
 		}
 	}
-	return Reading{}
+	return unreadable
 }
 
 // aggregate sums (or maxes) the values of sel's matching series; n is how many matched.
@@ -257,6 +266,10 @@ func Merge(snaps ...Snapshot) Snapshot {
 
 func combine(acc, r Reading, takeMax bool) Reading {
 	switch {
+	case acc.Unreadable != "":
+		return acc // one URL's NaN makes the sum meaningless
+	case r.Unreadable != "":
+		return r
 	case !r.Present:
 		return acc
 	case !acc.Present:

@@ -1,5 +1,11 @@
 package metrics
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
 // Window is two scrapes around a request or step and their difference: the evidence one
 // measurement rests on.
 type Window struct {
@@ -65,4 +71,55 @@ func (d Delta) ComputedTokens() (float64, bool) {
 	}
 	e, _ := d.Value(ExternalPrefixHits)
 	return q - g - e, true
+}
+
+// Join spans windows taken one after another (the requests of a step): from the first's
+// before to the last's after. Counters reset on a restart and may grow past their old value
+// again, so the endpoints alone cannot show a restart: the joined delta is valid only when
+// every window is valid and every scrape, also from one window's after to the next one's
+// before, is monotone and present for each counter present at both ends. names[i] names
+// window i in the reasons.
+func Join(names []string, ws []*Window) *Window {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := NewWindow(ws[0].Before, ws[len(ws)-1].After)
+	for i, w := range ws {
+		out.Delta.Contaminated = out.Delta.Contaminated || w.Delta.Contaminated
+		for j, reason := range w.Delta.InvalidReasons {
+			kind := InvalidReset
+			if j < len(w.Delta.InvalidKinds) {
+				kind = w.Delta.InvalidKinds[j]
+			}
+			out.Delta.Invalidate(kind, names[i]+": "+reason)
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(out.Delta.Counters)) {
+		cd := out.Delta.Counters[c]
+		if !cd.Present {
+			continue
+		}
+		for i, w := range ws {
+			switch r := w.Delta.Counters[c]; {
+			case r.Decreased: // already among the reasons
+				cd.Decreased, cd.Reason = true, names[i]+": "+r.Reason
+			case !r.Present:
+				cd.Decreased = true // unusable: a restart could hide in the unread scrape
+				cd.Reason = fmt.Sprintf("%s was not read on both sides of %s", c, names[i])
+				out.Delta.Invalidate(InvalidMissing, cd.Reason)
+			}
+			if i == 0 {
+				continue
+			}
+			prev, next := ws[i-1].After.Counters[c], w.Before.Counters[c]
+			if prev.Present && next.Present && next.Value < prev.Value {
+				cd.Decreased = true
+				cd.Reason = fmt.Sprintf("%s went down from %s after %s to %s before %s (%s): the server restarted between them",
+					c, formatValue(prev.Value), names[i-1], formatValue(next.Value), names[i], next.Source)
+				out.Delta.Invalidate(InvalidReset, cd.Reason)
+			}
+		}
+		out.Delta.Counters[c] = cd
+	}
+	return out
 }

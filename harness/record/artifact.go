@@ -115,7 +115,9 @@ type StepArtifact struct {
 	Requests    []Request `json:"requests"`
 	// Counters span the whole step: before its first request, after its last.
 	Counters *metrics.Window `json:"counters,omitempty"`
-	Samples  Samples         `json:"samples"`
+	// CountersError says why the step's counters are missing: a scrape failed.
+	CountersError string  `json:"counters_error,omitempty"`
+	Samples       Samples `json:"samples"`
 	// Capacity is the replay's capacity math with measured tokens and bytes.
 	Capacity *capacity.Assessment `json:"capacity,omitempty"`
 }

@@ -273,6 +273,10 @@ func sequenceSection(st StepArtifact, artifact string) SequenceSection {
 		s.CountersValid = c.Delta.Valid
 		s.InvalidReasons = c.Delta.InvalidReasons
 	}
+	if st.CountersError != "" {
+		s.CountersValid = false
+		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.CountersError)
+	}
 	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Samples.PeakKVUsage, st.Samples.PeakRunning
 	return s
 }

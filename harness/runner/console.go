@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,12 +138,17 @@ func (c *Console) RequestDone(r record.Request) {
 	c.Printf("%s", line)
 }
 
-// StepDone prints a replay's verdict when the step was a replay.
+// StepDone prints a replay's verdict, and why the step's counters are missing or invalid.
 func (c *Console) StepDone(a record.StepArtifact) {
 	for _, r := range a.Requests {
 		if r.Verdict != nil {
 			c.Printf("  verdict %s: %s", r.Verdict.Verdict, r.Verdict.Reason)
 		}
+	}
+	if a.CountersError != "" {
+		c.Printf("  step counters not read: %s", a.CountersError)
+	} else if a.Counters != nil && !a.Counters.Delta.Valid {
+		c.Printf("  step counters invalid: %s", strings.Join(a.Counters.Delta.InvalidReasons, "; "))
 	}
 	if a.Interrupted {
 		c.Printf("  interrupted: %d requests measured", len(a.Requests))

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,3 +144,60 @@ func maxOf(p *float64, v float64) *float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// isolationSlack is how many tokens a token counter may move beyond the request's usage
+// before the window counts as contaminated: engines count the same tokens usage reports, but
+// one may count a final stop token usage leaves out. Another request adds at least its chat
+// template's tokens, far more.
+const isolationSlack = 1
+
+// checkIsolation proves, as far as the server's counters and gauges allow, that w saw only
+// the one request res: the prompt and generation token counters moved by what its usage
+// reports, the server was idle before and after it, and no second request ran during it.
+// Evidence of another request contaminates the window; a check that cannot be made leaves it
+// "unchecked", never assumed clean.
+func checkIsolation(w *metrics.Window, res client.Result, iso record.Isolation, samples record.Samples) {
+	var foreign, checked, unchecked []string
+	tokens := func(c metrics.Counter, usage *int, what string) {
+		d, ok := w.Delta.Value(c)
+		switch {
+		case usage == nil:
+			unchecked = append(unchecked, "usage reports no "+what)
+		case !ok:
+			unchecked = append(unchecked, fmt.Sprintf("no usable %s delta", c))
+		case d > float64(*usage+isolationSlack):
+			foreign = append(foreign, fmt.Sprintf("%s moved by %.0f but the request's usage reports %d %s", c, d, *usage, what))
+		default:
+			checked = append(checked, fmt.Sprintf("%s moved by %.0f, usage %d", c, d, *usage))
+		}
+	}
+	if res.Failed() {
+		unchecked = append(unchecked, "the request failed, so its usage does not bound the counters")
+	} else {
+		tokens(metrics.PromptTokens, res.PromptTokens, "prompt tokens")
+		var out *int
+		if res.OutputTokensSource == client.OutputTokensFromUsage {
+			out = &res.OutputTokens
+		}
+		tokens(metrics.GenerationTokens, out, "completion tokens")
+	}
+	switch {
+	case iso.IdleCheck != "gauges":
+		unchecked = append(unchecked, "no running-requests gauge")
+	case iso.TimedOutBefore:
+		foreign = append(foreign, "the running/waiting gauges never reached 0 before the request")
+	case iso.TimedOutAfter:
+		foreign = append(foreign, "the running/waiting gauges never reached 0 after the request")
+	}
+	if samples.PeakRunning != nil && *samples.PeakRunning > 1 {
+		foreign = append(foreign, fmt.Sprintf("%.0f requests were running at once during it", *samples.PeakRunning))
+	}
+	switch {
+	case len(foreign) > 0:
+		w.Delta.Contaminate(strings.Join(foreign, "; "))
+	case len(checked) > 0 && iso.IdleCheck == "gauges":
+		w.Delta.Isolation = "clean: " + strings.Join(checked, "; ")
+	default:
+		w.Delta.Isolation = "unchecked: " + strings.Join(unchecked, "; ")
+	}
+}

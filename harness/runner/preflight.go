@@ -143,6 +143,14 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		rep.Gauges[string(g)] = sourceOrAbsent(snap.Gauges[g])
 	}
 	rep.Cache = snap.Cache
+	for _, c := range metrics.Counters() {
+		if r := snap.Counters[c]; r.Unreadable != "" {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s reads %s (%s): it cannot serve as evidence, and replays that need it are invalid", c, r.Unreadable, r.Source))
+		}
+	}
+	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && sc.Target.Backend != "llamacpp" {
+		rep.Warnings = append(rep.Warnings, "no GPU prefix-cache hit counter: a replay's GPU hits are unknown, so its verdict is invalid or cache_hit_tier_unknown")
+	}
 	if !snap.Counters[metrics.ExternalPrefixHits].Present && sc.Target.Backend != "llamacpp" {
 		rep.Warnings = append(rep.Warnings, "no external prefix-cache hit counter: a reload from the CPU tier cannot be seen")
 	}
@@ -276,6 +284,9 @@ func RecordCache(sc *scenarios.Scenario, rep *PreflightReport) record.Cache {
 }
 
 func sourceOrAbsent(r metrics.Reading) string {
+	if r.Unreadable != "" {
+		return "unreadable: " + r.Unreadable + " (" + r.Source + ")"
+	}
 	if !r.Present {
 		return "absent"
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -160,6 +161,8 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 	if st.Step.Concurrency > 1 && len(st.Requests) > 1 {
 		r.runConcurrentStep(ctx, st, &art)
 	} else {
+		var names, unread []string
+		var windows []*metrics.Window
 		for _, req := range st.Requests {
 			if ctx.Err() != nil {
 				break
@@ -167,15 +170,21 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 			rec := r.isolatedRequest(ctx, st, req)
 			art.Requests = append(art.Requests, rec)
 			art.Samples.Merge(rec.Samples)
+			name := fmt.Sprintf("request %d", rec.IndexInStep)
 			if rec.Counters != nil {
-				if art.Counters == nil {
-					art.Counters = &metrics.Window{Before: rec.Counters.Before}
-				}
-				art.Counters.After = rec.Counters.After
+				names, windows = append(names, name), append(windows, rec.Counters)
+			} else {
+				unread = append(unread, name+": "+rec.CountersError)
 			}
 		}
+		// The step's delta is only as good as every scrape in it.
+		art.Counters = metrics.Join(names, windows)
 		if art.Counters != nil {
-			art.Counters.Delta = metrics.Diff(art.Counters.Before, art.Counters.After)
+			for _, u := range unread {
+				art.Counters.Delta.Invalidate(metrics.InvalidScrapeFailed, "counters not read around "+u)
+			}
+		} else if len(unread) > 0 {
+			art.CountersError = "no request's counters were read: " + strings.Join(unread, "; ")
 		}
 	}
 	art.Interrupted = ctx.Err() != nil
@@ -218,6 +227,7 @@ func (r *runner) isolatedRequest(ctx context.Context, st plan.Step, req plan.Req
 		rec.CountersError = joinErr(rec.CountersError, "after the request: "+err2.Error())
 	case err == nil:
 		rec.Counters = metrics.NewWindow(before, after)
+		checkIsolation(rec.Counters, rec.Result, iso, rec.Samples)
 	}
 	r.cfg.Console.RequestDone(rec)
 	return rec
@@ -269,7 +279,13 @@ func (r *runner) runConcurrentStep(ctx context.Context, st plan.Step, art *recor
 		r.cfg.Console.RequestDone(rec)
 	}
 	art.Samples = samples
-	if errBefore == nil && errAfter == nil {
+	if errBefore != nil {
+		art.CountersError = "before the step: " + errBefore.Error()
+	}
+	if errAfter != nil {
+		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
+	}
+	if art.CountersError == "" {
 		art.Counters = metrics.NewWindow(before, after)
 	}
 }
@@ -315,8 +331,8 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 	}
 	req := &art.Requests[0]
 	c := req.Counters
-	if c == nil {
-		c = art.Counters
+	if c == nil && art.DeltaScope == record.ScopeStep {
+		c = art.Counters // overlapping requests: only the step's window exists
 	}
 	ev := verdict.Evidence{
 		PromptTokens:       req.Result.PromptTokens,
@@ -330,19 +346,31 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 	}
 	if c != nil {
 		ev.CountersValid = c.Delta.Valid
-		if !c.Delta.Valid && len(c.Delta.InvalidReasons) > 0 {
-			ev.InvalidReason = c.Delta.InvalidReasons[0]
+		ev.Invalidity, ev.InvalidReason = c.Delta.FirstInvalid()
+		for _, k := range []metrics.Counter{metrics.GPUPrefixHits, metrics.ExternalPrefixHits, metrics.LoadBytes} {
+			if why := c.Delta.Unreadable(k); why != "" {
+				ev.UnreadableCounters = append(ev.UnreadableCounters, why)
+			}
 		}
 		ev.GPUHitsDelta = c.Delta.Ptr(metrics.GPUPrefixHits)
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
 	} else {
-		ev.CountersValid = false
-		ev.InvalidReason = "no counters were read around the replay: " + req.CountersError
+		why := req.CountersError
+		if art.DeltaScope == record.ScopeStep {
+			why = art.CountersError
+		}
+		ev.CountersValid, ev.Invalidity, ev.InvalidReason = false, metrics.InvalidScrapeFailed, why
+		if ev.InvalidReason == "" {
+			ev.InvalidReason = "none were scraped"
+		}
 	}
 	v := verdict.Decide(ev)
-	if r.cfg.TokenIDs != nil {
+	if r.cfg.TokenIDs != nil && (c == nil || !c.Delta.Contaminated) {
 		v = r.slotVerdict(art, req)
+	}
+	if c != nil && strings.HasPrefix(c.Delta.Isolation, "unchecked: ") {
+		v.Notes = append(v.Notes, "isolation "+c.Delta.Isolation)
 	}
 	req.Verdict = &v
 

@@ -3,8 +3,11 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +78,9 @@ func (m *fakeMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
 		r := metrics.Reading{}
 		if v, ok := m.counters[c]; ok {
 			r = metrics.Reading{Value: v, Present: true, Source: "fake:" + string(c)}
+			if math.IsNaN(v) || math.IsInf(v, 0) { // as metrics reads a non-finite sample
+				r = metrics.Reading{Source: "fake:" + string(c), Unreadable: strconv.FormatFloat(v, 'f', -1, 64)}
+			}
 		}
 		snap.Counters[c] = r
 	}
@@ -299,3 +305,6 @@ func deltaOf(c *metrics.Window, k metrics.Counter) (float64, bool) {
 	}
 	return c.Delta.Value(k)
 }
+
+// errMetrics500 is what a scrape of a /metrics that answers 500 returns.
+var errMetrics500 = fmt.Errorf("scrape http://127.0.0.1:1/metrics: %w: 500 Internal Server Error", metrics.ErrScrapeStatus)

@@ -369,8 +369,8 @@ func TestRunScrapeFailure(t *testing.T) {
 	if req.Result.PromptTokens == nil || *req.Result.PromptTokens != 300 {
 		t.Errorf("the request's own result was lost: %+v", req.Result.PromptTokens)
 	}
-	if v := req.Verdict; v == nil || v.Verdict != verdict.Invalid || !strings.Contains(v.Reason, "no counters were read around the replay") {
-		t.Errorf("verdict %+v, want invalid for lack of counters", v)
+	if v := req.Verdict; v == nil || v.Verdict != verdict.Invalid || v.Reason != "no counters were read around the replay (a scrape failed): "+req.CountersError {
+		t.Errorf("verdict %+v, want invalid for lack of counters, not called a restart", v)
 	}
 }
 

@@ -4,7 +4,12 @@
 // its rules test with literals.
 package verdict
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+)
 
 // Replay verdicts.
 const (
@@ -14,7 +19,8 @@ const (
 	Recompute = "recompute"  // nothing beyond the shared prefix was reused
 	// TierUnknown: tokens were reused but the counters cannot say from which tier.
 	TierUnknown = "cache_hit_tier_unknown"
-	// Invalid: a counter went down (server restart) or the request failed.
+	// Invalid: the request failed, or the counters cannot be trusted (a restart reset them, a
+	// scrape failed, a needed counter was not read, other requests moved them).
 	Invalid = "invalid"
 )
 
@@ -36,11 +42,16 @@ type Evidence struct {
 	BlockSize          int `json:"block_size"`
 	// LoadBytesPerToken is the expected CPU->GPU bytes per hit token (0: unknown).
 	LoadBytesPerToken float64 `json:"load_bytes_per_token"`
-	// CountersValid is false when a counter went down between the scrapes.
-	CountersValid  bool   `json:"counters_valid"`
-	InvalidReason  string `json:"invalid_reason,omitempty"`
-	RequestFailed  bool   `json:"request_failed"`
-	RequestFailure string `json:"request_failure,omitempty"`
+	// UnreadableCounters lists the verdict's counters the server serves without a usable
+	// number (NaN, Inf), each naming the counter: such a counter is neither absent nor 0.
+	UnreadableCounters []string `json:"unreadable_counters,omitempty"`
+	// CountersValid is false when the counters cannot be trusted; Invalidity says why (a
+	// restart, a failed scrape, a missing counter, other requests) and InvalidReason names it.
+	CountersValid  bool               `json:"counters_valid"`
+	Invalidity     metrics.Invalidity `json:"invalidity,omitempty"`
+	InvalidReason  string             `json:"invalid_reason,omitempty"`
+	RequestFailed  bool               `json:"request_failed"`
+	RequestFailure string             `json:"request_failure,omitempty"`
 }
 
 // Replay is the verdict on one replayed request with the numbers behind it.
@@ -71,7 +82,14 @@ func Decide(e Evidence) Replay {
 		r.Verdict, r.Reason = Invalid, "the request failed: "+e.RequestFailure
 		return r
 	case !e.CountersValid:
-		r.Verdict, r.Reason = Invalid, "counters went down between the scrapes (server restart): "+e.InvalidReason
+		r.Verdict, r.Reason = Invalid, invalidPrefix(e.Invalidity)+e.InvalidReason
+		return r
+	case len(e.UnreadableCounters) > 0:
+		r.Verdict, r.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+strings.Join(e.UnreadableCounters, "; ")
+		return r
+	case e.GPUHitsDelta == nil && e.ExternalHitsDelta != nil:
+		// Reading the missing GPU hits as 0 would call a GPU hit a recompute.
+		r.Verdict, r.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+"the server exposes external prefix-cache hits but no gpu_prefix_hits counter, so the GPU tier's hits are unknown"
 		return r
 	case e.PromptTokens == nil || *e.PromptTokens <= 0:
 		r.Verdict, r.Reason = TierUnknown, "the server reported no prompt token count"
@@ -98,7 +116,7 @@ func Decide(e Evidence) Replay {
 		agree := abs(float64(*e.CachedPromptTokens)-(gpu+ext)) <= float64(max(e.BlockSize, 1))
 		r.UsageAgrees = &agree
 		if !agree {
-			r.note("usage reports %d cached tokens but the counters moved by %.0f GPU + %.0f external hits", *e.CachedPromptTokens, gpu, ext)
+			r.note("usage reports %d cached tokens but the counters moved by %s", *e.CachedPromptTokens, hits(e.GPUHitsDelta, e.ExternalHitsDelta, " + "))
 		}
 	}
 
@@ -133,11 +151,16 @@ func Decide(e Evidence) Replay {
 			r.Reason += fmt.Sprintf("; %.0f GPU hits stayed within the shared prefix", gpu)
 		}
 	case gpuBeyondPrefix && full:
-		r.Verdict, r.Reason = GPUHit, fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were hit in GPU memory; nothing was loaded from the CPU tier", gpu, 100*gpu/prompt)
+		r.Verdict, r.Reason = GPUHit, fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were hit in GPU memory", gpu, 100*gpu/prompt)
+		if e.ExternalHitsDelta != nil {
+			r.Reason += "; nothing was loaded from the CPU tier"
+		} else {
+			r.Reason += "; external hits not exposed"
+		}
 	case gpuBeyondPrefix:
 		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", gpu, 100*gpu/prompt, *e.PromptTokens)
 	default:
-		r.Verdict, r.Reason = Recompute, fmt.Sprintf("nothing beyond the %d-token shared prefix was reused (%.0f GPU hits, %.0f external hits)", e.SharedPrefixTokens, gpu, ext)
+		r.Verdict, r.Reason = Recompute, fmt.Sprintf("nothing beyond the %d-token shared prefix was reused (%s)", e.SharedPrefixTokens, hits(e.GPUHitsDelta, e.ExternalHitsDelta, ", "))
 	}
 	if e.ExternalHitsDelta == nil && r.Verdict != GPUHit {
 		r.note("the server exposes no external prefix-cache hit counter: a CPU-tier reload could not be seen")
@@ -145,10 +168,37 @@ func Decide(e Evidence) Replay {
 	return r
 }
 
+// invalidPrefix says what kind of invalidity a reason is: each has its own cause and cure.
+func invalidPrefix(k metrics.Invalidity) string {
+	switch k {
+	case metrics.InvalidReset:
+		return "counters went down between the scrapes (server restart): "
+	case metrics.InvalidScrapeFailed:
+		return "no counters were read around the replay (a scrape failed): "
+	case metrics.InvalidMissing:
+		return "a counter the verdict needs was not read: "
+	case metrics.InvalidContaminated:
+		return "other requests ran on the server during the replay: "
+	}
+	return "the counters cannot be trusted: "
+}
+
 func (r *Replay) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
+// hits says both hit counters' deltas in words; an absent one is "not exposed", never 0.
+func hits(gpu, ext *float64, sep string) string {
+	say := func(p *float64, what string) string {
+		if p == nil {
+			return what + " hits not exposed"
+		}
+		return fmt.Sprintf("%.0f %s hits", *p, what)
+	}
+	return say(gpu, "GPU") + sep + say(ext, "external")
+}
+
+// value is a delta for arithmetic only; sentences use hits, so absent never reads as 0.
 func value(p *float64) float64 {
 	if p == nil {
 		return 0
