@@ -74,6 +74,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("simulated failure of chat request %d", n), "")
 		return
 	}
+	if p.HangEveryNthRequest > 0 && n%int64(p.HangEveryNthRequest) == 0 {
+		hang(r)
+		return
+	}
 	var req chatRequest
 	if err := decodeBody(r, &req); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "")

@@ -37,6 +37,28 @@
 // the scaled wall time the simulator actually spent, so bytes/seconds reads as the profile's
 // bandwidth times the speed factor.
 //
+// # Faults
+//
+// A profile (or Options.Override, or kvbench sim's flags) can inject the faults a real server
+// shows, to rehearse a client's handling of them; all are off by default:
+//
+//   - fail_every_nth_request = N: chat requests N, 2N, ... answer HTTP 500;
+//   - cut_stream_after_tokens = K: streams drop the connection after K tokens, no [DONE];
+//   - malformed_sse_at_token = K: a broken data: line precedes token K of every stream;
+//   - restart_at_request = R: chat request R finds counters and caches reset, as after a
+//     restart (waiting requests fail, running ones finish uncounted);
+//   - metrics_delay = "2s": /metrics answers late (wall time, not scaled);
+//   - metrics_fault = "error" or "hang", after metrics_fault_after good scrapes: /metrics
+//     answers 500 or never answers;
+//   - hang_every_nth_request = N: chat requests N, 2N, ... are read and never answered;
+//   - hang_paths = ["/v1/models"]: every request to these routes is read and never answered;
+//   - omit_metrics = ["vllm:prefix_cache_hits_total"]: families left out of /metrics, as on
+//     a server without them;
+//   - metric_values = { "vllm:prompt_tokens_total" = nan }: every sample of a family reads
+//     this value (nan, inf, -inf or a number).
+//
+// A hang ends when its client goes away or the server closes; Close waits for it.
+//
 // # Data-parallel engines
 //
 // With data_parallel_engines = N the simulator runs one engine and splits its totals across

@@ -106,7 +106,13 @@ func (c Counters) clone() Counters {
 // WriteMetrics writes c as vLLM V1's Prometheus text exposition, shaped by p's metric
 // switches (names, offload generations, lazy series, data-parallel engines).
 func WriteMetrics(w io.Writer, p Profile, c Counters) error {
-	x := exposition{model: p.ServedModelName, engines: max(p.DataParallelEngines, 1)}
+	x := exposition{model: p.ServedModelName, engines: max(p.DataParallelEngines, 1), values: p.MetricValues}
+	if len(p.OmitMetrics) > 0 {
+		x.omit = make(map[string]bool, len(p.OmitMetrics))
+		for _, name := range p.OmitMetrics {
+			x.omit[name] = true
+		}
+	}
 	prefix, usage := "vllm:prefix_cache", "vllm:kv_cache_usage_perc"
 	if p.LegacyNames {
 		prefix, usage = "vllm:gpu_prefix_cache", "vllm:gpu_cache_usage_perc"
@@ -221,16 +227,41 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 	return err
 }
 
+// metricFamilies names the families p's /metrics exposes, faults aside.
+func (p Profile) metricFamilies() map[string]bool {
+	p.OmitMetrics, p.MetricValues = nil, nil
+	var b bytes.Buffer
+	_ = WriteMetrics(&b, p, newCounters())
+	names := map[string]bool{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			names[strings.Fields(rest)[0]] = true
+		}
+	}
+	return names
+}
+
 // exposition builds the text format, one series per engine label for each value.
 type exposition struct {
 	buf     bytes.Buffer
 	model   string
 	engines int
 	name    string // current family
+	// omit and values are the omit_metrics and metric_values faults, by family name.
+	omit   map[string]bool
+	values map[string]float64
+	skip   bool // the current family is omitted
+	pinned bool // the current family's samples all read value
+	value  float64
 }
 
 func (x *exposition) family(name, typ, help string) {
 	x.name = name
+	x.skip = x.omit[name]
+	x.value, x.pinned = x.values[name]
+	if x.skip {
+		return
+	}
 	x.buf.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " " + typ + "\n")
 }
 
@@ -279,6 +310,12 @@ func (x *exposition) labels(extra []string, engine int) []string {
 
 // sample writes one line with labels (name, value pairs) sorted by name, as vLLM does.
 func (x *exposition) sample(name string, labels []string, v float64) {
+	if x.skip {
+		return
+	}
+	if x.pinned {
+		v = x.value
+	}
 	type pair struct{ k, v string }
 	pairs := make([]pair, 0, len(labels)/2)
 	for i := 0; i+1 < len(labels); i += 2 {

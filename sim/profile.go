@@ -5,7 +5,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -81,7 +84,30 @@ type Profile struct {
 	RestartAtRequest     int           `toml:"restart_at_request"`      // the Rth chat request finds counters and caches reset
 	MetricsDelay         time.Duration `toml:"metrics_delay"`           // /metrics answers after this wall time (not scaled)
 	MalformedSSEAtToken  int           `toml:"malformed_sse_at_token"`  // a broken data: line precedes the Kth token's chunk
+	// HangEveryNthRequest: chat requests n, 2n, ... are read and never answered.
+	HangEveryNthRequest int `toml:"hang_every_nth_request"`
+	// HangPaths are routes ("/v1/models", "/tokenize", ...) whose every request is read and
+	// never answered. A hang ends only when the client goes away or the server closes.
+	HangPaths []string `toml:"hang_paths"`
+	// MetricsFault kills /metrics after MetricsFaultAfter good scrapes: "error" answers 500,
+	// "hang" never answers.
+	MetricsFault      string `toml:"metrics_fault"`
+	MetricsFaultAfter int    `toml:"metrics_fault_after"`
+	// OmitMetrics are metric families (as exposed, e.g. "vllm:prefix_cache_hits_total")
+	// left out of /metrics, as on a server that lacks them.
+	OmitMetrics []string `toml:"omit_metrics"`
+	// MetricValues pins every sample of a family to a value: nan, inf, -inf or a number.
+	MetricValues map[string]float64 `toml:"metric_values"`
 }
+
+// Routes are the paths the server answers; HangPaths must name some of them.
+var Routes = []string{"/v1/chat/completions", "/v1/models", "/tokenize", "/version", "/health", "/metrics"}
+
+// Metrics fault modes.
+const (
+	MetricsFaultError = "error"
+	MetricsFaultHang  = "hang"
+)
 
 // defaultProfile holds the values a profile file does not set.
 func defaultProfile() Profile {
@@ -128,6 +154,23 @@ func LoadProfile(name string) (Profile, error) {
 	}
 	if p.Name == "" {
 		p.Name = name
+	}
+	return p, nil
+}
+
+// LoadProfileFile reads a profile from a TOML file, defaults filled in and validated; the
+// file name stands in for a missing name.
+func LoadProfileFile(file string) (Profile, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Profile{}, err
+	}
+	p, err := ParseProfile(file, data)
+	if err != nil {
+		return Profile{}, err
+	}
+	if p.Name == "" {
+		p.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
 	return p, nil
 }
@@ -202,6 +245,21 @@ func (p *Profile) Validate() error {
 	check(p.DataParallelEngines >= 1, "data_parallel_engines %d must be >= 1", p.DataParallelEngines)
 	check(p.FailEveryNthRequest >= 0 && p.CutStreamAfterTokens >= 0 && p.RestartAtRequest >= 0 &&
 		p.MetricsDelay >= 0 && p.MalformedSSEAtToken >= 0, "fault settings must be >= 0")
+	check(p.HangEveryNthRequest >= 0 && p.MetricsFaultAfter >= 0, "fault settings must be >= 0")
+	for _, path := range p.HangPaths {
+		check(slices.Contains(Routes, path), "hang_paths: %q is not a route (have %s)", path, strings.Join(Routes, ", "))
+	}
+	check(p.MetricsFault == "" || p.MetricsFault == MetricsFaultError || p.MetricsFault == MetricsFaultHang,
+		"metrics_fault %q must be %s or %s", p.MetricsFault, MetricsFaultError, MetricsFaultHang)
+	if len(p.OmitMetrics) > 0 || len(p.MetricValues) > 0 {
+		exposed := p.metricFamilies()
+		for _, name := range p.OmitMetrics {
+			check(exposed[name], "omit_metrics: this profile exposes no metric %q", name)
+		}
+		for name := range p.MetricValues {
+			check(exposed[name], "metric_values: this profile exposes no metric %q", name)
+		}
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid profile %q: %s", p.Name, strings.Join(problems, "; "))
 	}
@@ -227,4 +285,33 @@ func (p Profile) Summary() string {
 	return fmt.Sprintf("%s: model %s, GPU pool %d tokens (%d blocks of %d), CPU tier %d tokens (%g GiB at %d B/token stored, %d loaded), max_model_len %d, speed %gx; %s",
 		p.Name, p.ServedModelName, gpu, p.NumGPUBlocks, p.BlockSize, cpu, p.CPUOffloadGiB,
 		p.StoreBytesPerToken, p.LoadBytesPerToken, p.MaxModelLen, p.Speed, verdict)
+}
+
+// Faults lists the faults p injects by profile key, "" when it injects none.
+func (p Profile) Faults() string {
+	var out []string
+	add := func(on bool, key string, v any) {
+		if on {
+			out = append(out, fmt.Sprintf("%s = %v", key, v))
+		}
+	}
+	add(p.FailEveryNthRequest > 0, "fail_every_nth_request", p.FailEveryNthRequest)
+	add(p.CutStreamAfterTokens > 0, "cut_stream_after_tokens", p.CutStreamAfterTokens)
+	add(p.MalformedSSEAtToken > 0, "malformed_sse_at_token", p.MalformedSSEAtToken)
+	add(p.RestartAtRequest > 0, "restart_at_request", p.RestartAtRequest)
+	add(p.MetricsDelay > 0, "metrics_delay", fmt.Sprintf("%q", p.MetricsDelay))
+	add(p.MetricsFault != "", "metrics_fault", fmt.Sprintf("%q", p.MetricsFault))
+	add(p.MetricsFault != "" && p.MetricsFaultAfter > 0, "metrics_fault_after", p.MetricsFaultAfter)
+	add(p.HangEveryNthRequest > 0, "hang_every_nth_request", p.HangEveryNthRequest)
+	add(len(p.HangPaths) > 0, "hang_paths", fmt.Sprintf("%q", p.HangPaths))
+	add(len(p.OmitMetrics) > 0, "omit_metrics", fmt.Sprintf("%q", p.OmitMetrics))
+	names := make([]string, 0, len(p.MetricValues))
+	for name := range p.MetricValues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out = append(out, fmt.Sprintf("metric_values.%q = %v", name, p.MetricValues[name]))
+	}
+	return strings.Join(out, ", ")
 }

@@ -6,19 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Options selects a profile and overrides.
 type Options struct {
-	Profile string  // name of an embedded profile; "tiny" when empty
-	Addr    string  // listen address; "127.0.0.1:0" (a free port) when empty
-	Speed   float64 // time scale factor: 10 runs everything 10x faster; 0 keeps the profile's
-	APIKey  string  // when non-empty, /v1 requests need "Authorization: Bearer <key>"
+	Profile string // name of an embedded profile; "tiny" when empty
+	// ProfileFile is a profile TOML file to run instead of an embedded profile.
+	ProfileFile string
+	Addr        string  // listen address; "127.0.0.1:0" (a free port) when empty
+	Speed       float64 // time scale factor: 10 runs everything 10x faster; 0 keeps the profile's
+	APIKey      string  // when non-empty, /v1 requests need "Authorization: Bearer <key>"
 	// Override tweaks any profile field after loading (faults, legacy names, DP engines...).
 	Override func(*Profile)
 }
@@ -35,6 +40,12 @@ type Server struct {
 	created  int64
 	// chatRequests numbers chat requests for the faults; it survives simulated restarts.
 	chatRequests atomic.Int64
+	scrapes      atomic.Int64 // /metrics requests, for metrics_fault_after
+	// handlers counts requests in flight; closed (under closing) stops new ones counting.
+	handlers sync.WaitGroup
+	closing  sync.Mutex
+	closed   bool
+	inFlight atomic.Int64 // handlers running, for tests that a hang ends with its client
 }
 
 // Start loads the profile, listens on opts.Addr and serves in the background.
@@ -43,7 +54,13 @@ func Start(opts Options) (*Server, error) {
 	if name == "" {
 		name = "tiny"
 	}
-	p, err := LoadProfile(name)
+	var p Profile
+	var err error
+	if opts.ProfileFile != "" {
+		p, err = LoadProfileFile(opts.ProfileFile)
+	} else {
+		p, err = LoadProfile(name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +95,7 @@ func Start(opts Options) (*Server, error) {
 		created:  time.Now().Unix(),
 	}
 	s.http = &http.Server{
-		Handler:           s.routes(),
+		Handler:           s.track(s.routes()),
 		ReadHeaderTimeout: 30 * time.Second,
 		// Handlers see this context cancelled on Close, so in-flight streams end.
 		BaseContext: func(net.Listener) context.Context { return ctx },
@@ -99,11 +116,15 @@ func (s *Server) Profile() Profile { return s.profile }
 // Engine is the server's KV engine, for tests that check counters directly.
 func (s *Server) Engine() *Engine { return s.engine }
 
-// Close stops serving; in-flight requests end.
+// Close stops serving and returns once in-flight requests (hung ones included) have ended.
 func (s *Server) Close() error {
 	s.cancel()
 	err := s.http.Close()
 	<-s.done
+	s.closing.Lock()
+	s.closed = true
+	s.closing.Unlock()
+	s.handlers.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -120,7 +141,42 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
-	return mux
+	if len(s.profile.HangPaths) == 0 {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(s.profile.HangPaths, r.URL.Path) {
+			hang(r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// hang is the hang faults: the request is read and gets no answer, until the client goes
+// away or the server closes (the request context ends in both cases).
+func hang(r *http.Request) {
+	_, _ = io.Copy(io.Discard, http.MaxBytesReader(nil, r.Body, maxRequestBytes))
+	<-r.Context().Done()
+}
+
+// track counts handlers in flight so that Close can wait for them.
+func (s *Server) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.closing.Lock()
+		if s.closed {
+			s.closing.Unlock()
+			panic(http.ErrAbortHandler) // a request that raced Close: drop the connection
+		}
+		s.handlers.Add(1)
+		s.closing.Unlock()
+		s.inFlight.Add(1)
+		defer func() {
+			s.inFlight.Add(-1)
+			s.handlers.Done()
+		}()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // requireKey checks the bearer token the way vLLM's --api-key does for /v1 routes.
@@ -139,6 +195,14 @@ func (s *Server) requireKey(next http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if p := s.profile; p.MetricsFault != "" && s.scrapes.Add(1) > int64(p.MetricsFaultAfter) {
+		if p.MetricsFault == MetricsFaultHang {
+			hang(r)
+			return
+		}
+		http.Error(w, "simulated /metrics failure", http.StatusInternalServerError)
+		return
+	}
 	if d := s.profile.MetricsDelay; d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/anvil-serving/kvbench/sim"
 )
@@ -270,24 +273,28 @@ planned_context_tokens = [3000, 500]
 }
 
 // TestInterruptedRunKeepsMeasurements cancels a run midway: what was measured is written and
-// the record says interrupted.
+// the record says interrupted. The cancel comes from a proxy in front of the engine when the
+// first chat request after step 1's artifact arrives, so it lands inside the replay however
+// slowly the machine runs.
 func TestInterruptedRunKeepsMeasurements(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "dsv4-offload16", Speed: 20})
 	out := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		// Cancel once the first step artifact exists (bounded: 60 s at most).
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
+	defer cancel()
+	target, _ := url.Parse(srv.URL())
+	forward := httputil.NewSingleHostReverseProxy(target)
+	forward.ErrorLog = log.New(io.Discard, "", 0) // the cancelled replay is expected
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" {
 			if m, _ := filepath.Glob(filepath.Join(out, "*", "step-01-*.json")); len(m) > 0 {
-				break
+				cancel()
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		cancel()
-	}()
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
 	var stdout, stderr bytes.Buffer
-	err := run(ctx, []string{"run", "offload8-control", "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr)
+	err := run(ctx, []string{"run", "offload8-control", "--endpoint", proxy.URL + "/v1", "--out", out}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("err %v", err)
 	}
@@ -436,8 +443,10 @@ func TestServerFaultsAreData(t *testing.T) {
 // step, and the record says so.
 func TestConcurrentStepDeltasArePerStep(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) {
-		p.Speed = 1 // long enough decodes that the two streams overlap
-		p.DecodeTokensPerSecond = 200
+		// 24 tokens in about 500 ms: the streams overlap, and the reading the runner asks
+		// for at each first output lands while the sequence still runs, however late it comes.
+		p.Speed = 1
+		p.DecodeTokensPerSecond = 48
 	}})
 	file := filepath.Join(t.TempDir(), "concurrent.toml")
 	os.WriteFile(file, []byte(`name = "concurrent"
