@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -192,16 +191,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 			return err
 		}
 	} else {
-		con := runner.NewConsole(stdout, false)
-		con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
-		rep.WriteBrief(con)
-		con.Printf("  counters (kvbench name <- server metric):")
-		for _, c := range metrics.Counters() {
-			con.Printf("    %-30s %s", c, rep.Counters[string(c)])
-		}
-		for _, rp := range rep.Capacity {
-			rp.WriteText(stdout)
-		}
+		rep.WriteText(stdout, sc.Name)
 	}
 	if len(rep.Problems) > 0 {
 		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))

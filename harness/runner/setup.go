@@ -3,9 +3,11 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
@@ -94,6 +96,21 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		cfg.TokenIDs = t.Llama.TokenIDs
 	}
 	return cfg
+}
+
+// WriteText prints the whole preflight for a person: the brief, every counter with the
+// server metric it is read from, and each replay's capacity math.
+func (rep *PreflightReport) WriteText(w io.Writer, scenario string) {
+	con := NewConsole(w, false)
+	con.Printf("preflight %s against %s", scenario, redact.URL(rep.Endpoint))
+	rep.WriteBrief(con)
+	con.Printf("  counters (kvbench name <- server metric):")
+	for _, c := range metrics.Counters() {
+		con.Printf("    %-30s %s", c, rep.Counters[string(c)])
+	}
+	for _, rp := range rep.Capacity {
+		rp.WriteText(w)
+	}
 }
 
 // WriteBrief prints what preflight found in a few console lines.
