@@ -43,7 +43,7 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	var cmp *compare.Result
 	if len(loaded) == 2 {
 		// A report shows what differs rather than refusing: mismatches are listed on the page.
-		if cmp, err = compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: *tolerance, AllowMismatch: true}); err != nil {
+		if cmp, err = compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: *tolerance, AllowMismatch: true, AllowIncomplete: true}); err != nil {
 			return err
 		}
 	}

@@ -38,6 +38,12 @@ type Run struct {
 }
 
 // Load reads dir's run.json and every artifact it lists, checking each sha256.
+//
+// A run that did not finish is loaded with what it holds. run.json that still says running
+// means no process finished it (killed, or still going: a reader cannot tell), so its
+// status is reported as incomplete. For any run not completed, step files written after
+// run.json was last replaced are added with the sha256 they have now, and a step whose
+// file was never written is rebuilt, marked interrupted, from its request journal.
 func Load(dir string) (*Run, error) {
 	path := filepath.Join(dir, "run.json")
 	data, err := os.ReadFile(path)
@@ -55,6 +61,10 @@ func Load(dir string) (*Run, error) {
 	if r.Scenario == nil {
 		return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, "scenario")
 	}
+	if r.Status == record.StatusRunning {
+		r.Status = record.StatusIncomplete
+		r.StopReason = joinReason("the run did not finish: run.json still says running (its process was killed, or is still going)", r.StopReason)
+	}
 	seeds := map[int]int64{}
 	if r.Repeats != nil {
 		for _, rep := range r.Repeats.Repetitions {
@@ -62,23 +72,48 @@ func Load(dir string) (*Run, error) {
 		}
 	}
 	byRep := map[int]*record.Repetition{}
+	add := func(k int, art record.StepArtifact, ref record.ArtifactRef) {
+		rep := byRep[k]
+		if rep == nil {
+			seed, ok := seeds[k]
+			if !ok {
+				seed = r.Scenario.RepetitionSeed(k)
+			}
+			rep = &record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted}
+			byRep[k] = rep
+		}
+		rep.Steps = append(rep.Steps, art)
+		rep.Artifacts = append(rep.Artifacts, ref.Path)
+		if art.Interrupted {
+			rep.Status = record.StatusInterrupted
+		}
+		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, ref.Path), SHA256: ref.SHA256, Repetition: k})
+	}
 	for _, a := range r.Artifacts {
 		art, err := loadArtifact(dir, a)
 		if err != nil {
 			return nil, err
 		}
-		rep := byRep[a.Repetition]
-		if rep == nil {
-			seed, ok := seeds[a.Repetition]
-			if !ok {
-				seed = r.Scenario.RepetitionSeed(a.Repetition)
-			}
-			rep = &record.Repetition{Index: a.Repetition, Seed: seed, Status: record.StatusCompleted}
-			byRep[a.Repetition] = rep
+		add(a.Repetition, art, a)
+	}
+	if r.Status != record.StatusCompleted {
+		recovered, err := r.recover()
+		if err != nil {
+			return nil, err
 		}
-		rep.Steps = append(rep.Steps, art)
-		rep.Artifacts = append(rep.Artifacts, a.Path)
-		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, a.Path), SHA256: a.SHA256})
+		for _, rc := range recovered {
+			add(rc.ref.Repetition, rc.art, rc.ref)
+		}
+		if len(recovered) > 0 {
+			// The sections are recomputed from what the directory holds now.
+			r.Artifacts = append(r.Artifacts, refsOf(recovered)...)
+			if rep0 := byRep[0]; rep0 != nil {
+				r.Sections = record.BuildSections(rep0.Steps, r.Artifacts)
+			}
+		}
+		if len(byRep) == 0 {
+			byRep[0] = &record.Repetition{Index: 0, Seed: r.Scenario.RepetitionSeed(0), Status: record.StatusInterrupted}
+		}
 	}
 	if len(byRep) == 0 {
 		return nil, fmt.Errorf("%s: %w: sources list no step artifacts", path, ErrNotRun)
@@ -87,7 +122,17 @@ func Load(dir string) (*Run, error) {
 		r.Repetitions = append(r.Repetitions, *rep)
 	}
 	sort.Slice(r.Repetitions, func(i, j int) bool { return r.Repetitions[i].Index < r.Repetitions[j].Index })
+	if r.Status != record.StatusCompleted {
+		r.Repetitions[len(r.Repetitions)-1].Status = record.StatusInterrupted
+	}
 	return r, nil
+}
+
+func joinReason(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
 }
 
 func loadArtifact(dir string, s record.ArtifactRef) (record.StepArtifact, error) {
