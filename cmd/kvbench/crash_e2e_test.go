@@ -506,3 +506,24 @@ func TestCompareRefusesUnfinishedRun(t *testing.T) {
 		t.Fatalf("verify does not say the run is incomplete:\n%s", out)
 	}
 }
+
+// TestReadersAcceptRunWithoutRecord: a run directory whose run.json is gone still reads, as
+// an incomplete run rebuilt from its step files, with every repetition.
+func TestReadersAcceptRunWithoutRecord(t *testing.T) {
+	dir := unfinishedCopy(t, "completed")
+	if err := os.Remove(filepath.Join(dir, "run.json")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := runs.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != record.StatusIncomplete || len(r.Repetitions) != 2 || len(loadedRequests(r)) == 0 {
+		t.Fatalf("status %q, %d repetitions", r.Status, len(r.Repetitions))
+	}
+	readers(t, dir, r.Status, "no run.json")
+	_, stderr, code := runCLI(t, "compare", filepath.Join("testdata", "compare", "baseline"), dir)
+	if code != exitUsage || !strings.Contains(stderr, "run.json is unreadable") {
+		t.Fatalf("compare: exit %d: %s", code, stderr)
+	}
+}

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
+	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // recovered is a step found in a run directory but not in its run.json.
@@ -121,6 +123,9 @@ func (r *Run) fromJournal(i int, reqs []record.Request, file string) record.Step
 	}
 	if len(reqs) > 0 {
 		art.Step = reqs[0].Step
+		if reqs[0].Replay {
+			art.Kind = "replay"
+		}
 	}
 	if fi, err := os.Stat(file); err == nil {
 		art.EndedAt = fi.ModTime().UTC()
@@ -142,4 +147,63 @@ func (r *Run) fromJournal(i int, reqs []record.Request, file string) record.Step
 		art.Counters.Delta = metrics.Diff(art.Counters.Before, art.Counters.After)
 	}
 	return art
+}
+
+// withoutRecord stands in for an unreadable or missing run.json (why): a record of status
+// incomplete whose scenario is what the step files and journals tell (its name and step
+// ids, in step order). Nothing else of the scenario, model or cache is known. It fails when
+// the directory holds no step file or journal.
+func withoutRecord(dir string, why error) (*Run, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	sc := &scenarios.Scenario{}
+	ids := map[int]scenarios.Step{}
+	last := -1
+	for _, e := range entries {
+		k, i, ok := parseArtifactName(e.Name())
+		if !ok || k != 0 || !e.Type().IsRegular() {
+			continue
+		}
+		var st scenarios.Step
+		file := filepath.Join(dir, e.Name())
+		if strings.HasSuffix(e.Name(), journalSuffix) {
+			reqs, err := ReadJournal(file)
+			if err != nil || len(reqs) == 0 {
+				continue
+			}
+			st.ID, st.Replay = reqs[0].Step, reqs[0].ReplayOf
+		} else {
+			var art record.StepArtifact
+			data, err := os.ReadFile(file)
+			if err != nil || json.Unmarshal(data, &art) != nil || art.Schema != record.StepSchema {
+				continue
+			}
+			sc.Name, st.ID, st.Concurrency = art.Scenario, art.Step, art.Concurrency
+			if art.Kind == "replay" && len(art.Requests) > 0 {
+				st.Replay = art.Requests[0].ReplayOf
+			}
+		}
+		if _, seen := ids[i]; !seen || st.ID != "" {
+			ids[i] = st
+		}
+		last = max(last, i)
+	}
+	if last < 0 {
+		return nil, fmt.Errorf("%s: no step files or journals", dir)
+	}
+	for i := 0; i <= last; i++ {
+		sc.Steps = append(sc.Steps, ids[i])
+	}
+	if sc.Name == "" {
+		sc.Name = filepath.Base(dir)
+	}
+	path := filepath.Join(dir, "run.json")
+	return &Run{Dir: dir, Files: []record.ArtifactRef{{Path: path}}, Run: &record.Run{
+		Schema:     record.RunSchema,
+		Status:     record.StatusIncomplete,
+		StopReason: fmt.Sprintf("run.json is unreadable (%v): the run was rebuilt from its step files and journals", why),
+		Scenario:   sc,
+	}}, nil
 }

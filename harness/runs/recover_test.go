@@ -121,3 +121,32 @@ func TestLoadRunKilledBeforeAnyStep(t *testing.T) {
 		t.Fatalf("status %q, repetitions %+v", got.Status, got.Repetitions)
 	}
 }
+
+// TestLoadRunWithoutRecord: a directory whose run.json is unreadable (or gone) but whose
+// step files and journal are there loads as incomplete, rebuilt from them.
+func TestLoadRunWithoutRecord(t *testing.T) {
+	for _, corrupt := range []bool{false, true} {
+		dir := crashedCopy(t, false)
+		if corrupt {
+			os.WriteFile(filepath.Join(dir, "run.json"), []byte(`{"schema": "anvil-serving.kv-off`), 0o644)
+		} else {
+			os.Remove(filepath.Join(dir, "run.json"))
+		}
+		r, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != record.StatusIncomplete || !strings.Contains(r.StopReason, "run.json is unreadable") {
+			t.Fatalf("status %q (%s)", r.Status, r.StopReason)
+		}
+		if r.Scenario.Name != "eviction-6x150k-replay" || len(r.Repetitions[0].Steps) != 2 {
+			t.Fatalf("scenario %q, %d steps", r.Scenario.Name, len(r.Repetitions[0].Steps))
+		}
+		if st := r.Step(0, "replay"); st == nil || st.Kind != "replay" || !st.Interrupted || len(st.Requests) != 1 {
+			t.Fatalf("replay %+v", st)
+		}
+		if n := len(r.Step(0, "eviction_sequence").Requests); n != 6 {
+			t.Fatalf("sequence has %d requests", n)
+		}
+	}
+}

@@ -46,20 +46,13 @@ type Run struct {
 // file was never written is rebuilt, marked interrupted, from its request journal.
 func Load(dir string) (*Run, error) {
 	path := filepath.Join(dir, "run.json")
-	data, err := os.ReadFile(path)
+	r, err := readRecord(dir, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
-	}
-	r := &Run{Dir: dir, Run: &record.Run{}}
-	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
-	if err := json.Unmarshal(data, r.Run); err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
-	}
-	if r.Schema != record.RunSchema {
-		return nil, fmt.Errorf("%s: %w: schema %q, want %q", path, ErrNotRun, r.Schema, record.RunSchema)
-	}
-	if r.Scenario == nil {
-		return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, "scenario")
+		// Without a readable run.json, the step files and journals still hold the run.
+		var rerr error
+		if r, rerr = withoutRecord(dir, err); rerr != nil {
+			return nil, err
+		}
 	}
 	if r.Status == record.StatusRunning {
 		r.Status = record.StatusIncomplete
@@ -124,6 +117,26 @@ func Load(dir string) (*Run, error) {
 	sort.Slice(r.Repetitions, func(i, j int) bool { return r.Repetitions[i].Index < r.Repetitions[j].Index })
 	if r.Status != record.StatusCompleted {
 		r.Repetitions[len(r.Repetitions)-1].Status = record.StatusInterrupted
+	}
+	return r, nil
+}
+
+// readRecord reads and checks run.json.
+func readRecord(dir, path string) (*Run, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
+	}
+	r := &Run{Dir: dir, Run: &record.Run{}}
+	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
+	if err := json.Unmarshal(data, r.Run); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
+	}
+	if r.Schema != record.RunSchema {
+		return nil, fmt.Errorf("%s: %w: schema %q, want %q", path, ErrNotRun, r.Schema, record.RunSchema)
+	}
+	if r.Scenario == nil {
+		return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, "scenario")
 	}
 	return r, nil
 }
