@@ -21,6 +21,7 @@ func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	format := fs.String("format", "text", "output: text (table), json or markdown")
 	tolerance := fs.Float64("tolerance", compare.DefaultTolerance, "relative change below which nothing counts (0.10 = 10%), whatever the noise")
 	allow := fs.Bool("allow-mismatch", false, "compare runs of different scenarios, models or prompt identities anyway")
+	allowIncomplete := fs.Bool("allow-incomplete", false, "compare a run that did not finish (interrupted, failed or killed) anyway")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -38,9 +39,9 @@ func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: *tolerance, AllowMismatch: *allow})
+	res, err := compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: *tolerance, AllowMismatch: *allow, AllowIncomplete: *allowIncomplete})
 	if err != nil {
-		if errors.Is(err, compare.ErrMismatch) {
+		if errors.Is(err, compare.ErrMismatch) || errors.Is(err, compare.ErrIncomplete) {
 			return usageError(err)
 		}
 		return err

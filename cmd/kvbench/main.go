@@ -37,11 +37,56 @@ var commands = map[string]command{}
 
 func register(c command) { commands[c.name] = c }
 
+// stopSignals end a run the way Ctrl-C does: the context is cancelled, what was measured is
+// written, the status is interrupted. SIGPIPE is among them so that `kvbench run ... | head`
+// does not kill the process on its next console line: caught, a write to the closed pipe
+// returns an error instead, and the run stops with its records.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := withStopSignals(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
+}
+
+// withStopSignals returns a context cancelled by the first stop signal, its cause naming the
+// signal. Later signals are caught too (a closed pipe raises SIGPIPE at every write) until
+// stop is called.
+func withStopSignals(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, stopSignals...)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-ch:
+				cancel(fmt.Errorf("received %s", signalName(sig)))
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGPIPE:
+		return "SIGPIPE (stdout or stderr closed)"
+	}
+	return sig.String()
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

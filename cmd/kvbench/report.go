@@ -42,7 +42,7 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	// Two runs of one scenario are compared; a report shows what differs rather than refusing:
 	// a model or prompt mismatch is listed on the page. Runs of different scenarios are a
 	// study, shown side by side.
-	data, err := report.Build(*title, time.Now().UTC().Format(time.RFC3339), loaded, compare.Options{Tolerance: *tolerance, AllowMismatch: true})
+	data, err := report.Build(*title, time.Now().UTC().Format(time.RFC3339), loaded, compare.Options{Tolerance: *tolerance, AllowMismatch: true, AllowIncomplete: true})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/study"
 )
@@ -62,6 +63,7 @@ func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("summarize", "RUN_DIR... [--out FILE]", "kvbench summarize results/eviction-6x150k-replay-20261130T101500Z results/offload8-control-20261130T103000Z --out study.json", stdout)
 	out := fs.String("out", "", "write the study record to FILE (default: print it)")
 	allowMixed := fs.Bool("allow-mixed", false, "merge runs even if their model, runtime or topology differ")
+	allowIncomplete := fs.Bool("allow-incomplete", false, "merge a run that did not finish (interrupted, failed or killed) anyway")
 	dirs, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -72,6 +74,13 @@ func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
 	runs, err := loadRunDirs(absDirs(dirs))
 	if err != nil {
 		return err
+	}
+	// A study record has no status of its own: a run that did not finish would pass for one
+	// that did.
+	for _, r := range runs {
+		if r.Status != record.StatusCompleted && !*allowIncomplete {
+			return usageErrorf("summarize: %s is %s (%s): not every step was measured (--allow-incomplete to merge it anyway)", r.Dir, r.Status, r.StopReason)
+		}
 	}
 	o, err := study.Summarize(runs, baseOf(*out), *allowMixed)
 	if err != nil {

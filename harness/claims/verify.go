@@ -44,6 +44,7 @@ type VerifiedRun struct {
 	Scenario    string `json:"scenario"`
 	ObservedAt  string `json:"observed_at"`
 	Status      string `json:"status"`
+	StopReason  string `json:"stop_reason,omitempty"`
 	Repetitions int    `json:"repetitions"`
 }
 
@@ -64,7 +65,7 @@ func Verify(claim *File, rs []*runs.Run, kvbenchVersion string, now time.Time) *
 	}
 	rec.Kvbench.Version = kvbenchVersion
 	for _, r := range rs {
-		rec.Runs = append(rec.Runs, VerifiedRun{Dir: r.Dir, Scenario: r.Scenario.Name, ObservedAt: r.ObservedAt, Status: r.Status, Repetitions: len(r.Repetitions)})
+		rec.Runs = append(rec.Runs, VerifiedRun{Dir: r.Dir, Scenario: r.Scenario.Name, ObservedAt: r.ObservedAt, Status: r.Status, StopReason: r.StopReason, Repetitions: len(r.Repetitions)})
 	}
 	for _, e := range claim.Expect {
 		rec.Results = append(rec.Results, Evaluate(e, Measure(rs, e)))
@@ -95,6 +96,9 @@ func (rec *Record) WriteText(w io.Writer) {
 	}
 	for _, r := range rec.Runs {
 		fmt.Fprintf(w, "run: %s (%s, %s, %d repetition(s))\n", r.Dir, r.Scenario, r.ObservedAt, r.Repetitions)
+		if r.Status != "completed" {
+			fmt.Fprintf(w, "  this run is %s: %s; its values come only from the steps it measured\n", strings.ToUpper(r.Status), r.StopReason)
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

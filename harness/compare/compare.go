@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
 )
@@ -38,12 +39,37 @@ func (e *MismatchError) Error() string {
 
 func (e *MismatchError) Unwrap() error { return ErrMismatch }
 
+// ErrIncomplete means a run did not finish (interrupted, failed, or killed) and so did not
+// measure every step.
+var ErrIncomplete = errors.New("run did not finish")
+
+// IncompleteError names the side that did not finish and why.
+type IncompleteError struct {
+	Side, Dir, Status, Reason string
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("%s is %s (%s): %s; not every step was measured (--allow-incomplete to compare anyway)", e.Side, e.Status, e.Dir, e.Reason)
+}
+
+func (e *IncompleteError) Unwrap() error { return ErrIncomplete }
+
+// finished returns an *IncompleteError when r's status is anything but completed.
+func finished(side string, r *runs.Run) error {
+	if r.Status == record.StatusCompleted {
+		return nil
+	}
+	return &IncompleteError{Side: side, Dir: r.Dir, Status: r.Status, Reason: r.StopReason}
+}
+
 // Options configure a comparison.
 type Options struct {
 	// Tolerance is the relative change (0.10 = 10%) below which nothing counts.
 	Tolerance float64
 	// AllowMismatch compares runs of different scenarios, models or prompts anyway.
 	AllowMismatch bool
+	// AllowIncomplete compares a run that did not finish anyway; its status is reported.
+	AllowIncomplete bool
 }
 
 // Metric is a per-request measurement compare judges, and which way is better.
@@ -81,6 +107,8 @@ type RunRef struct {
 	Model       string `json:"model"`
 	ObservedAt  string `json:"observed_at"`
 	Repetitions int    `json:"repetitions"`
+	Status      string `json:"status"`
+	StopReason  string `json:"stop_reason,omitempty"`
 }
 
 // Step compares one step.
@@ -119,12 +147,21 @@ type MetricValue struct {
 // Ref describes a loaded run for the comparison.
 func Ref(r *runs.Run) RunRef {
 	id := r.Identify()
-	return RunRef{Dir: r.Dir, Scenario: id.Scenario, Model: id.Model, ObservedAt: r.ObservedAt, Repetitions: len(r.Repetitions)}
+	return RunRef{Dir: r.Dir, Scenario: id.Scenario, Model: id.Model, ObservedAt: r.ObservedAt, Repetitions: len(r.Repetitions), Status: r.Status, StopReason: r.StopReason}
 }
 
-// Compare compares candidate with baseline. It refuses runs of different scenarios, models or
-// prompt identities (a *MismatchError) unless opts.AllowMismatch.
+// Compare compares candidate with baseline. It refuses a run that did not finish (an
+// *IncompleteError, checked first: its missing requests are not a prompt difference) unless
+// opts.AllowIncomplete, and runs of different scenarios, models or prompt identities (a
+// *MismatchError) unless opts.AllowMismatch.
 func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
+	if !opts.AllowIncomplete {
+		for _, err := range []error{finished("candidate", candidate), finished("baseline", baseline)} {
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
 	mm := runs.Mismatches(baseline.Identify(), candidate.Identify())
 	if len(mm) > 0 && !opts.AllowMismatch {
 		return nil, &MismatchError{Mismatches: mm}

@@ -38,6 +38,9 @@ func (res *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "baseline:  %s (%s, %s, %d repetition(s))\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
 	fmt.Fprintf(w, "candidate: %s (%s, %s, %d repetition(s))\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
 	fmt.Fprintf(w, "tolerance %s; noise %s\n", Share(res.Tolerance), res.Noise)
+	for _, n := range res.unfinished() {
+		fmt.Fprintf(w, "INCOMPLETE (allowed): %s\n", n)
+	}
 	for _, m := range res.Mismatches {
 		fmt.Fprintf(w, "MISMATCH (allowed): %s: baseline %q, candidate %q\n", m.Field, m.Baseline, m.Candidate)
 	}
@@ -70,6 +73,9 @@ func (res *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| baseline | `%s` | %s | %s | %d |\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
 	fmt.Fprintf(w, "| candidate | `%s` | %s | %s | %d |\n\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
 	fmt.Fprintf(w, "Tolerance %s; noise %s.\n\n", Share(res.Tolerance), res.Noise)
+	for _, n := range res.unfinished() {
+		fmt.Fprintf(w, "> **Incomplete (allowed):** %s\n\n", n)
+	}
 	for _, m := range res.Mismatches {
 		fmt.Fprintf(w, "> **Mismatch (allowed):** %s: baseline `%s`, candidate `%s`\n\n", m.Field, m.Baseline, m.Candidate)
 	}
@@ -88,4 +94,18 @@ func (res *Result) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.step, r.req, r.metric, r.base, r.cand, r.change, r.threshold, status)
 	}
+}
+
+// unfinished describes each side whose run did not finish.
+func (res *Result) unfinished() []string {
+	var out []string
+	for _, side := range []struct {
+		name string
+		ref  RunRef
+	}{{"baseline", res.Baseline}, {"candidate", res.Candidate}} {
+		if side.ref.Status != "" && side.ref.Status != "completed" {
+			out = append(out, fmt.Sprintf("%s is %s: %s", side.name, side.ref.Status, side.ref.StopReason))
+		}
+	}
+	return out
 }

@@ -7,10 +7,15 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// Run statuses.
+// Run statuses. A live run's run.json says running; a reader that finds running reports
+// incomplete (the run did not finish: its process was killed or is still going), which a
+// run never writes itself.
 const (
+	StatusRunning     = "running"
 	StatusCompleted   = "completed"
 	StatusInterrupted = "interrupted"
+	StatusFailed      = "failed"
+	StatusIncomplete  = "incomplete"
 )
 
 // Run is the run record, run.json (schema anvil-serving.kv-offload-replay/v1): what a run

@@ -22,6 +22,9 @@ type Console struct {
 	// prefilling is the request whose prefill is being ticked (the client reports nothing
 	// between sending and the first output, which on a 150k prompt can be a minute).
 	prefilling *plan.Request
+	// onDone runs first in RequestDone, the one call every path makes when a request ends:
+	// the runner journals the request there.
+	onDone func(record.Request)
 }
 
 // tickInterval is how often a prefilling request's elapsed time is redrawn.
@@ -56,6 +59,12 @@ func (c *Console) liveLine(text string) {
 	defer c.mu.Unlock()
 	fmt.Fprint(c.w, "\r\033[K"+text)
 	c.live = true
+}
+
+// withRequestDone returns a console writing where c does that hands every finished request
+// to f before printing it.
+func (c *Console) withRequestDone(f func(record.Request)) *Console {
+	return &Console{w: c.w, tty: c.tty, onDone: f}
 }
 
 // StepStart announces a step.
@@ -118,6 +127,9 @@ func progressText(req plan.Request, p client.Progress) string {
 
 // RequestDone prints a request's closing line.
 func (c *Console) RequestDone(r record.Request) {
+	if c != nil && c.onDone != nil {
+		c.onDone(r)
+	}
 	if c != nil {
 		c.mu.Lock()
 		c.prefilling = nil

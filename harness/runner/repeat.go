@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -12,14 +13,8 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// ArtifactName is the file of repetition k's step i (0-based). Repetition 0 keeps the plain
-// step-NN-<id>.json names, so readers of single runs see no difference.
-func ArtifactName(k, i int, id string) string {
-	if k == 0 {
-		return fmt.Sprintf("step-%02d-%s.json", i+1, id)
-	}
-	return fmt.Sprintf("repeat-%02d-step-%02d-%s.json", k, i+1, id)
-}
+// ArtifactName is the file of repetition k's step i (0-based); see runs.ArtifactName.
+func ArtifactName(k, i int, id string) string { return runs.ArtifactName(k, i, id) }
 
 // RepetitionPlanner returns the planner of repetition k: the scenario's prompts rebuilt with
 // seed = prompt.seed + k, counted on the server like the first plan. A server's caches cannot
@@ -37,11 +32,11 @@ func RepetitionPlanner(sc *scenarios.Scenario, t Target) func(ctx context.Contex
 }
 
 // runRepetitions runs the plan Repeat times; r.artifacts ends as repetition 0's steps, and
-// info gets every repetition. A repetition that cannot be planned ends the run with what was
-// measured and says why in the stop reason.
-func (r *runner) runRepetitions(ctx context.Context, info *record.RunInfo) error {
+// r.info gets every repetition. A repetition that cannot be planned ends the run with what
+// was measured and says why in the stop reason; a write failure ends it through r.fail.
+func (r *runner) runRepetitions(ctx context.Context) {
+	info := r.info
 	n := max(r.cfg.Repeat, 1)
-	var reps []record.Repetition
 	for k := 0; k < n && ctx.Err() == nil; k++ {
 		p := r.cfg.Plan
 		if k > 0 {
@@ -59,46 +54,76 @@ func (r *runner) runRepetitions(ctx context.Context, info *record.RunInfo) error
 		if n > 1 {
 			r.cfg.Console.Printf("repetition %d of %d (prompt seed %d)", k+1, n, seed)
 		}
-		rep, err := r.runRepetition(ctx, k, seed, p)
-		reps = append(reps, rep)
-		if err != nil {
-			r.artifacts = reps[0].Steps
-			return err
-		}
+		rep := r.runRepetition(ctx, k, seed, p)
+		r.reps = append(r.reps, rep)
 	}
-	if len(reps) > 0 {
-		r.artifacts = reps[0].Steps
+	if len(r.reps) > 0 {
+		r.artifacts = r.reps[0].Steps
 	}
 	if n > 1 {
-		info.Repetitions = reps
+		info.Repetitions = r.reps
 	}
-	return nil
 }
 
-// runRepetition runs every step of p once, writing each step's artifact as it ends.
-func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.Plan) (record.Repetition, error) {
+// runRepetition runs every step of p once. Each step journals its requests as they end;
+// at its end the step's file is written, run.json is replaced to list it, and the journal,
+// now redundant, is removed. A file that cannot be written stops the run with the journal
+// kept, so a reader still finds the step's requests.
+func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.Plan) record.Repetition {
 	rep := record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted, Artifacts: []string{}}
 	r.artifacts = nil // decideReplay reads this repetition's steps only
 	for i, st := range p.Steps {
 		if ctx.Err() != nil {
 			break
 		}
-		art := r.runStep(ctx, st)
-		r.artifacts = append(r.artifacts, art)
 		name := ArtifactName(k, i, st.ID)
-		sum, err := runs.WriteJSON(filepath.Join(r.dir, name), art)
-		rep.Steps = r.artifacts
+		j, err := runs.OpenJournal(filepath.Join(r.dir, runs.JournalName(name)))
 		if err != nil {
-			return rep, err
+			r.fail(fmt.Errorf("step %s: %w", st.ID, err))
+			break
+		}
+		r.journal = j
+		art := r.runStep(ctx, st)
+		r.journal = nil
+		jerr := j.Close()
+		r.artifacts = append(r.artifacts, art)
+		rep.Steps = r.artifacts
+		r.cfg.Console.StepDone(art)
+		sum, err := runs.WriteJSON(filepath.Join(r.dir, name), art)
+		if err != nil {
+			r.fail(fmt.Errorf("step %s: its requests are kept in %s: %w", st.ID, runs.JournalName(name), err))
+			break
 		}
 		r.refs = append(r.refs, record.ArtifactRef{Step: st.ID, Path: name, SHA256: sum, Repetition: k})
 		rep.Artifacts = append(rep.Artifacts, name)
-		r.cfg.Console.StepDone(art)
+		if err := r.checkpoint(rep); err != nil {
+			r.fail(fmt.Errorf("after step %s: %w", st.ID, err))
+			break
+		}
+		if jerr == nil {
+			os.Remove(j.Path()) // the step file holds it all; a leftover is ignored by readers
+		}
 	}
 	if ctx.Err() != nil {
 		rep.Status = record.StatusInterrupted
 	}
-	return rep, nil
+	return rep
+}
+
+// checkpoint replaces run.json with the record of what the run measured so far, status
+// running, cur being the repetition in progress.
+func (r *runner) checkpoint(cur record.Repetition) error {
+	info := *r.info
+	info.Artifacts = r.refs
+	steps := cur.Steps
+	if len(r.reps) > 0 {
+		steps = r.reps[0].Steps
+	}
+	if max(r.cfg.Repeat, 1) > 1 {
+		info.Repetitions = append(append([]record.Repetition(nil), r.reps...), cur)
+	}
+	_, err := runs.ReplaceJSON(filepath.Join(r.dir, "run.json"), record.Build(info, steps))
+	return err
 }
 
 // evaluateRepeatedGates checks the gates against every repetition: a gate passes only when it

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -85,10 +86,22 @@ type runner struct {
 	dir       string
 	artifacts []record.StepArtifact
 	refs      []record.ArtifactRef
+	// info is the run record's info as the run goes; reps the repetitions finished so far.
+	info *record.RunInfo
+	reps []record.Repetition
+	// journal is the running step's request journal (nil between steps).
+	journal *runs.Journal
+	// stop cancels the run; failed holds the first write failure that stopped it.
+	stop   context.CancelCauseFunc
+	mu     sync.Mutex
+	failed error
 }
 
-// Run executes cfg.Plan. It returns an error only when nothing could be recorded (the run
-// directory could not be created, or a file could not be written); a failed request is data.
+// Run executes cfg.Plan. run.json exists from the start (status running) and is replaced at
+// each step's end, every finished request is journaled the moment it ends, and a file that
+// cannot be written stops the run (status failed, the cause in stop_reason) with what was
+// measured kept. Run returns an error only when the run directory could not be created or
+// the final run.json could not be written; a failed request is data.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -96,52 +109,89 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if cfg.Console == nil {
 		cfg.Console = NewConsole(nil, false)
 	}
-	r := &runner{cfg: cfg, origin: time.Now()}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	r := &runner{cfg: cfg, origin: time.Now(), stop: stop}
+	r.cfg.Console = cfg.Console.withRequestDone(r.journalRequest)
 	started := cfg.Now()
-	dir, err := runs.NewRunDir(cfg.ResultsDir, cfg.Scenario.Name, started)
-	if err != nil {
-		return nil, err
-	}
-	r.dir = dir
-	out := &Outcome{Dir: dir}
 	info := record.RunInfo{
 		Scenario:       cfg.Scenario,
 		ObservedAt:     started,
-		Status:         record.StatusCompleted,
+		Status:         record.StatusRunning,
 		KvbenchVersion: cfg.KvbenchVersion,
 		ServerVersion:  cfg.ServerVersion,
 		ServedModel:    cfg.Scenario.Target.Model,
 		ModelRoot:      cfg.ModelRoot,
 		Cache:          cfg.Cache,
 	}
+	r.info = &info
+	var err error
 	if cfg.Preflight != nil {
 		if info.Preflight, err = json.Marshal(cfg.Preflight); err != nil {
 			return nil, fmt.Errorf("encoding the preflight report: %w", err)
 		}
 	}
+	dir, err := runs.CreateRunDir(cfg.ResultsDir, cfg.Scenario.Name, started, record.Build(info, nil))
+	if err != nil {
+		return nil, err
+	}
+	r.dir = dir
+	out := &Outcome{Dir: dir, RecordPath: filepath.Join(dir, "run.json")}
 	if !cfg.NoProbes {
 		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "before", cfg.Console, probeEnv(cfg))...)
 	}
-	if err := r.runRepetitions(ctx, &info); err != nil {
-		return out, err
-	}
-	if ctx.Err() != nil {
+	r.runRepetitions(ctx)
+	switch {
+	case r.failure() != nil:
+		info.Status, info.StopReason = record.StatusFailed, joinErr(info.StopReason, r.failure().Error())
+	case ctx.Err() != nil:
 		out.Interrupted = true
 		info.Status, info.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
-	} else if !cfg.NoProbes {
-		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "after", cfg.Console, probeEnv(cfg))...)
+	default:
+		info.Status = record.StatusCompleted
+		if !cfg.NoProbes {
+			info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "after", cfg.Console, probeEnv(cfg))...)
+		}
 	}
 	info.Artifacts = r.refs
 	rec := record.Build(info, r.artifacts)
-	if !out.Interrupted {
+	if info.Status == record.StatusCompleted {
 		rec.Gates = evaluateRepeatedGates(cfg.Scenario.Gates, info.Repetitions, rec.Sections)
 	}
-	out.RecordPath = filepath.Join(dir, "run.json")
-	if _, err := runs.WriteJSON(out.RecordPath, rec); err != nil {
+	out.Record, out.Artifacts, out.Gates = rec, r.artifacts, rec.Gates
+	if _, err := runs.ReplaceJSON(out.RecordPath, rec); err != nil {
+		if r.failure() != nil {
+			err = fmt.Errorf("%w (after %s)", err, info.StopReason)
+		}
 		return out, err
 	}
-	out.Record, out.Artifacts, out.Gates = rec, r.artifacts, rec.Gates
 	return out, nil
+}
+
+// fail stops the run because something it measured could not be written.
+func (r *runner) fail(err error) {
+	r.mu.Lock()
+	if r.failed == nil {
+		r.failed = err
+	}
+	r.mu.Unlock()
+	r.stop(err)
+}
+
+func (r *runner) failure() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+// journalRequest makes a finished request durable in the running step's journal.
+func (r *runner) journalRequest(q record.Request) {
+	if r.journal == nil {
+		return
+	}
+	if err := r.journal.Append(q); err != nil {
+		r.fail(fmt.Errorf("journaling %s[%d]: %w", q.Step, q.IndexInStep, err))
+	}
 }
 
 func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact {

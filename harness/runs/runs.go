@@ -38,22 +38,25 @@ type Run struct {
 }
 
 // Load reads dir's run.json and every artifact it lists, checking each sha256.
+//
+// A run that did not finish is loaded with what it holds. run.json that still says running
+// means no process finished it (killed, or still going: a reader cannot tell), so its
+// status is reported as incomplete. For any run not completed, step files written after
+// run.json was last replaced are added with the sha256 they have now, and a step whose
+// file was never written is rebuilt, marked interrupted, from its request journal.
 func Load(dir string) (*Run, error) {
 	path := filepath.Join(dir, "run.json")
-	data, err := os.ReadFile(path)
+	r, err := readRecord(dir, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
+		// Without a readable run.json, the step files and journals still hold the run.
+		var rerr error
+		if r, rerr = withoutRecord(dir, err); rerr != nil {
+			return nil, err
+		}
 	}
-	r := &Run{Dir: dir, Run: &record.Run{}}
-	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
-	if err := json.Unmarshal(data, r.Run); err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
-	}
-	if r.Schema != record.RunSchema {
-		return nil, fmt.Errorf("%s: %w: schema %q, want %q", path, ErrNotRun, r.Schema, record.RunSchema)
-	}
-	if r.Scenario == nil {
-		return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, "scenario")
+	if r.Status == record.StatusRunning {
+		r.Status = record.StatusIncomplete
+		r.StopReason = joinReason("the run did not finish: run.json still says running (its process was killed, or is still going)", r.StopReason)
 	}
 	seeds := map[int]int64{}
 	if r.Repeats != nil {
@@ -62,23 +65,48 @@ func Load(dir string) (*Run, error) {
 		}
 	}
 	byRep := map[int]*record.Repetition{}
+	add := func(k int, art record.StepArtifact, ref record.ArtifactRef) {
+		rep := byRep[k]
+		if rep == nil {
+			seed, ok := seeds[k]
+			if !ok {
+				seed = r.Scenario.RepetitionSeed(k)
+			}
+			rep = &record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted}
+			byRep[k] = rep
+		}
+		rep.Steps = append(rep.Steps, art)
+		rep.Artifacts = append(rep.Artifacts, ref.Path)
+		if art.Interrupted {
+			rep.Status = record.StatusInterrupted
+		}
+		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, ref.Path), SHA256: ref.SHA256, Repetition: k})
+	}
 	for _, a := range r.Artifacts {
 		art, err := loadArtifact(dir, a)
 		if err != nil {
 			return nil, err
 		}
-		rep := byRep[a.Repetition]
-		if rep == nil {
-			seed, ok := seeds[a.Repetition]
-			if !ok {
-				seed = r.Scenario.RepetitionSeed(a.Repetition)
-			}
-			rep = &record.Repetition{Index: a.Repetition, Seed: seed, Status: record.StatusCompleted}
-			byRep[a.Repetition] = rep
+		add(a.Repetition, art, a)
+	}
+	if r.Status != record.StatusCompleted {
+		recovered, err := r.recover()
+		if err != nil {
+			return nil, err
 		}
-		rep.Steps = append(rep.Steps, art)
-		rep.Artifacts = append(rep.Artifacts, a.Path)
-		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, a.Path), SHA256: a.SHA256})
+		for _, rc := range recovered {
+			add(rc.ref.Repetition, rc.art, rc.ref)
+		}
+		if len(recovered) > 0 {
+			// The sections are recomputed from what the directory holds now.
+			r.Artifacts = append(r.Artifacts, refsOf(recovered)...)
+			if rep0 := byRep[0]; rep0 != nil {
+				r.Sections = record.BuildSections(rep0.Steps, r.Artifacts)
+			}
+		}
+		if len(byRep) == 0 {
+			byRep[0] = &record.Repetition{Index: 0, Seed: r.Scenario.RepetitionSeed(0), Status: record.StatusInterrupted}
+		}
 	}
 	if len(byRep) == 0 {
 		return nil, fmt.Errorf("%s: %w: sources list no step artifacts", path, ErrNotRun)
@@ -87,6 +115,9 @@ func Load(dir string) (*Run, error) {
 		r.Repetitions = append(r.Repetitions, *rep)
 	}
 	sort.Slice(r.Repetitions, func(i, j int) bool { return r.Repetitions[i].Index < r.Repetitions[j].Index })
+	if r.Status != record.StatusCompleted {
+		r.Repetitions[len(r.Repetitions)-1].Status = record.StatusInterrupted
+	}
 	if err := r.checkVerdicts(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -107,6 +138,33 @@ func (r *Run) checkVerdicts() error {
 		}
 	}
 	return nil
+}
+
+// readRecord reads and checks run.json.
+func readRecord(dir, path string) (*Run, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
+	}
+	r := &Run{Dir: dir, Run: &record.Run{}}
+	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
+	if err := json.Unmarshal(data, r.Run); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
+	}
+	if r.Schema != record.RunSchema {
+		return nil, fmt.Errorf("%s: %w: schema %q, want %q", path, ErrNotRun, r.Schema, record.RunSchema)
+	}
+	if r.Scenario == nil {
+		return nil, fmt.Errorf("%s: %w: no %q", path, ErrNotRun, "scenario")
+	}
+	return r, nil
+}
+
+func joinReason(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
 }
 
 func loadArtifact(dir string, s record.ArtifactRef) (record.StepArtifact, error) {
@@ -204,21 +262,6 @@ func (r *Run) Replay(k int, id string) (record.ReplaySection, bool) {
 	return record.ReplaySection{}, false
 }
 
-// ControlSection returns the control section of a control run, computed from repetition 0's
-// artifacts as the run record's is; ok is false when the run is no control.
-func (r *Run) ControlSection() (record.ControlSection, bool) {
-	if st := r.Scenario.Study; st.Role != "control" || st.Key == "" {
-		return record.ControlSection{}, false
-	}
-	rep := r.Repetitions[0]
-	// run.json's sources do not say which step an artifact holds: the loaded steps do.
-	refs := make([]record.ArtifactRef, len(rep.Steps))
-	for i, st := range rep.Steps {
-		refs[i] = record.ArtifactRef{Step: st.Step, Path: rep.Artifacts[i]}
-	}
-	return record.BuildControl(r.Scenario, r.Cache, rep.Steps, record.BuildSections(rep.Steps, refs), refs), true
-}
-
 // ReplayStepIDs lists the replay steps in order.
 func (r *Run) ReplayStepIDs() []string {
 	var ids []string
@@ -284,4 +327,18 @@ func Mismatches(b, c Identity) []Mismatch {
 		}
 	}
 	return out
+}
+// ControlSection returns the control section of a control run, computed from repetition 0's
+// artifacts as the run record's is; ok is false when the run is no control.
+func (r *Run) ControlSection() (record.ControlSection, bool) {
+	if st := r.Scenario.Study; st.Role != "control" || st.Key == "" {
+		return record.ControlSection{}, false
+	}
+	rep := r.Repetitions[0]
+	// run.json's sources do not say which step an artifact holds: the loaded steps do.
+	refs := make([]record.ArtifactRef, len(rep.Steps))
+	for i, st := range rep.Steps {
+		refs[i] = record.ArtifactRef{Step: st.Step, Path: rep.Artifacts[i]}
+	}
+	return record.BuildControl(r.Scenario, r.Cache, rep.Steps, record.BuildSections(rep.Steps, refs), refs), true
 }

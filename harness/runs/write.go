@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -105,6 +106,95 @@ func FileSHA256(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// CreateRunDir is NewRunDir that never leaves a run directory without its run record: the
+// directory is made under a hidden temporary name, record is written into it as run.json,
+// and only then is it renamed to the run's name. A kill at any point leaves either no run
+// directory or one a reader can load.
+func CreateRunDir(parent, scenario string, start time.Time, record any) (string, error) {
+	data, err := json.MarshalIndent(record, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encoding run.json: %w", err)
+	}
+	data = append(data, '\n')
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("creating results directory: %w", err)
+	}
+	name := fmt.Sprintf("%s-%s", safeName(scenario), start.UTC().Format("20060102T150405Z"))
+	tmp, err := os.MkdirTemp(parent, "."+name+".creating-*")
+	if err != nil {
+		return "", fmt.Errorf("creating run directory: %w", err)
+	}
+	if _, err := WriteFile(filepath.Join(tmp, "run.json"), data); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("creating run directory: %w", err)
+	}
+	base := filepath.Join(parent, name)
+	for i := 0; i < 1000; i++ {
+		dir := base
+		if i > 0 {
+			dir = fmt.Sprintf("%s-%d", base, i)
+		}
+		if _, err := os.Lstat(dir); err == nil {
+			continue
+		}
+		// rename replaces only an empty directory: one another run filled meanwhile
+		// fails with ENOTEMPTY or EEXIST, and the next name is tried.
+		err := os.Rename(tmp, dir)
+		if err == nil {
+			if err := syncDir(parent); err != nil {
+				return "", fmt.Errorf("creating run directory: %w", err)
+			}
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, syscall.ENOTEMPTY) {
+			os.RemoveAll(tmp)
+			return "", fmt.Errorf("creating run directory: %w", err)
+		}
+	}
+	os.RemoveAll(tmp)
+	return "", fmt.Errorf("creating run directory: %s-* all taken", base)
+}
+
+// ReplaceJSON writes v to path atomically (temp file, fsync, rename, fsync of the directory),
+// replacing the file there. Only run.json is ever replaced, and only while its run is live:
+// it says how far the run got. Everything measured goes through WriteJSON, which never
+// replaces.
+func ReplaceJSON(path string, v any) (string, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
+	}
+	data = append(data, '\n')
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil

@@ -113,6 +113,9 @@ func Accounting(rs []*runs.Run, spec PoolSpec, base string) (*Summary, error) {
 				if rep.Index > 0 {
 					population += fmt.Sprintf(" (repetition %d)", rep.Index)
 				}
+				if a.Interrupted {
+					population += " (interrupted: only the requests measured before the run stopped)"
+				}
 				if a.Samples.PeakKVUsage == nil {
 					return nil, fmt.Errorf("%w: run %s, step %s: no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, or its requests were shorter than the %g ms sample interval)", ErrNoOccupancy, name(r), a.Step, a.Samples.IntervalMS)
 				}
