@@ -312,21 +312,21 @@ func (r *runner) runConcurrentStep(ctx context.Context, st plan.Step, art *recor
 		g.Wait()
 		close(results)
 	}()
-	got := map[int]client.Result{}
+	// Each request is recorded (and journaled) as it ends, so a crash mid-step loses none
+	// that finished; the artifact lists them in plan order.
+	got := map[int]record.Request{}
 	for d := range results {
-		got[d.i] = d.res
+		rec := r.newRequest(st, st.Requests[d.i])
+		rec.Result = d.res
+		r.cfg.Console.RequestDone(rec)
+		got[d.i] = rec
 	}
 	samples := smp.finish()
 	after, _, _, _, errAfter := waitIdle(context.WithoutCancel(ctx), r.cfg.Metrics, idle)
-	for i, req := range st.Requests {
-		res, ok := got[i]
-		if !ok {
-			continue // never sent: interrupted
+	for i := range st.Requests {
+		if rec, ok := got[i]; ok { // not sent: interrupted
+			art.Requests = append(art.Requests, rec)
 		}
-		rec := r.newRequest(st, req)
-		rec.Result = res
-		art.Requests = append(art.Requests, rec)
-		r.cfg.Console.RequestDone(rec)
 	}
 	art.Samples = samples
 	if errBefore != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -47,5 +48,46 @@ func TestRunRecordsAsItGoes(t *testing.T) {
 	}
 	if j, _ := filepath.Glob(filepath.Join(out.Dir, "*.partial.jsonl")); len(j) > 0 {
 		t.Fatalf("journals left after the run: %v", j)
+	}
+}
+
+// TestConcurrentStepJournalsEachRequestAsItEnds: in a step at concurrency 2, the requests
+// that finished are in the journal while later ones still run, not only at the step's end.
+func TestConcurrentStepJournalsEachRequestAsItEnds(t *testing.T) {
+	m := newFakeMetrics()
+	chat := &fakeChat{m: m}
+	src := strings.Replace(unitScenario, "requests = 3\n", "requests = 4\nconcurrency = 2\n", 1)
+	cfg := newConfig(t, src, chat, m)
+	journaled := -1
+	chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
+		if n != 3 {
+			return okResult(300, nil)
+		}
+		// The fourth call starts only once two of the first three have ended: wait (bounded)
+		// for their journal lines.
+		dirs, _ := filepath.Glob(filepath.Join(cfg.ResultsDir, "unit-*"))
+		if len(dirs) != 1 {
+			t.Errorf("run directories %v", dirs)
+			return okResult(300, nil)
+		}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			journal, _ := os.ReadFile(filepath.Join(dirs[0], "step-01-sequence.partial.jsonl"))
+			if journaled = bytes.Count(journal, []byte("\n")); journaled >= 2 {
+				break
+			}
+		}
+		return okResult(300, nil)
+	}
+	out := run(t, context.Background(), cfg)
+	if journaled < 2 {
+		t.Fatalf("while the last request ran, the journal held %d finished requests, want >= 2", journaled)
+	}
+	if a := out.Artifacts[0]; len(a.Requests) != 4 {
+		t.Fatalf("%d requests in the step, want 4", len(a.Requests))
+	}
+	for i, r := range out.Artifacts[0].Requests {
+		if r.IndexInStep != i {
+			t.Fatalf("request %d has index %d: the artifact must keep plan order", i, r.IndexInStep)
+		}
 	}
 }

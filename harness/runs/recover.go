@@ -111,6 +111,8 @@ func (r *Run) fromJournal(i int, reqs []record.Request, file string) record.Step
 	if art.Requests == nil {
 		art.Requests = []record.Request{}
 	}
+	// A concurrent step journals its requests as they end, not in plan order.
+	sort.SliceStable(art.Requests, func(a, b int) bool { return art.Requests[a].IndexInStep < art.Requests[b].IndexInStep })
 	if i < len(r.Scenario.Steps) {
 		st := r.Scenario.Steps[i]
 		art.Step, art.Concurrency = st.ID, st.Concurrency

@@ -328,6 +328,7 @@ func Mismatches(b, c Identity) []Mismatch {
 	}
 	return out
 }
+
 // ControlSection returns the control section of a control run, computed from repetition 0's
 // artifacts as the run record's is; ok is false when the run is no control.
 func (r *Run) ControlSection() (record.ControlSection, bool) {
