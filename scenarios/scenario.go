@@ -144,6 +144,9 @@ type Gate struct {
 	RequireStore           bool    `toml:"require_store" json:"require_store,omitempty"`
 	RequireValidSetup      bool    `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
 	MaxFailedRequests      *int    `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
+	// Implicit marks the gate kvbench adds to a step whose requests failed when no gate of
+	// the scenario sets max_failed_requests for it (never written in a scenario file).
+	Implicit bool `toml:"-" json:"implicit,omitempty"`
 }
 
 // Probe is a command run before or after the run; its JSON stdout lands in the record.

@@ -261,14 +261,28 @@ planned_context_tokens = [3000, 500]
 	if code != exitUsage || !strings.Contains(stderr, "max_model_len is 2048") {
 		t.Fatalf("without --force: exit %d %q", code, stderr)
 	}
+	// With --force the over-long request fails on the server: recorded, and the run does
+	// not pass (no gate of the scenario says failures are expected).
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--force")
-	if code != exitOK {
+	if code != exitGateFailed || !strings.Contains(stderr, "1 of 2 requests failed") {
 		t.Fatalf("with --force: exit %d %s", code, stderr)
 	}
 	seq := section(t, rec, "sequence")
 	failed := seq["failed_request_indices"].([]any)
 	if len(failed) != 1 || failed[0] != 0.0 || num(t, seq, "visible_answer_passes") != 1 {
 		t.Fatalf("sequence %v", seq)
+	}
+	gates := rec["gates"].([]any)
+	g := gates[len(gates)-1].(map[string]any)
+	if g["passed"] != false || g["gate"].(map[string]any)["implicit"] != true {
+		t.Fatalf("want the implicit failed-request gate, failed: %v", g)
+	}
+	// A gate that allows a failure makes the same run pass.
+	allowed := filepath.Join(t.TempDir(), "allowed.toml")
+	data, _ := os.ReadFile(file)
+	os.WriteFile(allowed, append(data, []byte("[[gate]]\nstep = \"sequence\"\nmax_failed_requests = 1\n")...), 0o644)
+	if _, stderr, code := runCLI(t, "run", allowed, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--force"); code != exitOK {
+		t.Fatalf("with max_failed_requests = 1: exit %d %s", code, stderr)
 	}
 }
 
@@ -416,8 +430,10 @@ func TestServerFaultsAreData(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := startSim(t, sim.Options{Profile: "tiny", Override: c.override})
 			out := t.TempDir()
+			// The faults are recorded as data and the run goes on; it then fails its
+			// implicit gate, since no gate of smoke allows failed requests.
 			rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", out)
-			if code != exitOK {
+			if code != exitGateFailed || !strings.Contains(stderr, "requests failed") {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
 			seq := section(t, rec, "sequence")

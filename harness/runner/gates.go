@@ -84,3 +84,46 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 	}
 	return out
 }
+
+// failedRequestGates fails each step whose requests failed (an error, not a reasoning-only
+// answer) in any repetition, unless a gate of the scenario sets max_failed_requests for that
+// step: a run that did less than it was asked must not pass as if it had not.
+func failedRequestGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
+	allowed := map[string]bool{}
+	for _, g := range gates {
+		if g.MaxFailedRequests != nil {
+			allowed[g.Step] = true
+		}
+	}
+	var out []record.GateResult
+	var order []string
+	failed, total, first := map[string]int{}, map[string]int{}, map[string]string{}
+	for _, rep := range reps {
+		for _, st := range rep.Steps {
+			if _, seen := total[st.Step]; !seen {
+				order = append(order, st.Step)
+			}
+			total[st.Step] += len(st.Requests)
+			for _, q := range st.Requests {
+				if q.Result.Failed() {
+					failed[st.Step]++
+					if first[st.Step] == "" {
+						first[st.Step] = q.Result.Error
+					}
+				}
+			}
+		}
+	}
+	zero := 0
+	for _, id := range order {
+		if failed[id] == 0 || allowed[id] {
+			continue
+		}
+		out = append(out, record.GateResult{
+			Gate:   scenarios.Gate{Step: id, MaxFailedRequests: &zero, Implicit: true},
+			Passed: false,
+			Reason: fmt.Sprintf("%d of %d requests failed (first: %s); set max_failed_requests in a gate on this step if failures are expected", failed[id], total[id], first[id]),
+		})
+	}
+	return out
+}

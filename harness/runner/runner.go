@@ -157,6 +157,11 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	rec := record.Build(info, r.artifacts)
 	if info.Status == record.StatusCompleted {
 		rec.Gates = evaluateRepeatedGates(cfg.Scenario.Gates, info.Repetitions, rec.Sections)
+		reps := info.Repetitions
+		if len(reps) == 0 {
+			reps = []record.Repetition{{Steps: r.artifacts}}
+		}
+		rec.Gates = append(rec.Gates, failedRequestGates(cfg.Scenario.Gates, reps)...)
 	}
 	out.Record, out.Artifacts, out.Gates = rec, r.artifacts, rec.Gates
 	if _, err := runs.ReplaceJSON(out.RecordPath, rec); err != nil {
