@@ -13,7 +13,7 @@ type CounterDelta struct {
 	Before, After Reading
 	Delta         float64 // After - Before; meaningful only when Present
 	Present       bool    // both sides present; an absent side never reads as 0
-	Decreased     bool    // After < Before: the server restarted, the delta is invalid
+	Decreased     bool    // After < Before (a restart), or otherwise unusable: see Reason
 	// Reason says why the delta cannot be used: why Decreased, naming the counter and both
 	// values, or which side read NaN or Inf.
 	Reason string
@@ -71,6 +71,18 @@ func (d *Delta) Invalidate(kind Invalidity, reason string) {
 	d.Valid = false
 	d.InvalidReasons = append(d.InvalidReasons, reason)
 	d.InvalidKinds = append(d.InvalidKinds, kind)
+}
+
+// InvalidateAll marks d invalid for reason and every counter's change unusable: the scrapes
+// it spans miss part of what it claims to cover, so no change in it can be trusted.
+func (d *Delta) InvalidateAll(kind Invalidity, reason string) {
+	d.Invalidate(kind, reason)
+	for c, cd := range d.Counters {
+		if cd.Present && !cd.Decreased {
+			cd.Decreased, cd.Reason = true, reason
+			d.Counters[c] = cd
+		}
+	}
 }
 
 // FirstInvalid is the first reason d is invalid and its kind; "" when d is valid.

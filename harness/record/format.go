@@ -13,7 +13,11 @@ func (r *Run) WriteSummary(w io.Writer) {
 	fmt.Fprintln(tw, "STEP\tREQUESTS\tFAILED\tSTORE BYTES\tVERDICT\tCACHED\tTTFT ms\tSETUP VALID")
 	for _, sec := range r.Sections {
 		if s := sec.Sequence; s != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\t-\t-\n", sec.Step, s.Requests, len(s.FailedRequestIndices), FormatCount(s.GPUToCPUBytesDelta, "absent"))
+			store := FormatCount(s.GPUToCPUBytesDelta, "absent")
+			if !s.CountersValid && s.GPUToCPUBytesDelta == nil {
+				store = "invalid" // read, but not trustworthy: see the step's invalid reasons
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\t-\t-\n", sec.Step, s.Requests, len(s.FailedRequestIndices), store)
 		} else if s := sec.Replay; s != nil {
 			failed := 0
 			if s.Error != "" {

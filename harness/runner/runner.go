@@ -91,7 +91,8 @@ type runner struct {
 	reps []record.Repetition
 	// journal is the running step's request journal (nil between steps).
 	journal *runs.Journal
-	// stop cancels the run; failed holds the first write failure that stopped it.
+	// stop cancels the run; failed holds the first failure (a write, or /metrics gone) that
+	// stopped it.
 	stop   context.CancelCauseFunc
 	mu     sync.Mutex
 	failed error
@@ -112,6 +113,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	r := &runner{cfg: cfg, origin: time.Now(), stop: stop}
+	r.cfg.Metrics = &metricsGuard{inner: cfg.Metrics, budget: ScrapeBudget, limit: DeadScrapes, dead: r.fail}
 	r.cfg.Console = cfg.Console.withRequestDone(r.journalRequest)
 	started := cfg.Now()
 	info := record.RunInfo{
@@ -173,7 +175,8 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	return out, nil
 }
 
-// fail stops the run because something it measured could not be written.
+// fail stops the run because something it measured could not be written, or because the
+// counters it needs can no longer be read.
 func (r *runner) fail(err error) {
 	r.mu.Lock()
 	if r.failed == nil {
@@ -236,7 +239,7 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 		art.Counters = metrics.Join(names, windows)
 		if art.Counters != nil {
 			for _, u := range unread {
-				art.Counters.Delta.Invalidate(metrics.InvalidScrapeFailed, "counters not read around "+u)
+				art.Counters.Delta.InvalidateAll(metrics.InvalidScrapeFailed, "counters not read around "+u)
 			}
 		} else if len(unread) > 0 {
 			art.CountersError = "no request's counters were read: " + strings.Join(unread, "; ")
