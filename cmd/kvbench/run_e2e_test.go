@@ -328,8 +328,9 @@ func TestInterruptedRunKeepsMeasurements(t *testing.T) {
 func TestRestartInvalidatesReplay(t *testing.T) {
 	// smoke sends 2 preflight checks, then requests 3..5 and the replay as the 6th.
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.RestartAtRequest = 6 }})
+	// The measurement is data, and the run does not pass: its replay proved nothing.
 	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitOK {
+	if code != exitGateFailed || !strings.Contains(stderr, "the replay's measurement is invalid") {
 		t.Fatalf("exit %d %s", code, stderr)
 	}
 	r := section(t, rec, "replay")

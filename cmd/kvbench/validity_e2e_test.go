@@ -33,7 +33,7 @@ func TestMissingGPUHitCounterIsInvalidNotZero(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny"})
 	file := smokeWith(t, `metric_names = { gpu_prefix_hits = "vllm:not_served_total" }`)
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitOK {
+	if code != exitGateFailed || !strings.Contains(stderr, "the replay's measurement is invalid") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	pre := section(t, rec, "preflight")

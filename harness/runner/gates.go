@@ -6,6 +6,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -85,19 +86,21 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 	return out
 }
 
-// failedRequestGates fails each step whose requests failed (an error, not a reasoning-only
-// answer) in any repetition, unless a gate of the scenario sets max_failed_requests for that
-// step: a run that did less than it was asked must not pass as if it had not.
-func failedRequestGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
-	allowed := map[string]bool{}
+// implicitGates fail what a run did not do although asked: each step whose requests failed
+// (an error, not a reasoning-only answer) in any repetition, unless a gate of the scenario
+// sets max_failed_requests for that step; and each replay whose measurement was invalid
+// (counters reset, unread or contaminated), unless a gate of the scenario names that step.
+func implicitGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
+	allowFailures, gated := map[string]bool{}, map[string]bool{}
 	for _, g := range gates {
+		gated[g.Step] = true
 		if g.MaxFailedRequests != nil {
-			allowed[g.Step] = true
+			allowFailures[g.Step] = true
 		}
 	}
-	var out []record.GateResult
 	var order []string
-	failed, total, first := map[string]int{}, map[string]int{}, map[string]string{}
+	failed, total, invalid := map[string]int{}, map[string]int{}, map[string]int{}
+	firstFailure, firstInvalid := map[string]string{}, map[string]string{}
 	for _, rep := range reps {
 		for _, st := range rep.Steps {
 			if _, seen := total[st.Step]; !seen {
@@ -105,25 +108,36 @@ func failedRequestGates(gates []scenarios.Gate, reps []record.Repetition) []reco
 			}
 			total[st.Step] += len(st.Requests)
 			for _, q := range st.Requests {
-				if q.Result.Failed() {
+				switch {
+				case q.Result.Failed():
 					failed[st.Step]++
-					if first[st.Step] == "" {
-						first[st.Step] = q.Result.Error
+					if firstFailure[st.Step] == "" {
+						firstFailure[st.Step] = q.Result.Error
+					}
+				case q.Verdict != nil && q.Verdict.Verdict == verdict.Invalid:
+					invalid[st.Step]++
+					if firstInvalid[st.Step] == "" {
+						firstInvalid[st.Step] = q.Verdict.Reason
 					}
 				}
 			}
 		}
 	}
+	var out []record.GateResult
 	zero := 0
 	for _, id := range order {
-		if failed[id] == 0 || allowed[id] {
-			continue
+		if failed[id] > 0 && !allowFailures[id] {
+			out = append(out, record.GateResult{
+				Gate:   scenarios.Gate{Step: id, MaxFailedRequests: &zero, Implicit: true},
+				Reason: fmt.Sprintf("%d of %d requests failed (first: %s); set max_failed_requests in a gate on this step if failures are expected", failed[id], total[id], firstFailure[id]),
+			})
 		}
-		out = append(out, record.GateResult{
-			Gate:   scenarios.Gate{Step: id, MaxFailedRequests: &zero, Implicit: true},
-			Passed: false,
-			Reason: fmt.Sprintf("%d of %d requests failed (first: %s); set max_failed_requests in a gate on this step if failures are expected", failed[id], total[id], first[id]),
-		})
+		if invalid[id] > 0 && !gated[id] {
+			out = append(out, record.GateResult{
+				Gate:   scenarios.Gate{Step: id, Implicit: true},
+				Reason: fmt.Sprintf("the replay's measurement is invalid in %d of %d repetition(s): %s", invalid[id], len(reps), firstInvalid[id]),
+			})
+		}
 	}
 	return out
 }

@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		if len(reps) == 0 {
 			reps = []record.Repetition{{Steps: r.artifacts}}
 		}
-		rec.Gates = append(rec.Gates, failedRequestGates(cfg.Scenario.Gates, reps)...)
+		rec.Gates = append(rec.Gates, implicitGates(cfg.Scenario.Gates, reps)...)
 	}
 	out.Record, out.Artifacts, out.Gates = rec, r.artifacts, rec.Gates
 	if _, err := runs.ReplaceJSON(out.RecordPath, rec); err != nil {
