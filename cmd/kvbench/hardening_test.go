@@ -189,7 +189,7 @@ func TestClaimMetricTypoIsBadInput(t *testing.T) {
 func TestReportIntoMissingDirectoryNamesThePath(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "missing", "dir", "x.html")
 	_, errOut, code := runCLI(t, "report", "testdata/compare/baseline", "-o", target)
-	if code == exitOK || !strings.Contains(errOut, "writing "+target+": no such file or directory") || strings.Contains(errOut, ".tmp-") {
+	if code != exitUsage || !strings.Contains(errOut, "-o "+target+": its directory does not exist") || strings.Contains(errOut, ".tmp-") {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
 }

@@ -54,6 +54,9 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 		if errors.Is(err, fs.ErrExist) {
 			return usageErrorf("report: %s exists: choose another -o or remove it", *out)
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return usageErrorf("report: -o %s: its directory does not exist", *out)
+		}
 		return err
 	}
 	abs, _ := filepath.Abs(*out)
