@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
@@ -119,7 +120,11 @@ func (rep *PreflightReport) WriteBrief(con *Console) {
 	con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
 		rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
 	for _, rp := range rep.Capacity {
-		con.Printf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
+		line := fmt.Sprintf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
+		if why := rp.Assessment.Reasons(); len(why) > 0 {
+			line += " (" + strings.Join(why, "; ") + ")"
+		}
+		con.Printf("%s", line)
 		if rp.Assessment.CanProveReload != capacity.Yes {
 			for _, f := range rp.Assessment.Findings {
 				con.Printf("    - %s", f)
