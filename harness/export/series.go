@@ -54,7 +54,7 @@ func ParseLabel(s string) (Label, error) {
 var reserved = map[string]bool{
 	"job": true, "instance": true, "scenario": true, "recipe": true, "endpoint": true,
 	"step": true, "request": true, "verdict": true, "gate": true, "status": true,
-	"quantile": true, "kvbench_version": true, "model": true, "engine": true,
+	"quantile": true, "version": true, "model": true, "engine": true,
 }
 
 // Identity returns the labels that tell one run's series from another's: the scenario, the
@@ -165,7 +165,7 @@ func (b *builder) run(r *runs.Run) {
 		model = r.Model.ServedName
 	}
 	one := 1.0
-	b.gauge("kvbench_run_info", &one, "kvbench_version", r.Kvbench.Version, "model", model, "engine", r.Runtime.Engine)
+	b.gauge("kvbench_run_info", &one, "version", r.Kvbench.Version, "model", model, "engine", r.Runtime.Engine)
 	b.enum("kvbench_run_status", "status", runStatuses, r.Status)
 	if t, err := time.Parse(time.RFC3339, r.ObservedAt); err == nil {
 		b.gauge("kvbench_run_timestamp_seconds", ptr(float64(t.Unix())))
