@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +146,37 @@ func query(t *testing.T, base, q string, want int) []promSample {
 	return nil
 }
 
+// queryAny polls q (up to 30 s) until it returns a series, and returns what it last got.
+func queryAny(t *testing.T, base, q string) []promSample {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	var got []promSample
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r struct {
+			Status string `json:"status"`
+			Data   struct {
+				Result []promSample `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" {
+			t.Fatalf("query %s: %s (%v)", q, body, err)
+		}
+		if got = r.Data.Result; len(got) > 0 {
+			return got
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return got
+}
+
 // TestPushReachesPrometheus runs a repeated scenario on the embedded engine with --push to a
 // real Pushgateway, scraped by a real Prometheus (honor_labels, 1 s interval), and reads the
 // series back through Prometheus's query API: the labels are the grouping key, the values the
@@ -217,6 +249,21 @@ scrape_configs:
 	check(`kvbench_run_status{ci="run",status="completed"}`, 1)
 	check(`kvbench_repeats_count{ci="run"}`, 2)
 	check(`kvbench_repeats_time_to_first_output_seconds_count{ci="run",step="replay",request="0"}`, 2)
+
+	// Every dashboard query is valid PromQL and finds the pushed run (the gate table aside:
+	// this scenario has no gates), its variables matching everything.
+	panels, _ := dashboardQueries(t)
+	all := strings.NewReplacer(`"$cluster"`, `".*"`, `"$scenario"`, `".*"`, `"$endpoint"`, `".*"`)
+	for title, exprs := range panels {
+		for _, e := range exprs {
+			if title == "Gates" {
+				continue
+			}
+			if len(queryAny(t, prom, all.Replace(e))) == 0 {
+				t.Errorf("dashboard panel %q: %s finds nothing", title, e)
+			}
+		}
+	}
 
 	// kvbench push, as a retry: the same run under another grouping key.
 	if _, stderr, code := runCLI(t, "push", r.Dir, "http://"+gwAddr, "--push-label", "ci=retry"); code != exitOK {
