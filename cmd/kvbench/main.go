@@ -16,13 +16,15 @@ import (
 	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
-// Exit codes. A failed gate or regression is a result, not a crash, so each has its own code.
+// Exit codes. A failed gate or regression is a result, not a crash, so each has its own code;
+// so has a failed push, after which the run's records are on disk and 'kvbench push' retries.
 const (
 	exitOK         = 0
 	exitRuntime    = 1
 	exitUsage      = 2
 	exitGateFailed = 3
 	exitRegression = 4
+	exitPushFailed = 5
 )
 
 // command is one kvbench subcommand. run gets the arguments after the subcommand's name.

@@ -49,10 +49,15 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o runOptions
+	var push pushFlags
 	fs := o.register("run", stdout, "SCENARIO [flags]",
-		"kvbench run eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1\nkvbench run my-study.toml --metrics http://gpu0:8000/metrics --metrics http://gpu1:8001/metrics --format json")
+		"kvbench run eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1\nkvbench run my-study.toml --metrics http://gpu0:8000/metrics --metrics http://gpu1:8001/metrics --format json\nkvbench run smoke --endpoint http://gpu-host:8000/v1 --repeat 3 --push http://pushgateway:9091 --push-label cluster=eu1")
+	push.register(fs, true)
 	args, err := parseFlags(fs, args)
 	if err != nil {
+		return err
+	}
+	if err := push.check(); err != nil {
 		return err
 	}
 	if len(args) != 1 {
@@ -71,6 +76,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	outcome, err := runScenario(ctx, sc, o, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if push.url != "" {
+		return pushAfterRun(ctx, &push, outcome.Dir, outcomeError(outcome), stderr)
 	}
 	return outcomeError(outcome)
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/anvil-serving/kvbench/harness/export"
+)
+
+func init() {
+	register(command{name: "export", summary: "write runs' series as OpenMetrics text (node_exporter textfile collector)", run: runExport})
+}
+
+func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlagSet("export", "RUN_DIR... [flags]",
+		"kvbench export --format openmetrics results/smoke-20260803T020000Z\nkvbench export results/smoke-20260803T020000Z -o /var/lib/node_exporter/textfile/kvbench.prom --label cluster=eu1", stdout)
+	format := fs.String("format", "openmetrics", "output: openmetrics (the text format node_exporter's textfile collector reads)")
+	out := fs.String("o", "", "write to this file atomically (temp file, then rename over it) instead of stdout")
+	var labels stringList
+	fs.Var(&labels, "label", "NAME=VALUE added to every series, e.g. cluster=eu1 (repeatable)")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return usageErrorf("export: want one or more run directories")
+	}
+	if *format != "openmetrics" {
+		return usageErrorf("export: --format must be openmetrics")
+	}
+	extra, err := parseLabels("--label", labels)
+	if err != nil {
+		return err
+	}
+	loaded, err := loadRunDirs(args)
+	if err != nil {
+		return err
+	}
+	var sets [][]*dto.MetricFamily
+	for _, r := range loaded {
+		fams, err := export.Families(r, append(export.Identity(r), extra...))
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.Dir, err)
+		}
+		sets = append(sets, fams)
+	}
+	fams, err := export.Merge(sets...)
+	if err != nil {
+		if errors.Is(err, export.ErrDuplicate) {
+			return usageErrorf("export: %w (runs of one scenario, recipe and endpoint: export one, or tell them apart with --label)", err)
+		}
+		return err
+	}
+	var buf bytes.Buffer
+	if err := export.WriteOpenMetrics(&buf, fams); err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err := stdout.Write(buf.Bytes())
+		return err
+	}
+	return replaceFile(*out, buf.Bytes())
+}
+
+// replaceFile writes data to path through a temp file in the same directory and a rename, so
+// a collector reading path never sees half a file.
+func replaceFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	_, werr := tmp.Write(data)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), 0o644) // the collector runs as another user
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		return fmt.Errorf("writing %s: %w", path, werr)
+	}
+	return nil
+}

@@ -1,0 +1,324 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// repeatedRun is a run of two repetitions on the embedded engine (cmd/kvbench's compare
+// baseline); singleRun is the demo's seed study, one repetition.
+const (
+	repeatedRun = "../../cmd/kvbench/testdata/compare/baseline"
+	singleRun   = "../study/testdata/demo/eviction-6x150k-replay-20261201T060008Z"
+)
+
+func load(t *testing.T, dir string) *runs.Run {
+	t.Helper()
+	r, err := runs.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// parse writes fams as OpenMetrics and reads them back with the parser node_exporter's
+// textfile collector uses.
+func parse(t *testing.T, fams []*dto.MetricFamily) (map[string]*dto.MetricFamily, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteOpenMetrics(&buf, fams); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	got, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("exported text does not parse: %v\n%s", err, text)
+	}
+	return got, text
+}
+
+// sample finds the one sample of name whose labels include want.
+func sample(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	t.Helper()
+	var found []*dto.Metric
+	for _, m := range fams[name].GetMetric() {
+		if hasLabels(m, want) {
+			found = append(found, m)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s%v: %d samples, want 1", name, want, len(found))
+	}
+	return found[0]
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func TestOpenMetricsCarriesTheRecordsValues(t *testing.T) {
+	r := load(t, repeatedRun)
+	fams, err := Families(r, append(Identity(r), Label{"cluster", "eu1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, text := parse(t, fams)
+	if !strings.HasSuffix(text, "# EOF\n") {
+		t.Fatalf("no # EOF at the end:\n%s", text[max(0, len(text)-200):])
+	}
+	for name, f := range got {
+		if !slices.Contains(Names(), name) {
+			t.Errorf("%s is not in Names()", name)
+		}
+		for _, m := range f.GetMetric() {
+			if !hasLabels(m, map[string]string{"scenario": "nightly-tiny", "endpoint": "127.0.0.1:46493", "cluster": "eu1"}) {
+				t.Errorf("%s %v lacks the identity labels", name, m.GetLabel())
+			}
+		}
+	}
+
+	// The replay's verdict: 1 for the record's, 0 for every other.
+	sec := r.Run.Replay("replay")
+	if sec == nil || sec.Verdict == "" {
+		t.Fatal("fixture has no replay verdict")
+	}
+	ones := 0
+	for _, m := range got["kvbench_replay_verdict"].GetMetric() {
+		v := m.GetGauge().GetValue()
+		isSeen := hasLabels(m, map[string]string{"verdict": sec.Verdict})
+		if isSeen && v != 1 || !isSeen && v != 0 {
+			t.Errorf("verdict sample %v = %v (record: %s)", m.GetLabel(), v, sec.Verdict)
+		}
+		ones += int(v)
+	}
+	if ones != 1 || len(got["kvbench_replay_verdict"].GetMetric()) < len(scenarios.Verdicts) {
+		t.Errorf("verdict enum: %d ones over %d samples", ones, len(got["kvbench_replay_verdict"].GetMetric()))
+	}
+	if v := sample(t, got, "kvbench_cached_fraction", map[string]string{"step": "replay"}).GetGauge().GetValue(); !near(v, *sec.CachedFraction) {
+		t.Errorf("cached fraction %v, run.json %v", v, *sec.CachedFraction)
+	}
+	if v := sample(t, got, "kvbench_offload_load_bytes_per_token", nil).GetGauge().GetValue(); !near(v, *r.Cache.LoadBytesPerTokenMeasured) {
+		t.Errorf("load bytes per token %v, run.json %v", v, *r.Cache.LoadBytesPerTokenMeasured)
+	}
+	at, _ := time.Parse(time.RFC3339, r.ObservedAt)
+	if v := sample(t, got, "kvbench_run_timestamp_seconds", nil).GetGauge().GetValue(); v != float64(at.Unix()) {
+		t.Errorf("timestamp %v, observed_at %s", v, r.ObservedAt)
+	}
+	if v := sample(t, got, "kvbench_run_status", map[string]string{"status": "completed"}).GetGauge().GetValue(); v != 1 {
+		t.Errorf("status completed = %v", v)
+	}
+
+	// Every request of repetition 0, in seconds; and its median over the repetitions.
+	n := 0
+	for _, st := range r.Repetitions[0].Steps {
+		for i, q := range st.Requests {
+			l := map[string]string{"step": st.Step, "request": strconv.Itoa(q.IndexInStep)}
+			if ms := q.Result.TimeToFirstOutputMS; ms != nil {
+				if v := sample(t, got, "kvbench_time_to_first_output_seconds", l).GetGauge().GetValue(); !near(v, *ms/1000) {
+					t.Errorf("%v: ttfo %v s, artifact %v ms", l, v, *ms)
+				}
+				n++
+			}
+			s := stats.Summarize(r.RequestValues(st.Step, i, "time_to_first_output_ms"))
+			m := sample(t, got, "kvbench_repeats_time_to_first_output_seconds", l).GetSummary()
+			if m.GetSampleCount() != uint64(s.N) || s.N != 2 {
+				t.Errorf("%v: count %d, want %d of 2 repetitions", l, m.GetSampleCount(), s.N)
+			}
+			for _, q := range m.GetQuantile() {
+				if q.GetQuantile() == 0.5 && !near(q.GetValue(), *s.Median/1000) {
+					t.Errorf("%v: median %v s, want %v ms", l, q.GetValue(), *s.Median)
+				}
+			}
+			if v := sample(t, got, "kvbench_repeats_time_to_first_output_spread_seconds", l).GetGauge().GetValue(); !near(v, *s.Spread/1000) {
+				t.Errorf("%v: spread %v s, want %v ms", l, v, *s.Spread)
+			}
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d requests with a time to first output, want 5", n)
+	}
+	if v := sample(t, got, "kvbench_repeats_verdict_count", map[string]string{"step": "replay", "verdict": sec.Verdict}).GetGauge().GetValue(); v != 2 {
+		t.Errorf("verdict %s in %v repetitions, want 2 (verdicts %v)", sec.Verdict, v, r.Verdicts("replay"))
+	}
+}
+
+// TestAbsentIsNotZero: a value the record holds as null has no series at all.
+func TestAbsentIsNotZero(t *testing.T) {
+	r := load(t, singleRun)
+	seq := &r.Repetitions[0].Steps[0]
+	seq.Requests[1].Result.TimeToFirstOutputMS = nil
+	for i := range r.Repetitions[0].Steps {
+		st := &r.Repetitions[0].Steps[i]
+		if st.Kind == "replay" {
+			st.Requests[0].Result.CachedPromptTokens = nil
+		}
+	}
+	fams, err := Families(r, Identity(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	if _, ok := got["kvbench_cached_fraction"]; ok {
+		t.Errorf("cached fraction exported though the record has none: %v", got["kvbench_cached_fraction"])
+	}
+	for _, m := range got["kvbench_time_to_first_output_seconds"].GetMetric() {
+		if hasLabels(m, map[string]string{"step": seq.Step, "request": strconv.Itoa(seq.Requests[1].IndexInStep)}) {
+			t.Errorf("absent time to first output exported as %v", m.GetGauge().GetValue())
+		}
+	}
+	if len(got["kvbench_time_to_first_output_seconds"].GetMetric()) != len(seq.Requests) {
+		t.Errorf("%d time to first output samples, want the %d measured", len(got["kvbench_time_to_first_output_seconds"].GetMetric()), len(seq.Requests))
+	}
+	if _, ok := got["kvbench_repeats_count"]; ok {
+		t.Error("a single run exports repeats series")
+	}
+}
+
+func TestGatePassed(t *testing.T) {
+	r := load(t, singleRun)
+	r.Gates = []record.GateResult{
+		{Gate: scenarios.Gate{Step: "replay", Verdict: "cpu_reload"}, Passed: true},
+		{Gate: scenarios.Gate{Step: "replay", MinCachedFraction: 0.99}, Passed: false},
+	}
+	fams, err := Families(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	if v := sample(t, got, "kvbench_gate_passed", map[string]string{"gate": "replay: verdict=cpu_reload"}).GetGauge().GetValue(); v != 1 {
+		t.Errorf("passed gate = %v", v)
+	}
+	if v := sample(t, got, "kvbench_gate_passed", map[string]string{"gate": "replay: min_cached_fraction=0.99"}).GetGauge().GetValue(); v != 0 {
+		t.Errorf("failed gate = %v", v)
+	}
+}
+
+func TestMergeRefusesTheSameSeriesTwice(t *testing.T) {
+	a, b := load(t, repeatedRun), load(t, singleRun)
+	fa, _ := Families(a, Identity(a))
+	fb, _ := Families(b, Identity(b))
+	merged, err := Merge(fa, fb)
+	if err != nil {
+		t.Fatalf("runs of two scenarios: %v", err)
+	}
+	got, _ := parse(t, merged)
+	if n := len(got["kvbench_run_timestamp_seconds"].GetMetric()); n != 2 {
+		t.Errorf("%d timestamps after merging two runs", n)
+	}
+	if _, err := Merge(fa, fa); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("same run twice: %v, want ErrDuplicate", err)
+	}
+}
+
+func TestPushReplacesTheRunsGroup(t *testing.T) {
+	r := load(t, repeatedRun)
+	type request struct {
+		method, path, user, pass string
+		fams                     []*dto.MetricFamily
+	}
+	got := make(chan request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		q := request{method: req.Method, path: req.URL.Path}
+		q.user, q.pass, _ = req.BasicAuth()
+		dec := expfmt.NewDecoder(req.Body, expfmt.ResponseFormat(req.Header))
+		for {
+			var f dto.MetricFamily
+			if err := dec.Decode(&f); err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("decoding the push: %v", err)
+				}
+				break
+			}
+			q.fams = append(q.fams, &f)
+		}
+		got <- q
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "http://ci:s3cret@", 1)
+	if err := Push(context.Background(), r, PushOptions{URL: u, Labels: []Label{{"cluster", "eu1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	q := <-got
+	if q.method != http.MethodPut {
+		t.Errorf("method %s, want PUT (replace the group)", q.method)
+	}
+	for _, part := range []string{"/metrics/job/kvbench/", "/scenario/nightly-tiny", "/endpoint/127.0.0.1:46493", "/cluster/eu1"} {
+		if !strings.Contains(q.path, part) {
+			t.Errorf("path %s lacks %s", q.path, part)
+		}
+	}
+	if strings.Contains(q.path, "recipe") {
+		t.Errorf("path %s has a recipe the run has not", q.path)
+	}
+	if q.user != "ci" || q.pass != "s3cret" {
+		t.Errorf("basic auth %q:%q, want the URL's user info", q.user, q.pass)
+	}
+	want, _ := Families(r, nil)
+	if len(q.fams) != len(want) {
+		t.Fatalf("pushed %d families, want %d", len(q.fams), len(want))
+	}
+	for i, f := range q.fams {
+		if f.GetName() != want[i].GetName() || len(f.GetMetric()) != len(want[i].GetMetric()) {
+			t.Errorf("pushed %s x%d, want %s x%d", f.GetName(), len(f.GetMetric()), want[i].GetName(), len(want[i].GetMetric()))
+		}
+	}
+}
+
+func TestPushFailureIsRedacted(t *testing.T) {
+	r := load(t, singleRun)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no space left", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "http://ci:s3cret@", 1) + "/?token=t0ken"
+	err := Push(context.Background(), r, PushOptions{URL: u, Timeout: 10 * time.Second})
+	if err == nil {
+		t.Fatal("push to a failing gateway succeeded")
+	}
+	if msg := err.Error(); strings.Contains(msg, "s3cret") || strings.Contains(msg, "t0ken") || !strings.Contains(msg, "500") {
+		t.Errorf("error %q: want the status and no credentials", msg)
+	}
+}
+
+func TestParseLabel(t *testing.T) {
+	if l, err := ParseLabel("cluster=eu-1=a"); err != nil || l != (Label{"cluster", "eu-1=a"}) {
+		t.Errorf("cluster=eu-1=a: %v %v", l, err)
+	}
+	for _, bad := range []string{"cluster", "1x=a", "a-b=c", "__name__=x", "job=x", "scenario=x", "quantile=x"} {
+		if _, err := ParseLabel(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,392 @@
+// Package export turns a loaded run into Prometheus series, so a fleet of nightly runs can
+// be watched from one dashboard: pushed to a Pushgateway (Push) or written in the OpenMetrics
+// text format for node_exporter's textfile collector (WriteOpenMetrics). The series are
+// computed from the run's step artifacts, as every other reader of a run does. A value the
+// record holds as null (a counter the server did not expose, a request that failed) has no
+// series: it is never exported as 0.
+package export
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/verdict"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// Job is the Pushgateway job every run is pushed under.
+const Job = "kvbench"
+
+// Label is one label name and value.
+type Label struct {
+	Name, Value string
+}
+
+// ParseLabel reads NAME=VALUE, as --push-label gives it. The name must be a classic
+// Prometheus label name that is not reserved (job, the identity labels, the series' own).
+func ParseLabel(s string) (Label, error) {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok {
+		return Label{}, fmt.Errorf("label %q: want NAME=VALUE", s)
+	}
+	if !model.LegacyValidation.IsValidLabelName(name) || strings.HasPrefix(name, "__") {
+		return Label{}, fmt.Errorf("label %q: %q is not a valid label name", s, name)
+	}
+	if reserved[name] {
+		return Label{}, fmt.Errorf("label %q: %q is set by kvbench", s, name)
+	}
+	return Label{Name: name, Value: value}, nil
+}
+
+// reserved are the label names kvbench sets itself.
+var reserved = map[string]bool{
+	"job": true, "instance": true, "scenario": true, "recipe": true, "endpoint": true,
+	"step": true, "request": true, "verdict": true, "gate": true, "status": true,
+	"quantile": true, "version": true, "model": true, "engine": true,
+}
+
+// Identity returns the labels that tell one run's series from another's: the scenario, the
+// recipe and the endpoint's host:port (never its credentials). An empty one is left out, as
+// Prometheus treats an empty label as absent.
+func Identity(r *runs.Run) []Label {
+	out := []Label{{"scenario", r.Scenario.Name}}
+	if rec := r.Runtime.Recipe; rec != "" {
+		out = append(out, Label{"recipe", rec})
+	}
+	if u, err := url.Parse(r.Scenario.Target.Endpoint); err == nil && u.Host != "" {
+		out = append(out, Label{"endpoint", u.Host})
+	}
+	return out
+}
+
+// family declares one exported metric family.
+type family struct {
+	help string
+	typ  dto.MetricType
+}
+
+var (
+	gauge   = dto.MetricType_GAUGE
+	summary = dto.MetricType_SUMMARY
+)
+
+// catalog is every metric family kvbench exports; Families refuses any other name, and
+// Names lists them for dashboards and alerts to be checked against.
+var catalog = map[string]family{
+	"kvbench_run_info":              {"The run's kvbench version, model and engine (always 1).", gauge},
+	"kvbench_run_status":            {"1 for the run's status (completed or interrupted), 0 for the others.", gauge},
+	"kvbench_run_timestamp_seconds": {"When the run was observed, in Unix seconds: alert when it gets old.", gauge},
+	"kvbench_gate_passed":           {"1 when the scenario's gate passed, 0 when it failed.", gauge},
+
+	"kvbench_replay_verdict":                {"1 for the replay step's verdict, 0 for the other verdicts.", gauge},
+	"kvbench_cached_fraction":               {"Cached prompt tokens over prompt tokens of the replay.", gauge},
+	"kvbench_offload_load_bytes":            {"CPU->GPU bytes the offload connector loaded during the step.", gauge},
+	"kvbench_offload_load_duration_seconds": {"Time the offload connector spent loading CPU->GPU during the step.", gauge},
+	"kvbench_offload_store_bytes":           {"GPU->CPU bytes the offload connector stored during the step.", gauge},
+	"kvbench_sampled_peak_kv_usage_ratio":   {"Peak KV-cache block usage sampled during the step.", gauge},
+	"kvbench_failed_requests":               {"Requests of the step that failed or gave no visible answer.", gauge},
+	"kvbench_offload_load_bytes_per_token":  {"CPU->GPU bytes per externally hit token, measured over the run.", gauge},
+	"kvbench_offload_store_bytes_per_token": {"GPU->CPU bytes per computed token, measured over the run.", gauge},
+
+	"kvbench_time_to_first_output_seconds":        {"Time from sending the request to its first generated token.", gauge},
+	"kvbench_end_to_end_seconds":                  {"Time from sending the request to its last generated text.", gauge},
+	"kvbench_decode_tokens_per_second":            {"Output tokens per second after the first one.", gauge},
+	"kvbench_effective_prefill_tokens_per_second": {"Prompt tokens over the time to first output.", gauge},
+
+	"kvbench_repeats_count":                               {"Repetitions the run made of its steps.", gauge},
+	"kvbench_repeats_verdicts_agree":                      {"1 when every replay reached the same verdict in every repetition.", gauge},
+	"kvbench_repeats_verdict_count":                       {"Repetitions in which the replay step reached the verdict.", gauge},
+	"kvbench_repeats_time_to_first_output_seconds":        {"Time to first output across repetitions (quantile 0, 0.5 and 1).", summary},
+	"kvbench_repeats_time_to_first_output_spread_seconds": {"Max minus min time to first output across repetitions.", gauge},
+	"kvbench_repeats_decode_tokens_per_second":            {"Decode rate across repetitions (quantile 0, 0.5 and 1).", summary},
+	"kvbench_repeats_decode_spread_tokens_per_second":     {"Max minus min decode rate across repetitions.", gauge},
+	"kvbench_repeats_cached_fraction":                     {"Cached fraction across repetitions (quantile 0, 0.5 and 1).", summary},
+	"kvbench_repeats_cached_fraction_spread":              {"Max minus min cached fraction across repetitions.", gauge},
+	"kvbench_repeats_offload_load_bytes_per_token":        {"CPU->GPU bytes per hit token across repetitions (quantile 0, 0.5 and 1).", summary},
+	"kvbench_repeats_offload_load_bytes_per_token_spread": {"Max minus min CPU->GPU bytes per hit token across repetitions.", gauge},
+}
+
+// Names lists every series name kvbench exports, a summary's _sum and _count included.
+func Names() []string {
+	var out []string
+	for name, f := range catalog {
+		out = append(out, name)
+		if f.typ == summary {
+			out = append(out, name+"_sum", name+"_count")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// verdicts are the values kvbench_replay_verdict enumerates: a gate's verdicts and invalid.
+var verdicts = append(append([]string{}, scenarios.Verdicts...), verdict.Invalid)
+
+// runStatuses are the values kvbench_run_status enumerates.
+var runStatuses = []string{record.StatusCompleted, record.StatusInterrupted}
+
+// Families returns r's series as metric families sorted by name; every series also carries
+// the labels in extra (the identity, for a file; none for a push, whose grouping key adds them).
+func Families(r *runs.Run, extra []Label) ([]*dto.MetricFamily, error) {
+	b := &builder{fams: map[string]*dto.MetricFamily{}, extra: extra}
+	b.run(r)
+	steps := r.Repetitions[0].Steps
+	for _, s := range record.BuildSections(steps, nil) {
+		b.section(s)
+	}
+	for _, st := range steps {
+		b.requests(st)
+	}
+	b.gates(r.Gates)
+	if len(r.Repetitions) > 1 {
+		b.repeats(r)
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return b.sorted(), nil
+}
+
+func (b *builder) run(r *runs.Run) {
+	model := r.Model.Repo
+	if model == "" {
+		model = r.Model.ServedName
+	}
+	one := 1.0
+	b.gauge("kvbench_run_info", &one, "version", r.Kvbench.Version, "model", model, "engine", r.Runtime.Engine)
+	b.enum("kvbench_run_status", "status", runStatuses, r.Status)
+	if t, err := time.Parse(time.RFC3339, r.ObservedAt); err == nil {
+		b.gauge("kvbench_run_timestamp_seconds", ptr(float64(t.Unix())))
+	}
+	store, load := record.MeasuredBytesPerToken(r.Repetitions[0].Steps)
+	b.gauge("kvbench_offload_store_bytes_per_token", store)
+	b.gauge("kvbench_offload_load_bytes_per_token", load)
+}
+
+func (b *builder) section(s record.Section) {
+	step := []string{"step", s.Step}
+	if rp := s.Replay; rp != nil {
+		if rp.Verdict != "" {
+			b.enum("kvbench_replay_verdict", "verdict", verdicts, rp.Verdict, step...)
+		}
+		b.gauge("kvbench_cached_fraction", rp.CachedFraction, step...)
+		b.gauge("kvbench_offload_load_bytes", rp.CPUToGPUBytesDelta, step...)
+		b.gauge("kvbench_offload_load_duration_seconds", rp.CPUToGPUSecondsDelta, step...)
+		b.gauge("kvbench_offload_store_bytes", rp.GPUToCPUBytesDelta, step...)
+		b.gauge("kvbench_sampled_peak_kv_usage_ratio", rp.PeakBlockOccupancy, step...)
+		return
+	}
+	if sq := s.Sequence; sq != nil {
+		b.gauge("kvbench_offload_store_bytes", sq.GPUToCPUBytesDelta, step...)
+		b.gauge("kvbench_sampled_peak_kv_usage_ratio", sq.PeakBlockOccupancy, step...)
+		b.gauge("kvbench_failed_requests", ptr(float64(len(sq.FailedRequestIndices))), step...)
+	}
+}
+
+func (b *builder) requests(st record.StepArtifact) {
+	for _, q := range st.Requests {
+		l := []string{"step", st.Step, "request", strconv.Itoa(q.IndexInStep)}
+		res := q.Result
+		b.gauge("kvbench_time_to_first_output_seconds", seconds(res.TimeToFirstOutputMS), l...)
+		b.gauge("kvbench_end_to_end_seconds", seconds(res.EndToEndMS), l...)
+		b.gauge("kvbench_decode_tokens_per_second", res.DecodeTokensPerSecond, l...)
+		b.gauge("kvbench_effective_prefill_tokens_per_second", res.EffectivePrefillTokensPerSecond, l...)
+	}
+}
+
+func (b *builder) gates(gates []record.GateResult) {
+	for _, g := range gates {
+		passed := 0.0
+		if g.Passed {
+			passed = 1
+		}
+		b.gauge("kvbench_gate_passed", &passed, "step", g.Gate.Step, "gate", GateName(g.Gate))
+	}
+}
+
+// GateName names a gate by its step and conditions, e.g. "replay: verdict=cpu_reload".
+func GateName(g scenarios.Gate) string {
+	data, err := json.Marshal(g)
+	if err != nil {
+		return g.Step
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return g.Step
+	}
+	var conds []string
+	for k, v := range fields {
+		if k != "step" {
+			conds = append(conds, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	sort.Strings(conds)
+	return g.Step + ": " + strings.Join(conds, ",")
+}
+
+// repeated are the per-request measurements summarized across repetitions: the record's
+// metric, the summary's name, its spread gauge's name, and the factor to its unit.
+var repeated = []struct {
+	metric, name, spread string
+	scale                float64
+}{
+	{"time_to_first_output_ms", "kvbench_repeats_time_to_first_output_seconds", "kvbench_repeats_time_to_first_output_spread_seconds", 1e-3},
+	{"decode_tokens_per_second", "kvbench_repeats_decode_tokens_per_second", "kvbench_repeats_decode_spread_tokens_per_second", 1},
+	{"cached_fraction", "kvbench_repeats_cached_fraction", "kvbench_repeats_cached_fraction_spread", 1},
+	{"load_bytes_per_token", "kvbench_repeats_offload_load_bytes_per_token", "kvbench_repeats_offload_load_bytes_per_token_spread", 1},
+}
+
+func (b *builder) repeats(r *runs.Run) {
+	b.gauge("kvbench_repeats_count", ptr(float64(len(r.Repetitions))))
+	agree := 1.0
+	for _, id := range r.ReplayStepIDs() {
+		counts := map[string]float64{}
+		vs := r.Verdicts(id)
+		for _, v := range vs {
+			counts[v]++
+			if v != vs[0] {
+				agree = 0
+			}
+		}
+		names := verdicts
+		for v := range counts {
+			if !contains(names, v) {
+				names = append(append([]string{}, names...), v)
+			}
+		}
+		for _, v := range names {
+			b.gauge("kvbench_repeats_verdict_count", ptr(counts[v]), "step", id, "verdict", v)
+		}
+	}
+	b.gauge("kvbench_repeats_verdicts_agree", &agree)
+	for _, st := range r.Repetitions[0].Steps {
+		for i, q := range st.Requests {
+			l := []string{"step", st.Step, "request", strconv.Itoa(q.IndexInStep)}
+			for _, m := range repeated {
+				s := stats.Summarize(r.RequestValues(st.Step, i, m.metric))
+				b.summary(m.name, s, m.scale, l...)
+				b.gauge(m.spread, scaled(s.Spread, m.scale), l...)
+			}
+		}
+	}
+}
+
+// builder collects series by family.
+type builder struct {
+	fams  map[string]*dto.MetricFamily
+	extra []Label
+	err   error
+}
+
+func (b *builder) family(name string) *dto.MetricFamily {
+	f, ok := b.fams[name]
+	if ok {
+		return f
+	}
+	c, ok := catalog[name]
+	if !ok && b.err == nil {
+		b.err = fmt.Errorf("metric %s is not in the export catalog", name)
+	}
+	f = &dto.MetricFamily{Name: ptr(name), Help: ptr(c.help), Type: c.typ.Enum()}
+	b.fams[name] = f
+	return f
+}
+
+func (b *builder) labels(kv []string) []*dto.LabelPair {
+	var out []*dto.LabelPair
+	for _, l := range b.extra {
+		out = append(out, &dto.LabelPair{Name: ptr(l.Name), Value: ptr(l.Value)})
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, &dto.LabelPair{Name: ptr(kv[i]), Value: ptr(kv[i+1])})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out
+}
+
+// gauge adds one sample; a nil or non-finite value adds nothing.
+func (b *builder) gauge(name string, v *float64, kv ...string) {
+	if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
+		return
+	}
+	f := b.family(name)
+	f.Metric = append(f.Metric, &dto.Metric{Label: b.labels(kv), Gauge: &dto.Gauge{Value: ptr(*v)}})
+}
+
+// enum adds one 0/1 sample per value of label, 1 for seen; a seen value outside values is
+// added too, so nothing the record says is dropped.
+func (b *builder) enum(name, label string, values []string, seen string, kv ...string) {
+	if !contains(values, seen) {
+		values = append(append([]string{}, values...), seen)
+	}
+	for _, v := range values {
+		x := 0.0
+		if v == seen {
+			x = 1
+		}
+		b.gauge(name, &x, append(append([]string{}, kv...), label, v)...)
+	}
+}
+
+// summary adds a summary of s (quantiles 0, 0.5 and 1, the count of measured values and
+// their sum), scaled; nothing when no repetition measured the value.
+func (b *builder) summary(name string, s stats.Summary, scale float64, kv ...string) {
+	if s.N == 0 {
+		return
+	}
+	sum := 0.0
+	for _, v := range s.Values {
+		sum += v * scale
+	}
+	qs := []*dto.Quantile{
+		{Quantile: ptr(0.0), Value: scaled(s.Min, scale)},
+		{Quantile: ptr(0.5), Value: scaled(s.Median, scale)},
+		{Quantile: ptr(1.0), Value: scaled(s.Max, scale)},
+	}
+	f := b.family(name)
+	f.Metric = append(f.Metric, &dto.Metric{Label: b.labels(kv), Summary: &dto.Summary{
+		SampleCount: ptr(uint64(s.N)), SampleSum: &sum, Quantile: qs,
+	}})
+}
+
+func (b *builder) sorted() []*dto.MetricFamily {
+	out := make([]*dto.MetricFamily, 0, len(b.fams))
+	for _, f := range b.fams {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func seconds(ms *float64) *float64 { return scaled(ms, 1e-3) }
+
+func scaled(v *float64, k float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	x := *v * k
+	return &x
+}
+
+func ptr[T any](v T) *T { return &v }
