@@ -158,6 +158,9 @@ func (s *Server) routes() http.Handler {
 func hang(r *http.Request) {
 	_, _ = io.Copy(io.Discard, http.MaxBytesReader(nil, r.Body, maxRequestBytes))
 	<-r.Context().Done()
+	// Never answer, also when the hang ends on shutdown: a handler that returns would send
+	// net/http's empty 200. Dropping the connection is what a hung server looks like.
+	panic(http.ErrAbortHandler)
 }
 
 // track counts handlers in flight so that Close can wait for them.

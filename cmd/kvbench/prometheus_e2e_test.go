@@ -205,7 +205,8 @@ scrape_configs:
 
 	srv := startSim(t, sim.Options{Profile: "tiny"})
 	out := t.TempDir()
-	_, stderr, code := runCLI(t, "run", writeScenario(t, regressionScenario), "--endpoint", srv.URL()+"/v1",
+	// More than one output token per request, so the dashboard's decode-rate panel has data.
+	_, stderr, code := runCLI(t, "run", writeScenario(t, strings.Replace(regressionScenario, "max_tokens = 1\n", "max_tokens = 8\n", 1)), "--endpoint", srv.URL()+"/v1",
 		"--out", out, "--force", "--repeat", "2", "--push", "http://"+gwAddr, "--push-label", "ci=run")
 	if code != exitOK {
 		t.Fatalf("run --push: exit %d: %s", code, stderr)
