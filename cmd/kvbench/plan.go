@@ -36,7 +36,7 @@ func runScenarios(_ context.Context, args []string, stdout, _ io.Writer) error {
 	return tw.Flush()
 }
 
-func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
+func runValidate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("validate", "FILE|NAME...", "kvbench validate scenarios/my-study.toml", stdout)
 	files, err := parseFlags(fs, args)
 	if err != nil {
@@ -48,6 +48,9 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 	var errs []error
 	for _, f := range files {
 		sc, err := scenarios.Resolve(f)
+		if err == nil {
+			err = plan.Check(ctx, sc) // what run would refuse before sending anything
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

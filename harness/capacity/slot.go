@@ -34,7 +34,7 @@ func assessSingleSlot(s Setup, seq Sequence) Assessment {
 			a.GPUPoolBytes = float64(s.GPUKVTokens) * perTok
 		}
 	}
-	tier := s.hostTierWords()
+	tier := s.HostTierWords()
 	after := len(seq.Tokens) - 1 - seq.Target
 	switch {
 	case seq.Target < 0:
@@ -95,8 +95,8 @@ func combine(xs ...Answer) Answer {
 	return out
 }
 
-// hostTierWords names the host tier with its size in the engine's own unit.
-func (s Setup) hostTierWords() string {
+// HostTierWords names the host tier with its size in the engine's own unit.
+func (s Setup) HostTierWords() string {
 	if s.HostTierUnit == "MiB" {
 		return fmt.Sprintf("%s MiB host tier", Group(int(math.Round(s.CPUOffloadGiB*1024))))
 	}
@@ -116,11 +116,11 @@ func (a *Assessment) singleSlotConclusion() string {
 	case a.EvictionPressure == No:
 		return "The replayed prompt was the last one sent, so it stayed in the live slot and the run could not prove a reload."
 	case a.TierHoldsSequence == No:
-		return fmt.Sprintf("The %s tokens of prompt state saved from the replayed prompt on overflowed the %s (about %s tokens), so the replayed prompt could not survive there until the replay.", Group(a.HostTokensNeeded), s.hostTierWords(), Group(int(a.CPUTierTokens)))
+		return fmt.Sprintf("The %s tokens of prompt state saved from the replayed prompt on overflowed the %s (about %s tokens), so the replayed prompt could not survive there until the replay.", Group(a.HostTokensNeeded), s.HostTierWords(), Group(int(a.CPUTierTokens)))
 	case a.TierLargerThanGPU == No:
-		return fmt.Sprintf("The %s (about %s tokens) was smaller than one slot's %s-token context, so it was not a valid host-tier reload setup.", s.hostTierWords(), Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
+		return fmt.Sprintf("The %s (about %s tokens) was smaller than one slot's %s-token context, so it was not a valid host-tier reload setup.", s.HostTierWords(), Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
 	case a.CanProveReload == Yes:
-		return fmt.Sprintf("With one live slot, the prompts after the replayed one took the slot, and at the %s %s bytes of prompt state per token the %s (about %s tokens) held the %s tokens saved from the replayed prompt on: a valid host-tier reload setup.", per, Group(int(s.StoreBytesPerToken)), s.hostTierWords(), Group(int(a.CPUTierTokens)), Group(a.HostTokensNeeded))
+		return fmt.Sprintf("With one live slot, the prompts after the replayed one took the slot, and at the %s %s bytes of prompt state per token the %s (about %s tokens) held the %s tokens saved from the replayed prompt on: a valid host-tier reload setup.", per, Group(int(s.StoreBytesPerToken)), s.HostTierWords(), Group(int(a.CPUTierTokens)), Group(a.HostTokensNeeded))
 	default:
 		return "Whether the setup could prove a reload is unknown: " + joinFindings(a.Findings)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -46,6 +47,9 @@ type Config struct {
 	// server's single slot held before (see verdict.DecideBySlot).
 	TokenIDs func(ctx context.Context, msgs []prompts.Message) ([]int, error)
 	Slots    int
+	// Engine is the server's engine family (nil: the default); replays ask it how their
+	// evidence is read.
+	Engine   *engine.Definition
 	NoProbes bool
 	// ProbeSecrets passes probes the variables whose names look secret (see ProbeEnv).
 	ProbeSecrets bool

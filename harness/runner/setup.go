@@ -26,17 +26,12 @@ func chooseModel(sc *scenarios.Scenario, models []client.Model) error {
 }
 
 // TokenCounter is how the scenario's prompts are counted on this server: nil when the
-// scenario estimates, the engine's own /tokenize dialect otherwise (llama.cpp answers with
-// token ids and no count).
+// scenario estimates, the engine's own /tokenize dialect otherwise.
 func (t Target) TokenCounter(sc *scenarios.Scenario) prompts.TokenCounter {
-	switch {
-	case sc.Prompt.TokenCounting != "server":
+	if sc.Prompt.TokenCounting != "server" {
 		return nil
-	case t.Llama != nil:
-		return t.Llama
-	default:
-		return t.Client.Tokenizer(sc.Target.Model)
 	}
+	return t.Engine.TokenCounter(sc.Target.Model)
 }
 
 // PlanningCounter connects to the scenario's server to count its prompts, resolving the
@@ -89,9 +84,8 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Console:        s.Console,
 		Repeat:         sc.Repeat,
 		Replan:         RepetitionPlanner(sc, t),
-	}
-	if t.Llama != nil {
-		cfg.TokenIDs = t.Llama.TokenIDs
+		TokenIDs:       t.Engine.TokenIDs(),
+		Engine:         t.Engine.Def,
 	}
 	return cfg
 }

@@ -72,6 +72,10 @@ type Replay struct {
 	// Slot holds the attribution by a single slot's common prefix, for engines without tier
 	// counters (llama.cpp); nil when the counters decided.
 	Slot *SlotReplay `json:"slot_attribution,omitempty"`
+	// Diagnosis says why a recompute or partial replay was not reloaded, from the run's
+	// offload evidence (Offload); empty when nothing in it explains the verdict.
+	Diagnosis []Diagnosis      `json:"diagnosis,omitempty"`
+	Offload   *OffloadEvidence `json:"offload_evidence,omitempty"`
 }
 
 // Decide applies the rules to e.
