@@ -135,6 +135,9 @@ func outcomeError(o *runner.Outcome) error {
 	if o.Interrupted {
 		return fmt.Errorf("interrupted: what was measured is in %s", o.Dir)
 	}
+	if o.Failed != "" {
+		return &exitError{code: exitRuntime, err: fmt.Errorf("run failed: %s; what was measured is in %s", o.Failed, o.Dir)}
+	}
 	if failed := o.GatesFailed(); len(failed) > 0 {
 		var why []string
 		for _, g := range failed {

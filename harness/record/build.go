@@ -195,7 +195,8 @@ func Build(info RunInfo, steps []StepArtifact) *Run {
 	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = MeasuredBytesPerToken(steps)
 
 	r.Sections = BuildSections(steps, info.Artifacts)
-	if len(info.Repetitions) > 1 {
+	// A failed repeated run keeps the repetitions it finished, however few.
+	if len(info.Repetitions) > 1 || (info.Status == StatusFailed && len(info.Repetitions) > 0) {
 		rs := BuildRepeats(info.Repetitions)
 		r.Repeats = &rs
 	}

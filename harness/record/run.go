@@ -11,6 +11,9 @@ import (
 const (
 	StatusCompleted   = "completed"
 	StatusInterrupted = "interrupted"
+	// StatusFailed: the run did less than asked (a repetition could not run); stop_reason
+	// says why, and what did run is kept.
+	StatusFailed = "failed"
 )
 
 // Run is the run record, run.json (schema anvil-serving.kv-offload-replay/v1): what a run

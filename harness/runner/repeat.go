@@ -37,8 +37,8 @@ func RepetitionPlanner(sc *scenarios.Scenario, t Target) func(ctx context.Contex
 }
 
 // runRepetitions runs the plan Repeat times; r.artifacts ends as repetition 0's steps, and
-// info gets every repetition. A repetition that cannot be planned ends the run with what was
-// measured and says why in the stop reason.
+// info gets every repetition. A repetition that cannot be planned fails the run: status
+// failed, the stop reason says why, and the finished repetitions are kept.
 func (r *runner) runRepetitions(ctx context.Context, info *record.RunInfo) error {
 	n := max(r.cfg.Repeat, 1)
 	var reps []record.Repetition
@@ -46,12 +46,13 @@ func (r *runner) runRepetitions(ctx context.Context, info *record.RunInfo) error
 		p := r.cfg.Plan
 		if k > 0 {
 			if r.cfg.Replan == nil {
-				info.StopReason = fmt.Sprintf("repetition %d: no planner for repetitions", k)
+				info.Status, info.StopReason = record.StatusFailed, fmt.Sprintf("repetition %d of %d could not run: no planner for repetitions", k+1, n)
 				break
 			}
 			var err error
 			if p, err = r.cfg.Replan(ctx, k); err != nil {
-				info.StopReason = err.Error()
+				info.Status, info.StopReason = record.StatusFailed, fmt.Sprintf("repetition %d of %d could not run: %v", k+1, n, err)
+				r.cfg.Console.Printf("FAILED: %s", info.StopReason)
 				break
 			}
 		}

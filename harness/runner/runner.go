@@ -70,6 +70,8 @@ type Outcome struct {
 	Artifacts   []record.StepArtifact
 	Gates       []record.GateResult
 	Interrupted bool
+	// Failed says why the run did less than asked (record status failed); "" when it did not.
+	Failed string
 }
 
 // GatesFailed lists the gates that did not pass.
@@ -134,6 +136,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		info.Status, info.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
 	} else if !cfg.NoProbes {
 		info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "after", cfg.Console, probeEnv(cfg))...)
+	}
+	if info.Status == record.StatusFailed {
+		out.Failed = info.StopReason
 	}
 	info.Artifacts = r.refs
 	rec := record.Build(info, r.artifacts)
@@ -433,7 +438,7 @@ func (r *runner) slotVerdict(art *record.StepArtifact, req *record.Request) verd
 			notes = append(notes, fmt.Sprintf("reading token ids: %v %v", errA, errB))
 		}
 	} else {
-		notes = append(notes, "no single request was sent just before the replay, so the slot's previous prompt is unknown")
+		ev.NoCommonPrefix = "no single request was sent just before the replay (the step before it overlapped its requests), so the prompt the slot held is unknown"
 	}
 	v := verdict.DecideBySlot(ev).AsReplay()
 	v.Notes = append(v.Notes, notes...)
