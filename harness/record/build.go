@@ -409,6 +409,13 @@ func Interpretation(v *verdict.Replay, a *capacity.Assessment) string {
 	var parts []string
 	if v != nil {
 		parts = append(parts, v.Sentence())
+		if len(v.Diagnosis) > 0 {
+			var why []string
+			for _, d := range v.Diagnosis {
+				why = append(why, d.Detail)
+			}
+			parts = append(parts, "Why: "+strings.Join(why, "; ")+".")
+		}
 	}
 	if a != nil {
 		parts = append(parts, a.Conclusion())

@@ -405,6 +405,35 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 			art.Capacity = &a
 		}
 	}
+	if v.Slot == nil && c != nil && c.Delta.Valid {
+		r.diagnose(req.Verdict, c, art.Capacity)
+	}
+}
+
+// diagnose explains a recompute or partial replay from the run's offload evidence: the
+// deltas from this repetition's first scrape to the replay's last, and the capacity math.
+func (r *runner) diagnose(v *verdict.Replay, c *metrics.Window, a *capacity.Assessment) {
+	if v.Verdict != verdict.Recompute && v.Verdict != verdict.Partial {
+		return
+	}
+	first := c
+	for i := range r.artifacts {
+		if w := r.artifacts[i].Counters; w != nil {
+			first = w
+			break
+		}
+	}
+	d := metrics.Diff(first.Before, c.After)
+	o := verdict.OffloadEvidence{
+		StoreBytes:         d.Ptr(metrics.StoreBytes),
+		StoresSkipped:      d.Ptr(metrics.StoresSkipped),
+		AllocationFailures: d.Ptr(metrics.AllocationFailures),
+	}
+	if a != nil {
+		o.TierHoldsSequence, o.TierTokens, o.UniqueTokens = string(a.TierHoldsSequence), a.CPUTierTokens, a.UniqueTokens
+	}
+	v.Offload = &o
+	v.Diagnosis = verdict.Diagnose(v.Verdict, o)
 }
 
 // slotVerdict attributes the replay's cached tokens by its common token prefix with the
