@@ -93,8 +93,13 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 // WriteBrief prints what preflight found in a few console lines.
 func (rep *PreflightReport) WriteBrief(con *Console) {
 	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, orDash(rep.ServerVersion))
-	con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
-		rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+	if rep.Setup.Topology == capacity.SingleSlot {
+		con.Printf("  %d slot(s), slot context %d tokens (%s), %s; tokenize: %s; cached_tokens reported: %s",
+			rep.Slots, rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
+	} else {
+		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
+			rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+	}
 	for _, rp := range rep.Capacity {
 		con.Printf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
 		if rp.Assessment.CanProveReload != capacity.Yes {

@@ -228,6 +228,14 @@ func CachedFraction(promptTokens, cachedTokens *int) *float64 {
 
 // Sentence says in words what the verdict means for the replayed prompt.
 func (r *Replay) Sentence() string {
+	if r.Slot != nil {
+		switch r.Verdict {
+		case CPUReload:
+			return "The replay was restored from the host-RAM prompt cache."
+		case GPUHit:
+			return "The replay remained in the live slot."
+		}
+	}
 	switch r.Verdict {
 	case CPUReload:
 		return "The replay was reloaded from the CPU tier."
