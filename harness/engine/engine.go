@@ -204,11 +204,19 @@ func (s *Server) TokenIDs() func(ctx context.Context, msgs []prompts.Message) ([
 	return s.ids.TokenIDs
 }
 
-// Slots reads the server's slot count; ok is false when the engine has no slots to read.
-func (s *Server) Slots(ctx context.Context) (n int, ok bool, err error) {
+// Sizes is what a slot engine reports of its own capacity.
+type Sizes struct {
+	Slots       int
+	SlotContext int // tokens of one slot's live cache; 0 when not reported
+	Source      string
+}
+
+// Sizes reads the server's slot count and per-slot context; ok is false when the engine
+// has no slots to read.
+func (s *Server) Sizes(ctx context.Context) (z Sizes, ok bool, err error) {
 	if !s.Def.ReadsSlots || s.ids == nil {
-		return 0, false, nil
+		return Sizes{}, false, nil
 	}
-	n, err = s.ids.Slots(ctx)
-	return n, true, err
+	p, err := s.ids.Props(ctx)
+	return Sizes{Slots: p.Slots, SlotContext: p.SlotContext, Source: "/props"}, true, err
 }

@@ -76,7 +76,7 @@ func TestTokenizeDialects(t *testing.T) {
 		case r.URL.Path == "/tokenize":
 			_, _ = w.Write([]byte(`{"count":11,"max_model_len":4096}`))
 		case r.URL.Path == "/props":
-			_, _ = w.Write([]byte(`{"total_slots":2}`))
+			_, _ = w.Write([]byte(`{"total_slots":2,"default_generation_settings":{"n_ctx":8192}}`))
 		default:
 			http.NotFound(w, r)
 		}
@@ -100,9 +100,9 @@ func TestTokenizeDialects(t *testing.T) {
 		if got := s.TokenIDs() != nil; got != c.ids {
 			t.Errorf("%s: token ids available %v", c.def.Name, got)
 		}
-		slots, ok, err := s.Slots(ctx)
-		if ok != c.slots || (ok && (err != nil || slots != 2)) {
-			t.Errorf("%s: slots %d, %v, %v", c.def.Name, slots, ok, err)
+		z, ok, err := s.Sizes(ctx)
+		if ok != c.slots || (ok && (err != nil || z.Slots != 2 || z.SlotContext != 8192)) {
+			t.Errorf("%s: sizes %+v, %v, %v", c.def.Name, z, ok, err)
 		}
 	}
 	if !strings.Contains(strings.Join(paths, " "), "/apply-template") {

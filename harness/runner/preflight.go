@@ -161,8 +161,9 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		}
 		rep.Tokenize, counter = "available", tok
 	}
-	if n, ok, err := t.Engine.Slots(ctx); ok {
-		rep.Slots = n
+	var sizes engine.Sizes
+	if z, ok, err := t.Engine.Sizes(ctx); ok {
+		sizes, rep.Slots = z, z.Slots
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, "slot count unknown ("+redact.Text(err.Error())+"): replays get cache_hit_tier_unknown")
 		} else if rep.Slots != 1 {
@@ -188,6 +189,10 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	rep.Setup, rep.BlockSize = ResolveSetup(sc, snap.Cache)
 	rep.Setup = def.CapacitySetup(rep.Setup)
 	rep.Setup.Slots = rep.Slots
+	if sizes.SlotContext > 0 {
+		// One slot's live cache, as the server sizes it (-c divided among the slots).
+		rep.Setup.GPUKVTokens, rep.Setup.GPUKVTokensSource = sizes.SlotContext, "server ("+sizes.Source+")"
+	}
 	if rep.Setup.GPUKVTokens == 0 {
 		msg := "the GPU KV pool size is unknown (no vllm:cache_config_info and none in [server])"
 		if sc.Server.GPUKVTokens.FromServer {
