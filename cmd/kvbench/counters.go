@@ -29,7 +29,7 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		"kvbench counters http://localhost:8000/metrics\n"+
 			"kvbench counters saved.prom --metric external_prefix_hits='myfork:ext_hits_total'",
 		stdout)
-	backend := fs.String("backend", "vllm", "engine (metric names): "+strings.Join(engine.Names(), ", "))
+	backend := fs.String("backend", engine.Default, "engine (metric names): "+strings.Join(engine.Names(), ", "))
 	var overrides stringList
 	fs.Var(&overrides, "metric", "read `COUNTER=SELECTOR` from another metric, e.g. "+
 		`load_bytes='vllm:kv_offload_total_bytes_total{transfer_type="CPU_to_GPU"}'; repeatable`)
