@@ -16,7 +16,6 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -42,14 +41,11 @@ type Config struct {
 	Setup     capacity.Setup
 	BlockSize int
 	Preflight *PreflightReport
-	// Slot attribution for engines without tier counters (llama.cpp): with TokenIDs set,
+	// Slot attribution for engines that attribute by slot (engine.BySlot): with TokenIDs set,
 	// a replay's cached tokens are attributed by its common token prefix with the prompt the
 	// server's single slot held before (see verdict.DecideBySlot).
 	TokenIDs func(ctx context.Context, msgs []prompts.Message) ([]int, error)
 	Slots    int
-	// Engine is the server's engine family (nil: the default); replays ask it how their
-	// evidence is read.
-	Engine   *engine.Definition
 	NoProbes bool
 	// ProbeSecrets passes probes the variables whose names look secret (see ProbeEnv).
 	ProbeSecrets bool

@@ -85,7 +85,6 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Repeat:         sc.Repeat,
 		Replan:         RepetitionPlanner(sc, t),
 		TokenIDs:       t.Engine.TokenIDs(),
-		Engine:         t.Engine.Def,
 	}
 	return cfg
 }
