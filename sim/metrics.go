@@ -146,6 +146,11 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 	x.count([]string{"source", "external_kv_transfer"}, c.PromptTokensExternalKVTransfer)
 	x.family("vllm:prompt_tokens_cached_total", "counter", "Number of cached prompt tokens (local + external).")
 	x.count(nil, c.PromptTokensCached)
+	if p.CachedBySourceMetrics {
+		x.family("vllm:prompt_tokens_cached_by_source_total", "counter", "Number of cached prompt tokens by the tier that served them.")
+		x.count([]string{"source", "device"}, c.PromptTokensLocalCacheHit)
+		x.count([]string{"source", "host"}, c.PromptTokensExternalKVTransfer)
+	}
 	x.family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.")
 	x.count(nil, c.GenerationTokens)
 	x.family("vllm:request_success_total", "counter", "Count of successfully processed requests.")

@@ -84,6 +84,9 @@ type Profile struct {
 	LabelledOffloadMetrics    bool `toml:"labelled_offload_metrics"`
 	DataParallelEngines       int  `toml:"data_parallel_engines"`
 	EnablePromptTokensDetails bool `toml:"enable_prompt_tokens_details"`
+	// CachedBySourceMetrics serves the proposed vllm:prompt_tokens_cached_by_source_total
+	// {source="device"|"host"}: cached prompt tokens split by the tier that served them.
+	CachedBySourceMetrics bool `toml:"cached_by_source_metrics"`
 
 	// Faults, all off at 0.
 	FailEveryNthRequest  int           `toml:"fail_every_nth_request"`  // chat requests n, 2n, ... get a 500

@@ -100,3 +100,20 @@ func TestReplayDiagnoses(t *testing.T) {
 		})
 	}
 }
+
+// TestCachedBySourceProvesReload: on a server that serves the proposed cached-by-source
+// counter but no external prefix-cache hit counter, the host tier's tokens still prove the
+// reload; without either, the same replay cannot be called one.
+func TestCachedBySourceProvesReload(t *testing.T) {
+	omitExternal := func(p *sim.Profile) {
+		p.OmitMetrics = []string{"vllm:external_prefix_cache_hits_total", "vllm:external_prefix_cache_queries_total"}
+	}
+	r, ev := replayOnTiny(t, func(p *sim.Profile) { omitExternal(p); p.CachedBySourceMetrics = true })
+	if r["verdict"] != "cpu_reload" {
+		t.Fatalf("verdict %v (%v), notes %v", r["verdict"], r["verdict_reason"], ev["notes"])
+	}
+	r, _ = replayOnTiny(t, omitExternal)
+	if r["verdict"] == "cpu_reload" {
+		t.Fatalf("without external hits or cached-by-source the verdict was %v", r["verdict"])
+	}
+}

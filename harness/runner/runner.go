@@ -360,6 +360,7 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		ev.GPUHitsDelta = c.Delta.Ptr(metrics.GPUPrefixHits)
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
+		ev.HostCachedDelta = c.Delta.Ptr(metrics.CachedFromHost)
 	} else {
 		why := req.CountersError
 		if art.DeltaScope == record.ScopeStep {

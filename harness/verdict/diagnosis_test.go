@@ -43,3 +43,24 @@ func TestDiagnose(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// TestDecideCachedBySource: the proposed by-source counter names the host tier per token, so
+// it proves a reload where external hits are not served, and is checked against them where
+// both are.
+func TestDecideCachedBySource(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	p := 1500
+	base := Evidence{PromptTokens: &p, GPUHitsDelta: f(256), LoadBytesDelta: f(1244 * 2048), SharedPrefixTokens: 256, BlockSize: 16, CountersValid: true}
+	e := base
+	e.HostCachedDelta = f(1232)
+	if r := Decide(e); r.Verdict != CPUReload || !strings.Contains(strings.Join(r.Notes, " "), "by source (host)") {
+		t.Fatalf("host-only: %s (%s) %v", r.Verdict, r.Reason, r.Notes)
+	}
+	e.ExternalHitsDelta = f(400)
+	if r := Decide(e); !strings.Contains(strings.Join(r.Notes, " "), "moved by 1232 but external hits by 400") {
+		t.Fatalf("disagreement not noted: %v", r.Notes)
+	}
+	if r := Decide(base); r.Verdict == CPUReload {
+		t.Fatalf("without either counter a reload cannot be seen: %s", r.Verdict)
+	}
+}

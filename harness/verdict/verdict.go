@@ -36,6 +36,10 @@ type Evidence struct {
 	GPUHitsDelta       *float64 `json:"gpu_prefix_hits_delta"`
 	ExternalHitsDelta  *float64 `json:"external_prefix_hits_delta"`
 	LoadBytesDelta     *float64 `json:"cpu_to_gpu_bytes_delta"`
+	// HostCachedDelta is the proposed vllm:prompt_tokens_cached_by_source_total{source="host"}:
+	// it names the tier per token, so it stands in for external hits where those are absent
+	// and cross-checks them where both are served.
+	HostCachedDelta *float64 `json:"host_cached_tokens_delta,omitempty"`
 	// SharedPrefixTokens and BlockSize bound the GPU hits a reload may still show: the
 	// shared prefix stays hot in GPU memory while the request's own blocks are evicted.
 	SharedPrefixTokens int `json:"shared_prefix_tokens"`
@@ -80,6 +84,22 @@ type Replay struct {
 
 // Decide applies the rules to e.
 func Decide(e Evidence) Replay {
+	var notes []string
+	if h := e.HostCachedDelta; h != nil {
+		switch {
+		case e.ExternalHitsDelta == nil:
+			e.ExternalHitsDelta = h
+			notes = append(notes, "external hits read from cached tokens by source (host): the server serves no external prefix-cache hit counter")
+		case abs(*h-*e.ExternalHitsDelta) > float64(max(e.BlockSize, 1)):
+			notes = append(notes, fmt.Sprintf("cached tokens by source (host) moved by %.0f but external hits by %.0f", *h, *e.ExternalHitsDelta))
+		}
+	}
+	r := decide(e)
+	r.Notes = append(notes, r.Notes...)
+	return r
+}
+
+func decide(e Evidence) Replay {
 	r := Replay{Evidence: e}
 	switch {
 	case e.RequestFailed:
