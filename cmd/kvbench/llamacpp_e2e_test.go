@@ -210,7 +210,13 @@ func TestLlamaCppTwoSlotsTierUnknown(t *testing.T) {
 	}
 	defer srv.Close()
 	text := strings.Replace(ramReplayScenario(0), "[[gate]]\nstep = \"replay\"\nverdict = \"cpu_reload\"\nrequire_valid_setup = true\n", "", 1)
-	rec, stderr, code := runJSON(t, ctx, "run", writeScenario(t, text), "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	file := writeScenario(t, text)
+	// plan reads the slot count too, so its prediction agrees with the verdict below.
+	stdout, stderr, code := runCLI(t, "plan", file, "--endpoint", srv.URL()+"/v1", "--format", "json")
+	if code != exitOK || !strings.Contains(stdout, `"can_prove_reload": "unknown"`) || !strings.Contains(stdout, `"slots": 2`) {
+		t.Fatalf("plan exit %d: %s\n%s", code, stderr, stdout)
+	}
+	rec, stderr, code := runJSON(t, ctx, "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -78,12 +78,19 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 		p.Steps = append(p.Steps, sp)
 	}
 	p.PrefixCountCalls = b.PrefixCountCalls()
-	tokens := map[int]int{}
-	for o, pr := range built {
-		tokens[o] = pr.Tokens
-	}
-	p.Replays = AssessReplays(sc, ScenarioSetup(sc), tokens, p.TokenCounting)
+	p.Replays = AssessReplays(sc, ScenarioSetup(sc), p.Tokens(), p.TokenCounting)
 	return p, nil
+}
+
+// Tokens returns each planned prompt's token count by ordinal.
+func (p *Plan) Tokens() map[int]int {
+	tokens := map[int]int{}
+	for _, st := range p.Steps {
+		for _, r := range st.Requests {
+			tokens[r.Ordinal] = r.Prompt.Tokens
+		}
+	}
+	return tokens
 }
 
 // ScenarioSetup is the capacity setup the scenario states (zero where it says "server"), in

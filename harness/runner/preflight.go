@@ -201,13 +201,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			rep.Warnings = append(rep.Warnings, msg)
 		}
 	}
-	tokens := map[int]int{}
-	for _, st := range p.Steps {
-		for _, r := range st.Requests {
-			tokens[r.Ordinal] = r.Prompt.Tokens
-		}
-	}
-	rep.Capacity = plan.AssessReplays(sc, rep.Setup, tokens, p.TokenCounting)
+	rep.Capacity = plan.AssessReplays(sc, rep.Setup, p.Tokens(), p.TokenCounting)
 	return rep, p, nil
 }
 

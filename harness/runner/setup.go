@@ -34,9 +34,10 @@ func (t Target) TokenCounter(sc *scenarios.Scenario) prompts.TokenCounter {
 	return t.Engine.TokenCounter(sc.Target.Model)
 }
 
-// PlanningCounter connects to the scenario's server to count its prompts, resolving the
-// model when the scenario names none (/tokenize needs it).
-func PlanningCounter(ctx context.Context, sc *scenarios.Scenario, apiKey string) (prompts.TokenCounter, error) {
+// PlanOnServer plans sc with its prompts counted on the server, resolving the model when the
+// scenario names none (/tokenize needs it), and assesses its replays with the sizes the
+// engine reports of itself (a slot engine's slots and slot context), as preflight will.
+func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*plan.Plan, error) {
 	t, err := Connect(sc, apiKey)
 	if err != nil {
 		return nil, err
@@ -50,7 +51,21 @@ func PlanningCounter(ctx context.Context, sc *scenarios.Scenario, apiKey string)
 			return nil, err
 		}
 	}
-	return t.TokenCounter(sc), nil
+	p, err := plan.Make(ctx, sc, t.TokenCounter(sc))
+	if err != nil {
+		return nil, err
+	}
+	z, ok, err := t.Engine.Sizes(ctx)
+	if !ok || err != nil {
+		return p, nil // the scenario's figures stand; preflight warns about the slot count
+	}
+	setup := plan.ScenarioSetup(sc)
+	setup.Slots = z.Slots
+	if z.SlotContext > 0 {
+		setup.GPUKVTokens, setup.GPUKVTokensSource = z.SlotContext, "server ("+z.Source+")"
+	}
+	p.Replays = plan.AssessReplays(sc, setup, p.Tokens(), p.TokenCounting)
+	return p, nil
 }
 
 // Settings are the run's own choices, beside what preflight found out.
