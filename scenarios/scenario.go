@@ -51,7 +51,8 @@ type Target struct {
 	// APIKeyEnv names the environment variable that holds the API key; the key itself never
 	// appears in a file or a record.
 	APIKeyEnv string `toml:"api_key_env" json:"api_key_env,omitempty"`
-	// Backend selects the metric-name profile: vllm (default), lmcache or llamacpp.
+	// Backend names the engine family (vllm by default, lmcache, llamacpp): its metric names,
+	// KV topology, tokenize dialect and evidence (see harness/engine).
 	Backend string `toml:"backend" json:"backend"`
 	// MetricNames overrides the source metric of kvbench counters, e.g.
 	// external_prefix_hits = "myfork:ext_hits_total".

@@ -51,11 +51,16 @@
 //   - metrics_fault = "error" or "hang", after metrics_fault_after good scrapes: /metrics
 //     answers 500 or never answers;
 //   - hang_every_nth_request = N: chat requests N, 2N, ... are read and never answered;
+//   - allocation_fail_every_nth_store = N: block stores N, 2N, ... find no room in the CPU
+//     tier (vllm:kv_offload_allocation_failure_total counts them);
 //   - hang_paths = ["/v1/models"]: every request to these routes is read and never answered;
 //   - omit_metrics = ["vllm:prefix_cache_hits_total"]: families left out of /metrics, as on
 //     a server without them;
 //   - metric_values = { "vllm:prompt_tokens_total" = nan }: every sample of a family reads
 //     this value (nan, inf, -inf or a number).
+//
+// store_threshold = N (N >= 2) is not a fault but vLLM's reuse filter: a block is stored only
+// after N lookups, so a sequence seen once stores nothing (vllm:kv_offload_stores_skipped_total).
 //
 // A hang ends when its client goes away or the server closes; Close waits for it.
 //

@@ -82,7 +82,9 @@ type Engine struct {
 	p          Profile
 	pool       gpuPool
 	cpu        cpuTier
-	running    []*Sequence // in admission order; the last is preempted first
+	lookups    map[uint64]int // block hash -> times looked up, for store_threshold
+	stores     int            // store attempts, for allocation_fail_every_nth_store
+	running    []*Sequence    // in admission order; the last is preempted first
 	waiting    []*Sequence
 	counters   Counters
 	generation uint64
@@ -99,6 +101,7 @@ func NewEngine(p Profile) *Engine {
 func (e *Engine) reset() {
 	e.pool = newGPUPool(e.p.NumGPUBlocks)
 	e.cpu = newCPUTier(e.p.CPUBlocks())
+	e.lookups, e.stores = map[uint64]int{}, 0
 	e.running, e.waiting = nil, nil
 	e.counters = newCounters()
 	e.generation++
@@ -302,7 +305,7 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 		e.pool.register(b, h)
 		if i < gpuHit+cpuHit {
 			e.cpu.touch(h)
-		} else if e.cpu.capacity > 0 && e.cpu.store(h) {
+		} else if e.cpu.capacity > 0 && e.admitStore(h) && e.cpu.store(h) {
 			storedBlocks++
 		}
 	}
@@ -514,6 +517,26 @@ func (p *gpuPool) release(b int32) {
 	if p.refs[b] == 0 {
 		p.pushTail(b)
 	}
+}
+
+// admitStore applies the store filters to a block about to be written to the CPU tier: the
+// store_threshold reuse filter, then injected allocation failures. It counts what it refuses.
+func (e *Engine) admitStore(h uint64) bool {
+	if e.p.StoreThreshold >= 2 {
+		e.lookups[h]++
+		if e.lookups[h] < e.p.StoreThreshold {
+			e.counters.StoresSkipped++
+			return false
+		}
+	}
+	if n := e.p.AllocationFailEveryNthStore; n > 0 && !e.cpu.contains(h) {
+		e.stores++
+		if e.stores%n == 0 {
+			e.counters.AllocationFailures++
+			return false
+		}
+	}
+	return true
 }
 
 // cpuTier is the offload tier: capacity blocks, LRU, keyed by block hash.

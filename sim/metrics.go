@@ -33,7 +33,11 @@ type Counters struct {
 	GPUToCPUSeconds float64
 	CPUToGPUSeconds float64
 	GPUToCPUSize    Histogram // bytes per store transfer
-	CPUToGPUSize    Histogram // bytes per load transfer
+	// StoresSkipped counts block stores the store_threshold filter skipped;
+	// AllocationFailures block stores that found no room.
+	StoresSkipped      int64
+	AllocationFailures int64
+	CPUToGPUSize       Histogram // bytes per load transfer
 
 	TimeToFirstToken  Histogram
 	InterTokenLatency Histogram
@@ -142,6 +146,11 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 	x.count([]string{"source", "external_kv_transfer"}, c.PromptTokensExternalKVTransfer)
 	x.family("vllm:prompt_tokens_cached_total", "counter", "Number of cached prompt tokens (local + external).")
 	x.count(nil, c.PromptTokensCached)
+	if p.CachedBySourceMetrics {
+		x.family("vllm:prompt_tokens_cached_by_source_total", "counter", "Number of cached prompt tokens by the tier that served them.")
+		x.count([]string{"source", "device"}, c.PromptTokensLocalCacheHit)
+		x.count([]string{"source", "host"}, c.PromptTokensExternalKVTransfer)
+	}
 	x.family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.")
 	x.count(nil, c.GenerationTokens)
 	x.family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
@@ -219,9 +228,13 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 		x.family("vllm:kv_offload_load_size", "histogram", "Histogram of KV offload load operation size, in bytes.")
 		x.histogram(nil, c.CPUToGPUSize)
 		x.family("vllm:kv_offload_allocation_failure_total", "counter", "Number of KV offload store allocation attempts that failed.")
-		x.count(nil, 0) // stores never wait on pinned blocks here, so allocation never fails
+		x.count(nil, c.AllocationFailures) // only injected: stores never wait on pinned blocks here
 		x.family("vllm:kv_offload_cpu_cache_usage_perc", "gauge", "Fraction of CPU KV-cache space currently pinned by active transfers (0.0 = idle, 1.0 = saturated).")
 		x.fraction(nil, 0) // transfers are instantaneous in the model: nothing stays pinned
+		if p.StoreThreshold >= 2 {
+			x.family("vllm:kv_offload_stores_skipped_total", "counter", "Number of KV offload stores skipped by the store_threshold reuse filter.")
+			x.count(nil, c.StoresSkipped)
+		}
 	}
 	_, err := w.Write(x.buf.Bytes())
 	return err

@@ -44,6 +44,13 @@ type Profile struct {
 	// feeds CPU_to_GPU (equal to the store figure when unset).
 	StoreBytesPerToken int64 `toml:"store_bytes_per_token"`
 	LoadBytesPerToken  int64 `toml:"load_bytes_per_token"`
+	// StoreThreshold is vLLM's store_threshold (kv_connector_extra_config): with 2 or more a
+	// block is stored only once it has been looked up that many times, and each skipped
+	// store counts in vllm:kv_offload_stores_skipped_total (served only then).
+	StoreThreshold int `toml:"store_threshold"`
+	// AllocationFailEveryNthStore: block stores n, 2n, ... find no room in the CPU tier and
+	// count in vllm:kv_offload_allocation_failure_total instead.
+	AllocationFailEveryNthStore int `toml:"allocation_fail_every_nth_store"`
 
 	// Speed divides every modelled duration; Options.Speed overrides it.
 	Speed                  float64 `toml:"speed"`
@@ -77,6 +84,9 @@ type Profile struct {
 	LabelledOffloadMetrics    bool `toml:"labelled_offload_metrics"`
 	DataParallelEngines       int  `toml:"data_parallel_engines"`
 	EnablePromptTokensDetails bool `toml:"enable_prompt_tokens_details"`
+	// CachedBySourceMetrics serves the proposed vllm:prompt_tokens_cached_by_source_total
+	// {source="device"|"host"}: cached prompt tokens split by the tier that served them.
+	CachedBySourceMetrics bool `toml:"cached_by_source_metrics"`
 
 	// Faults, all off at 0.
 	FailEveryNthRequest  int           `toml:"fail_every_nth_request"`  // chat requests n, 2n, ... get a 500
@@ -246,6 +256,7 @@ func (p *Profile) Validate() error {
 	check(p.FailEveryNthRequest >= 0 && p.CutStreamAfterTokens >= 0 && p.RestartAtRequest >= 0 &&
 		p.MetricsDelay >= 0 && p.MalformedSSEAtToken >= 0, "fault settings must be >= 0")
 	check(p.HangEveryNthRequest >= 0 && p.MetricsFaultAfter >= 0, "fault settings must be >= 0")
+	check(p.StoreThreshold >= 0 && p.AllocationFailEveryNthStore >= 0, "store_threshold and allocation_fail_every_nth_store must be >= 0")
 	for _, path := range p.HangPaths {
 		check(slices.Contains(Routes, path), "hang_paths: %q is not a route (have %s)", path, strings.Join(Routes, ", "))
 	}
@@ -303,6 +314,7 @@ func (p Profile) Faults() string {
 	add(p.MetricsFault != "", "metrics_fault", fmt.Sprintf("%q", p.MetricsFault))
 	add(p.MetricsFault != "" && p.MetricsFaultAfter > 0, "metrics_fault_after", p.MetricsFaultAfter)
 	add(p.HangEveryNthRequest > 0, "hang_every_nth_request", p.HangEveryNthRequest)
+	add(p.AllocationFailEveryNthStore > 0, "allocation_fail_every_nth_store", p.AllocationFailEveryNthStore)
 	add(len(p.HangPaths) > 0, "hang_paths", fmt.Sprintf("%q", p.HangPaths))
 	add(len(p.OmitMetrics) > 0, "omit_metrics", fmt.Sprintf("%q", p.OmitMetrics))
 	names := make([]string, 0, len(p.MetricValues))

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/runner"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -98,5 +101,32 @@ func TestHelpShowsExample(t *testing.T) {
 		if !strings.Contains(out, "  "+c) {
 			t.Errorf("help lacks %s:\n%s", c, out)
 		}
+	}
+}
+
+// TestOutcomeErrorFailedRun: a run that did less than asked exits non-zero even when its
+// gates passed.
+func TestOutcomeErrorFailedRun(t *testing.T) {
+	err := outcomeError(&runner.Outcome{Dir: "results/x", Failed: "repetition 2 of 2 could not run: tokenizer down"})
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitRuntime || !strings.Contains(err.Error(), "repetition 2 of 2") {
+		t.Fatalf("outcomeError = %v", err)
+	}
+	if err := outcomeError(&runner.Outcome{Dir: "results/x"}); err != nil {
+		t.Fatalf("a completed run: %v", err)
+	}
+}
+
+// TestValidateRefusesWhatRunWould: a shared prefix smaller than the fixed text around it is
+// knowable offline, so validate refuses it with the file and line, as run would.
+func TestValidateRefusesWhatRunWould(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.toml")
+	text := "name = \"tiny\"\n[prompt]\nshared_prefix_tokens = 20\ntoken_counting = \"estimate\"\n[[step]]\nid = \"a\"\nplanned_context_tokens = [2000]\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "validate", path)
+	if code != exitUsage || !strings.Contains(stderr, path+":3: prompt.shared_prefix_tokens") || !strings.Contains(stderr, "fixed text") {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }

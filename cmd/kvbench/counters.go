@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -28,7 +29,7 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 		"kvbench counters http://localhost:8000/metrics\n"+
 			"kvbench counters saved.prom --metric external_prefix_hits='myfork:ext_hits_total'",
 		stdout)
-	backend := fs.String("backend", "vllm", "backend profile: "+strings.Join(metrics.ProfileNames(), ", "))
+	backend := fs.String("backend", engine.Default, "engine (metric names): "+strings.Join(engine.Names(), ", "))
 	var overrides stringList
 	fs.Var(&overrides, "metric", "read `COUNTER=SELECTOR` from another metric, e.g. "+
 		`load_bytes='vllm:kv_offload_total_bytes_total{transfer_type="CPU_to_GPU"}'; repeatable`)
@@ -66,10 +67,11 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 
 // counterProfile resolves --backend and the --metric overrides.
 func counterProfile(backend string, overrides []string) (metrics.Profile, error) {
-	profile, err := metrics.ProfileByName(backend)
+	def, err := engine.ByName(backend)
 	if err != nil {
 		return metrics.Profile{}, fmt.Errorf("--backend: %w", err)
 	}
+	profile := def.Profile()
 	if len(overrides) == 0 {
 		return profile, nil
 	}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/anvil-serving/kvbench/harness/llamacpp/llamacpptest"
 )
@@ -91,5 +95,133 @@ func TestLlamaCppPromptCacheTiers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ramReplayScenario is the issue's run as a new user would write it: five ~2,500-token
+// prompts sharing 400 tokens on llama.cpp -np 1 --cache-ram 512, then prompt 0 again, with a
+// gate that requires a valid setup. Sizes differ from the built-ins on purpose.
+func ramReplayScenario(seed int) string {
+	return fmt.Sprintf(`name = "llamacpp-five-by-2500"
+[target]
+endpoint = "http://127.0.0.1:8080/v1"
+backend = "llamacpp"
+[server]
+gpu_kv_tokens = 16384
+max_model_len = 16384
+cpu_offload_gib = 0.5
+store_bytes_per_token = 523
+[prompt]
+seed = %d
+shared_prefix_tokens = 400
+token_counting = "server"
+[request]
+max_tokens = 8
+timeout = "5m"
+[[step]]
+id = "eviction_sequence"
+requests = 5
+planned_context_tokens = [2500]
+[[step]]
+id = "replay"
+replay = { step = "eviction_sequence", request = 0 }
+[[gate]]
+step = "replay"
+verdict = "cpu_reload"
+require_valid_setup = true
+`, seed)
+}
+
+// TestLlamaCppEngineModel holds the engine model to a real single-slot server: plan counts
+// with llama.cpp's /tokenize dialect, a RAM-tier reload passes a require_valid_setup gate
+// with an interpretation that agrees with the verdict, and --repeat 2 records both
+// repetitions.
+func TestLlamaCppEngineModel(t *testing.T) {
+	server, model := requireLlama(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, CacheRAMMiB: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	endpoint := srv.URL() + "/v1"
+
+	t.Run("plan counts on the server", func(t *testing.T) {
+		stdout, stderr, code := runCLI(t, "plan", writeScenario(t, ramReplayScenario(0)), "--endpoint", endpoint, "--format", "json")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var p struct {
+			TokenCounting string `json:"token_counting"`
+			Replays       []struct {
+				Capacity struct {
+					CanProveReload string `json:"can_prove_reload"`
+				} `json:"capacity"`
+			} `json:"replays"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.TokenCounting != "server" || len(p.Replays) != 1 || p.Replays[0].Capacity.CanProveReload != "yes" {
+			t.Fatalf("plan: counting %q, replays %+v", p.TokenCounting, p.Replays)
+		}
+	})
+
+	t.Run("valid setup gate on a RAM-tier reload", func(t *testing.T) {
+		rec, stderr, code := runJSON(t, ctx, "run", writeScenario(t, ramReplayScenario(0)), "--endpoint", endpoint, "--out", t.TempDir())
+		if code != exitOK {
+			t.Fatalf("exit %d: %s\nserver log:\n%s", code, stderr, srv.LogTail(40))
+		}
+		r := section(t, rec, "replay")
+		interp, _ := r["interpretation"].(string)
+		if r["verdict"] != "cpu_reload" || r["setup_valid"] != "yes" || !strings.Contains(interp, "valid host-tier reload setup") || strings.Contains(interp, "GPU KV pool") {
+			t.Fatalf("verdict %v (%v), setup_valid %v: %s", r["verdict"], r["verdict_reason"], r["setup_valid"], interp)
+		}
+	})
+
+	t.Run("repeat 2 records both", func(t *testing.T) {
+		// Another seed: the first subtest's prompts are in the RAM cache already.
+		rec, stderr, code := runJSON(t, ctx, "run", writeScenario(t, ramReplayScenario(100)), "--endpoint", endpoint, "--out", t.TempDir(), "--repeat", "2")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		reps := section(t, rec, "repeats")
+		if rec["status"] != "completed" || num(t, reps, "count") != 2 {
+			t.Fatalf("status %v, repeats %v (stop_reason %v)", rec["status"], reps["count"], rec["stop_reason"])
+		}
+		for _, rp := range reps["repetitions"].([]any) {
+			if st := rp.(map[string]any)["status"]; st != "completed" {
+				t.Fatalf("repetition %v", rp)
+			}
+		}
+	})
+}
+
+// TestLlamaCppTwoSlotsTierUnknown: with -np 2 the prompt the replay's slot held is unknown,
+// so the verdict stays cache_hit_tier_unknown and the setup is not claimed valid.
+func TestLlamaCppTwoSlotsTierUnknown(t *testing.T) {
+	server, model := requireLlama(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, CacheRAMMiB: 512, Slots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	text := strings.Replace(ramReplayScenario(0), "[[gate]]\nstep = \"replay\"\nverdict = \"cpu_reload\"\nrequire_valid_setup = true\n", "", 1)
+	file := writeScenario(t, text)
+	// plan reads the slot count too, so its prediction agrees with the verdict below.
+	stdout, stderr, code := runCLI(t, "plan", file, "--endpoint", srv.URL()+"/v1", "--format", "json")
+	if code != exitOK || !strings.Contains(stdout, `"can_prove_reload": "unknown"`) || !strings.Contains(stdout, `"slots": 2`) {
+		t.Fatalf("plan exit %d: %s\n%s", code, stderr, stdout)
+	}
+	rec, stderr, code := runJSON(t, ctx, "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	r := section(t, rec, "replay")
+	if r["verdict"] != "cache_hit_tier_unknown" || r["setup_valid"] == "yes" {
+		t.Fatalf("verdict %v (%v), setup_valid %v", r["verdict"], r["verdict_reason"], r["setup_valid"])
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/runner"
-	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -36,7 +35,7 @@ func runScenarios(_ context.Context, args []string, stdout, _ io.Writer) error {
 	return tw.Flush()
 }
 
-func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
+func runValidate(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("validate", "FILE|NAME...", "kvbench validate scenarios/my-study.toml", stdout)
 	files, err := parseFlags(fs, args)
 	if err != nil {
@@ -48,6 +47,9 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 	var errs []error
 	for _, f := range files {
 		sc, err := scenarios.Resolve(f)
+		if err == nil {
+			err = plan.Check(ctx, sc) // what run would refuse before sending anything
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -84,18 +86,16 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := tf.apply(sc); err != nil {
 		return err
 	}
-	var counter prompts.TokenCounter
+	var p *plan.Plan
 	if sc.Prompt.TokenCounting == "server" && !*estimate {
 		key, err := apiKey(sc)
 		if err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", err)
 		}
-		if counter, err = runner.PlanningCounter(ctx, sc, key); err != nil {
+		if p, err = runner.PlanOnServer(ctx, sc, key); err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", preflightError(ctx, err))
 		}
-	}
-	p, err := plan.Make(ctx, sc, counter)
-	if err != nil {
+	} else if p, err = plan.Make(ctx, sc, nil); err != nil {
 		return preflightError(ctx, err)
 	}
 	if *format == "json" {

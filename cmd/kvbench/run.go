@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -140,8 +139,8 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 
 // outcomeError maps an interrupted run or failed gates to their exit codes.
 func outcomeError(o *runner.Outcome) error {
-	if o.Record != nil && o.Record.Status == record.StatusFailed {
-		return fmt.Errorf("failed: %s: what was measured is in %s", o.Record.StopReason, o.Dir)
+	if o.Failed != "" {
+		return &exitError{code: exitRuntime, err: fmt.Errorf("run failed: %s; what was measured is in %s", o.Failed, o.Dir)}
 	}
 	if o.Interrupted {
 		return fmt.Errorf("interrupted: what was measured is in %s", o.Dir)

@@ -44,6 +44,8 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	metricsFault := fs.String("metrics-fault", "", "fault: /metrics dies: error (HTTP 500) or hang (never answers) (metrics_fault)")
 	metricsFaultAfter := fs.Int("metrics-fault-after", 0, "good /metrics scrapes before --metrics-fault starts (metrics_fault_after)")
 	hangEvery := fs.Int("hang-every", 0, "fault: chat requests N, 2N, ... are read and never answered (hang_every_nth_request)")
+	allocFailEvery := fs.Int("allocation-fail-every", 0, "fault: block stores N, 2N, ... find no room in the CPU tier (allocation_fail_every_nth_store)")
+	storeThreshold := fs.Int("store-threshold", 0, "vLLM's store_threshold: store a block only after N lookups, N >= 2 (store_threshold)")
 	var hangPaths, omitMetrics, metricValues stringList
 	fs.Var(&hangPaths, "hang", "fault, repeatable: every request to this route is read and never answered, e.g. /v1/models (hang_paths)")
 	fs.Var(&omitMetrics, "omit-metric", "fault, repeatable: leave this family out of /metrics, e.g. vllm:prefix_cache_hits_total (omit_metrics)")
@@ -72,7 +74,8 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for name, v := range map[string]int{"fail-every": *failEvery, "cut-stream-after": *cutAfter, "malformed-sse-at": *malformedAt,
-		"restart-at": *restartAt, "metrics-fault-after": *metricsFaultAfter, "hang-every": *hangEvery} {
+		"restart-at": *restartAt, "metrics-fault-after": *metricsFaultAfter, "hang-every": *hangEvery,
+		"allocation-fail-every": *allocFailEvery, "store-threshold": *storeThreshold} {
 		if v < 0 {
 			return usageErrorf("sim: --%s %d must be >= 0", name, v)
 		}
@@ -101,6 +104,8 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			{"restart-at", &p.RestartAtRequest, *restartAt},
 			{"metrics-fault-after", &p.MetricsFaultAfter, *metricsFaultAfter},
 			{"hang-every", &p.HangEveryNthRequest, *hangEvery},
+			{"allocation-fail-every", &p.AllocationFailEveryNthStore, *allocFailEvery},
+			{"store-threshold", &p.StoreThreshold, *storeThreshold},
 		}
 		for _, f := range ints {
 			if set[f.flag] {

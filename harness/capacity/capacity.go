@@ -33,11 +33,32 @@ func answer(known, v bool) Answer {
 	}
 }
 
+// Topology is how an engine keeps KV state on the device, which decides what evicts a prompt.
+type Topology string
+
+const (
+	// SharedPool is a paged device pool shared by all sequences (vLLM): a prompt leaves it
+	// only when the unique tokens sent after it exceed the pool.
+	SharedPool Topology = "shared_pool"
+	// SingleSlot keeps one live sequence per slot (llama.cpp's server): with one slot, any
+	// other prompt replaces the replayed one, and only the host tier can bring it back.
+	SingleSlot Topology = "single_slot"
+)
+
 // Setup is what is known of the server's KV capacity. Zero means unknown.
 type Setup struct {
-	GPUKVTokens        int     `json:"gpu_kv_tokens"`
-	GPUKVTokensSource  string  `json:"gpu_kv_tokens_source"`
-	CPUOffloadGiB      float64 `json:"cpu_offload_gib"`
+	// Topology is the engine's device cache shape; "" reads as SharedPool (older records).
+	Topology Topology `json:"topology,omitempty"`
+	// Slots is a SingleSlot engine's slot count (0: unknown, assumed 1, the setup the
+	// verdict needs).
+	Slots int `json:"slots,omitempty"`
+	// GPUKVTokens is the device KV pool in tokens; for SingleSlot, one slot's context.
+	GPUKVTokens       int     `json:"gpu_kv_tokens"`
+	GPUKVTokensSource string  `json:"gpu_kv_tokens_source"`
+	CPUOffloadGiB     float64 `json:"cpu_offload_gib"`
+	// HostTierUnit is the unit the engine's flag sizes the host tier in ("GiB", "MiB"), for
+	// sentences only: CPUOffloadGiB always holds GiB.
+	HostTierUnit       string  `json:"host_tier_unit,omitempty"`
 	StoreBytesPerToken float64 `json:"store_bytes_per_token"`
 	StoreBytesSource   string  `json:"store_bytes_per_token_source"`
 }
@@ -81,8 +102,11 @@ func (q Sequence) UniqueSinceTarget() int {
 
 // Assessment is the capacity math of one replay and what it implies.
 type Assessment struct {
-	Setup             Setup   `json:"setup"`
-	UniqueTokens      int     `json:"unique_tokens_since_replayed_request"`
+	Setup        Setup `json:"setup"`
+	UniqueTokens int   `json:"unique_tokens_since_replayed_request"`
+	// HostTokensNeeded is, for SingleSlot, the prompt state the host tier must hold for the
+	// replayed prompt to survive: every prompt from it on is saved whole when it leaves the slot.
+	HostTokensNeeded  int     `json:"host_tier_tokens_needed,omitempty"`
 	TokenCounting     string  `json:"token_counting"`
 	GPUPoolBytes      float64 `json:"gpu_pool_bytes,omitempty"`
 	CPUTierBytes      float64 `json:"cpu_tier_bytes"`
@@ -98,6 +122,9 @@ type Assessment struct {
 
 // Assess does the capacity math for a replay of seq.Target.
 func Assess(s Setup, seq Sequence) Assessment {
+	if s.Topology == SingleSlot {
+		return assessSingleSlot(s, seq)
+	}
 	a := Assessment{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokenCounting: seq.Counting}
 	a.CPUTierBytes = s.CPUOffloadGiB * GiB
 	perTok := s.StoreBytesPerToken
@@ -150,16 +177,7 @@ func Assess(s Setup, seq Sequence) Assessment {
 		}
 	}
 
-	a.CanProveReload = Yes
-	for _, x := range []Answer{a.EvictionPressure, a.TierLargerThanGPU, a.TierHoldsSequence} {
-		if x == No {
-			a.CanProveReload = No
-			break
-		}
-		if x == Unknown {
-			a.CanProveReload = Unknown
-		}
-	}
+	a.CanProveReload = combine(a.EvictionPressure, a.TierLargerThanGPU, a.TierHoldsSequence)
 	return a
 }
 
@@ -190,6 +208,9 @@ func Group(n int) string {
 // Conclusion says in one sentence whether the setup could prove a reload and why, with the
 // figures behind it (seed 001's interpretation).
 func (a *Assessment) Conclusion() string {
+	if a.Setup.Topology == SingleSlot {
+		return a.singleSlotConclusion()
+	}
 	s := a.Setup
 	per := "stated"
 	if s.StoreBytesSource == "measured" {
@@ -208,12 +229,15 @@ func (a *Assessment) Conclusion() string {
 	case a.CanProveReload == Yes:
 		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), Group(s.GPUKVTokens), Group(a.UniqueTokens))
 	default:
-		return "Whether the setup could prove a reload is unknown: " + strings.Join(a.Findings, " ")
+		return "Whether the setup could prove a reload is unknown: " + joinFindings(a.Findings)
 	}
 }
 
 // Reasons names each condition that keeps the setup from proving a reload, in short words.
 func (a *Assessment) Reasons() []string {
+	if a.Setup.Topology == SingleSlot {
+		return a.singleSlotReasons()
+	}
 	var why []string
 	if a.TierLargerThanGPU == No {
 		why = append(why, "the CPU tier is not larger than the GPU KV pool")
@@ -226,3 +250,5 @@ func (a *Assessment) Reasons() []string {
 	}
 	return why
 }
+
+func joinFindings(f []string) string { return strings.Join(f, " ") }

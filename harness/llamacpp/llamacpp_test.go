@@ -345,3 +345,33 @@ func scrapeMetrics(ctx context.Context, baseURL string) (map[string]float64, err
 	}
 	return out, nil
 }
+
+// TestProps: /props gives the slot count and one slot's context (-c divided among -np
+// slots), which the engine model uses for the single-slot capacity math.
+func TestProps(t *testing.T) {
+	server, model, err := llamacpptest.Locate()
+	if err != nil {
+		if os.Getenv("KVBENCH_REQUIRE_LLAMA") != "" {
+			t.Fatalf("KVBENCH_REQUIRE_LLAMA is set but %v", err)
+		}
+		t.Skipf("skipping llama.cpp test: %v", err)
+	}
+	for _, slots := range []int{1, 2} {
+		t.Run(strconv.Itoa(slots), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, Slots: slots, Context: 16384})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			p, err := NewTokenClient(srv.URL(), &http.Client{Timeout: 30 * time.Second}).Props(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Slots != slots || p.SlotContext != 16384/slots {
+				t.Fatalf("props %+v, want %d slots of %d tokens", p, slots, 16384/slots)
+			}
+		})
+	}
+}

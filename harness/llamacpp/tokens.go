@@ -97,27 +97,45 @@ func (c *TokenClient) post(ctx context.Context, path string, in, out any) error 
 	return nil
 }
 
-// Slots returns the server's slot count from GET /props (total_slots): with one slot, the
-// prompt a replay's slot held before is known, which is what tier attribution needs.
-func (c *TokenClient) Slots(ctx context.Context) (int, error) {
+// Props is what kvbench reads of GET /props.
+type Props struct {
+	// Slots is total_slots (-np): with one slot, the prompt a replay's slot held before is
+	// known, which is what tier attribution needs.
+	Slots int
+	// SlotContext is default_generation_settings.n_ctx, one slot's context in tokens (-c
+	// divided among the slots); 0 when the server does not say.
+	SlotContext int
+}
+
+// Props reads the server's slot count and per-slot context from GET /props.
+func (c *TokenClient) Props(ctx context.Context) (Props, error) {
 	url := c.baseURL + "/props"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, fmt.Errorf("building request to %s: %w", url, err)
+		return Props{}, fmt.Errorf("building request to %s: %w", url, err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", url, err)
+		return Props{}, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: status %s", url, resp.Status)
+		return Props{}, fmt.Errorf("GET %s: status %s", url, resp.Status)
 	}
 	var props struct {
 		TotalSlots int `json:"total_slots"`
+		Defaults   struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&props); err != nil {
-		return 0, fmt.Errorf("decoding response of %s: %w", url, err)
+		return Props{}, fmt.Errorf("decoding response of %s: %w", url, err)
 	}
-	return props.TotalSlots, nil
+	return Props{Slots: props.TotalSlots, SlotContext: props.Defaults.NCtx}, nil
+}
+
+// Slots returns the server's slot count from GET /props (total_slots).
+func (c *TokenClient) Slots(ctx context.Context) (int, error) {
+	p, err := c.Props(ctx)
+	return p.Slots, err
 }

@@ -29,6 +29,19 @@ const (
 	PromptTokensExternal      Counter = "prompt_tokens_external"
 	PromptTokensCached        Counter = "prompt_tokens_cached"
 	Preemptions               Counter = "preemptions"
+
+	// Offload diagnostics (newer vLLM): optional, absent on servers that do not serve them.
+	// StoresSkipped counts stores the store_threshold reuse filter skipped; AllocationFailures
+	// stores the CPU tier had no room for; the lookup counters are the _sum of the lookup
+	// delay histograms.
+	StoresSkipped      Counter = "offload_stores_skipped"
+	AllocationFailures Counter = "offload_allocation_failures"
+	LookupSyncSeconds  Counter = "offload_lookup_sync_seconds"
+	LookupAsyncSeconds Counter = "offload_lookup_async_seconds"
+	// Cached prompt tokens by the tier that served them (proposed upstream in vLLM).
+	CachedFromDevice Counter = "prompt_tokens_cached_device"
+	CachedFromHost   Counter = "prompt_tokens_cached_host"
+	CachedFromDisk   Counter = "prompt_tokens_cached_disk"
 )
 
 // Gauge is the normalized name of a gauge kvbench samples.
@@ -41,6 +54,9 @@ const (
 	KVUsage         Gauge = "kv_usage"
 	RequestsRunning Gauge = "requests_running"
 	RequestsWaiting Gauge = "requests_waiting"
+	// OffloadPinnedUsage is vLLM's kv_offload_cpu_cache_usage_perc: the CPU tier's pinned
+	// blocks only (a full idle tier reads near 0), so it is never read as occupancy.
+	OffloadPinnedUsage Gauge = "offload_pinned_usage"
 )
 
 // Counters returns every normalized counter in a stable order.
@@ -50,13 +66,15 @@ func Counters() []Counter {
 		StoreBytes, StoreSeconds, StoreTokens, LoadBytes, LoadSeconds,
 		PromptTokens, GenerationTokens, PromptTokensLocalCompute, PromptTokensLocalCacheHit,
 		PromptTokensExternal, PromptTokensCached, Preemptions,
+		StoresSkipped, AllocationFailures, LookupSyncSeconds, LookupAsyncSeconds,
+		CachedFromDevice, CachedFromHost, CachedFromDisk,
 	}
 }
 
 // Gauges returns every normalized gauge in a stable order.
 func Gauges() []Gauge {
-	return []Gauge{KVUsage, RequestsRunning, RequestsWaiting}
+	return []Gauge{KVUsage, RequestsRunning, RequestsWaiting, OffloadPinnedUsage}
 }
 
 // takesMax reports whether g combines over engines and URLs by max instead of sum.
-func (g Gauge) takesMax() bool { return g == KVUsage }
+func (g Gauge) takesMax() bool { return g == KVUsage || g == OffloadPinnedUsage }

@@ -1,6 +1,7 @@
-package metrics
+package metrics_test
 
 import (
+	. "github.com/anvil-serving/kvbench/harness/metrics"
 	"strings"
 	"testing"
 )

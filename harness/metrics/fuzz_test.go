@@ -1,7 +1,9 @@
-package metrics
+package metrics_test
 
 import (
 	"encoding/json"
+	"github.com/anvil-serving/kvbench/harness/engine"
+	. "github.com/anvil-serving/kvbench/harness/metrics"
 	"os"
 	"strings"
 	"testing"
@@ -33,7 +35,10 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	profiles := []Profile{vllmProfile(), lmcacheProfile(), llamacppProfile()}
+	var profiles []Profile
+	for _, d := range engine.All() {
+		profiles = append(profiles, d.Profile())
+	}
 	f.Fuzz(func(t *testing.T, text string) {
 		exp, err := Parse(strings.NewReader(text), "fuzz")
 		if err != nil {

@@ -1,9 +1,10 @@
-package metrics
+package metrics_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	. "github.com/anvil-serving/kvbench/harness/metrics"
 	"os"
 	"path/filepath"
 	"reflect"

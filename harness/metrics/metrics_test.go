@@ -1,8 +1,10 @@
-package metrics
+package metrics_test
 
 import (
 	"bytes"
 	"errors"
+	"github.com/anvil-serving/kvbench/harness/engine"
+	. "github.com/anvil-serving/kvbench/harness/metrics"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,11 +86,11 @@ func mustParse(tb testing.TB, text, source string) Exposition {
 
 func mustProfile(tb testing.TB, name string) Profile {
 	tb.Helper()
-	p, err := ProfileByName(name)
+	d, err := engine.ByName(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p
+	return d.Profile()
 }
 
 // The four numbers that prove store and reload must not depend on how the server names them.
@@ -155,6 +157,7 @@ func TestSampleAllReadings(t *testing.T) {
 		PromptTokens: 409600, GenerationTokens: 12800,
 		PromptTokensLocalCompute: 147456, PromptTokensLocalCacheHit: 163840, PromptTokensExternal: 98304,
 		PromptTokensCached: 262144, Preemptions: 3,
+		AllocationFailures: 0, // served as 0: present, unlike the diagnostics it lacks
 	}
 	for _, c := range Counters() {
 		r := snap.Counters[c]
@@ -422,26 +425,6 @@ func TestParseSelector(t *testing.T) {
 		if err == nil && s.String() != tt.want {
 			t.Errorf("ParseSelector(%q) = %s, want %s", tt.in, s, tt.want)
 		}
-	}
-}
-
-func TestProfileByName(t *testing.T) {
-	for _, name := range ProfileNames() {
-		p := mustProfile(t, name)
-		if p.Name != name {
-			t.Errorf("profile %s named %s", name, p.Name)
-		}
-		for _, c := range Counters() {
-			if _, ok := p.Counters[c]; !ok {
-				t.Errorf("profile %s does not list %s (nil means absent on purpose)", name, c)
-			}
-		}
-	}
-	if p := mustProfile(t, ""); p.Name != "vllm" {
-		t.Errorf("default profile = %s, want vllm", p.Name)
-	}
-	if _, err := ProfileByName("sglang"); err == nil || !strings.Contains(err.Error(), "sglang") {
-		t.Errorf("unknown profile error = %v", err)
 	}
 }
 

@@ -1,8 +1,9 @@
-package metrics
+package metrics_test
 
 import (
 	"context"
 	"errors"
+	. "github.com/anvil-serving/kvbench/harness/metrics"
 	"net/http"
 	"net/http/httptest"
 	"strings"

@@ -121,14 +121,20 @@ func (e Exposition) read(candidates []Selector, lazy map[string]bool, takeMax bo
 // aggregate sums (or maxes) the values of sel's matching series; n is how many matched.
 func (e Exposition) aggregate(sel Selector, takeMax bool) (v float64, n int) {
 	mf := e.families[sel.Metric]
+	value := sampleValue
 	if mf == nil {
-		return 0, 0
+		// name_sum of a histogram or summary reads its sum (seconds of lookup delay).
+		base, ok := strings.CutSuffix(sel.Metric, "_sum")
+		if mf = e.families[base]; !ok || mf == nil {
+			return 0, 0
+		}
+		value = sampleSum
 	}
 	for _, m := range mf.GetMetric() {
 		if !matches(m, sel.Labels) {
 			continue
 		}
-		x, ok := sampleValue(mf.GetType(), m)
+		x, ok := value(mf.GetType(), m)
 		if !ok {
 			continue
 		}
@@ -155,6 +161,16 @@ func sampleValue(t dto.MetricType, m *dto.Metric) (float64, bool) {
 		return m.GetUntyped().GetValue(), m.Untyped != nil
 	}
 	return 0, false // histograms and summaries are not counters
+}
+
+func sampleSum(t dto.MetricType, m *dto.Metric) (float64, bool) {
+	switch t {
+	case dto.MetricType_HISTOGRAM:
+		return m.GetHistogram().GetSampleSum(), m.Histogram != nil
+	case dto.MetricType_SUMMARY:
+		return m.GetSummary().GetSampleSum(), m.Summary != nil
+	}
+	return 0, false
 }
 
 // matches treats a missing label as "", as PromQL does.

@@ -4,9 +4,12 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -75,17 +78,28 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 		p.Steps = append(p.Steps, sp)
 	}
 	p.PrefixCountCalls = b.PrefixCountCalls()
-	tokens := map[int]int{}
-	for o, pr := range built {
-		tokens[o] = pr.Tokens
-	}
-	p.Replays = AssessReplays(sc, ScenarioSetup(sc), tokens, p.TokenCounting)
+	p.Replays = AssessReplays(sc, ScenarioSetup(sc), p.Tokens(), p.TokenCounting)
 	return p, nil
 }
 
-// ScenarioSetup is the capacity setup the scenario states (zero where it says "server").
+// Tokens returns each planned prompt's token count by ordinal.
+func (p *Plan) Tokens() map[int]int {
+	tokens := map[int]int{}
+	for _, st := range p.Steps {
+		for _, r := range st.Requests {
+			tokens[r.Ordinal] = r.Prompt.Tokens
+		}
+	}
+	return tokens
+}
+
+// ScenarioSetup is the capacity setup the scenario states (zero where it says "server"), in
+// its engine's topology.
 func ScenarioSetup(sc *scenarios.Scenario) capacity.Setup {
 	s := capacity.Setup{CPUOffloadGiB: sc.Server.CPUOffloadGiB, StoreBytesPerToken: sc.Server.StoreBytesPerToken}
+	if def, err := engine.ByName(sc.Target.Backend); err == nil {
+		s = def.CapacitySetup(s)
+	}
 	if sc.Server.GPUKVTokens.Known() {
 		s.GPUKVTokens = sc.Server.GPUKVTokens.Value
 		s.GPUKVTokensSource = "scenario"
@@ -125,4 +139,21 @@ func AssessReplays(sc *scenarios.Scenario, setup capacity.Setup, tokens map[int]
 		out = append(out, Replay{Step: st.ID, Of: *st.Replay, Ordinal: ordinal, Assessment: capacity.Assess(setup, seq)})
 	}
 	return out
+}
+
+// Check finds what is wrong with sc that is knowable without a server: an unknown backend,
+// and prompts that cannot be built (a shared prefix or a request smaller than the fixed text
+// around it), by planning with the estimate. Each error names the scenario's file and line.
+func Check(ctx context.Context, sc *scenarios.Scenario) error {
+	if _, err := engine.ByName(sc.Target.Backend); err != nil {
+		return fmt.Errorf("%s: target.backend: %w", sc.Position("target.backend"), err)
+	}
+	if _, err := Make(ctx, sc, nil); err != nil {
+		key := "step"
+		if errors.Is(err, prompts.ErrTooSmall) && strings.Contains(err.Error(), "shared prefix") {
+			key = "prompt.shared_prefix_tokens"
+		}
+		return fmt.Errorf("%s: %s: %w", sc.Position(key), key, err)
+	}
+	return nil
 }

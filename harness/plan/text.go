@@ -53,6 +53,11 @@ func (rp Replay) WriteText(w io.Writer) {
 	s := a.Setup
 	fmt.Fprintf(w, "\ncapacity for step %s (replay of %s request %d):\n", rp.Step, rp.Of.Step, rp.Of.Request)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if s.Topology == capacity.SingleSlot {
+		writeSingleSlot(tw, a)
+		writeFindings(w, a)
+		return
+	}
 	if s.GPUKVTokens > 0 {
 		bytes := ""
 		if a.GPUPoolBytes > 0 {
@@ -73,13 +78,51 @@ func (rp Replay) WriteText(w io.Writer) {
 	fmt.Fprintf(tw, "  tier holds sequence\t%s\n", a.TierHoldsSequence)
 	fmt.Fprintf(tw, "  can prove a reload\t%s\n", a.CanProveReload)
 	tw.Flush()
+	writeFindings(w, a)
+}
+
+// writeSingleSlot prints the math of an engine with one live slot per sequence: the slot's
+// context, the host tier and the prompt state saved since the replayed request.
+func writeSingleSlot(tw *tabwriter.Writer, a capacity.Assessment) {
+	s := a.Setup
+	slots := "1 (assumed until the server reports it)"
+	if s.Slots > 0 {
+		slots = fmt.Sprint(s.Slots)
+	}
+	fmt.Fprintf(tw, "  slots\t%s\n", slots)
+	if s.GPUKVTokens > 0 {
+		fmt.Fprintf(tw, "  slot context\t%d tokens (%s)\n", s.GPUKVTokens, s.GPUKVTokensSource)
+	}
+	tier := fmt.Sprintf("%s = %.0f bytes", strings.TrimSuffix(s.HostTierWords(), " host tier"), a.CPUTierBytes)
+	if a.CPUTierTokens > 0 {
+		tier += fmt.Sprintf(" = about %.0f tokens", a.CPUTierTokens)
+	}
+	fmt.Fprintf(tw, "  host tier\t%s\n", tier)
+	fmt.Fprintf(tw, "  saved prompt state\t%d tokens from the replayed request on\n", a.HostTokensNeeded)
+	fmt.Fprintf(tw, "  replayed prompt leaves slot\t%s\n", a.EvictionPressure)
+	fmt.Fprintf(tw, "  tier > slot context\t%s\n", a.TierLargerThanGPU)
+	fmt.Fprintf(tw, "  tier holds saved state\t%s\n", a.TierHoldsSequence)
+	fmt.Fprintf(tw, "  can prove a reload\t%s\n", a.CanProveReload)
+	tw.Flush()
+}
+
+// writeFindings prints the findings and what they mean for the run.
+func writeFindings(w io.Writer, a capacity.Assessment) {
 	for _, f := range a.Findings {
 		fmt.Fprintf(w, "  - %s\n", f)
 	}
 	switch a.CanProveReload {
 	case capacity.No:
-		fmt.Fprintf(w, "WARNING: this setup cannot prove a reload from the CPU tier: %s\n", strings.Join(a.Reasons(), "; "))
+		fmt.Fprintf(w, "WARNING: this setup cannot prove a reload from the %s: %s\n", tierName(a.Setup), strings.Join(a.Reasons(), "; "))
 	case capacity.Unknown:
 		fmt.Fprintln(w, "NOTE: whether this setup can prove a reload is decided at run time, from the server's token counts, pool size and store counters.")
 	}
+}
+
+// tierName is what the offload tier is called on the setup's engine.
+func tierName(s capacity.Setup) string {
+	if s.Topology == capacity.SingleSlot {
+		return "host tier"
+	}
+	return "CPU tier"
 }

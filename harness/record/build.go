@@ -195,7 +195,8 @@ func Build(info RunInfo, steps []StepArtifact) *Run {
 	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = MeasuredBytesPerToken(steps)
 
 	r.Sections = BuildSections(steps, info.Artifacts)
-	if len(info.Repetitions) > 1 {
+	// A failed repeated run keeps the repetitions it finished, however few.
+	if len(info.Repetitions) > 1 || (info.Status == StatusFailed && len(info.Repetitions) > 0) {
 		rs := BuildRepeats(info.Repetitions)
 		r.Repeats = &rs
 	}
@@ -408,6 +409,13 @@ func Interpretation(v *verdict.Replay, a *capacity.Assessment) string {
 	var parts []string
 	if v != nil {
 		parts = append(parts, v.Sentence())
+		if len(v.Diagnosis) > 0 {
+			var why []string
+			for _, d := range v.Diagnosis {
+				why = append(why, d.Detail)
+			}
+			parts = append(parts, "Why: "+strings.Join(why, "; ")+".")
+		}
 	}
 	if a != nil {
 		parts = append(parts, a.Conclusion())

@@ -14,8 +14,10 @@ const (
 	StatusRunning     = "running"
 	StatusCompleted   = "completed"
 	StatusInterrupted = "interrupted"
-	StatusFailed      = "failed"
-	StatusIncomplete  = "incomplete"
+	// StatusFailed: the run did less than asked (a repetition could not run, a file could
+	// not be written, /metrics died); stop_reason says why, and what did run is kept.
+	StatusFailed     = "failed"
+	StatusIncomplete = "incomplete"
 )
 
 // Run is the run record, run.json (schema anvil-serving.kv-offload-replay/v1): what a run

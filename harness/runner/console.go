@@ -155,6 +155,9 @@ func (c *Console) StepDone(a record.StepArtifact) {
 	for _, r := range a.Requests {
 		if r.Verdict != nil {
 			c.Printf("  verdict %s: %s", r.Verdict.Verdict, r.Verdict.Reason)
+			for _, d := range r.Verdict.Diagnosis {
+				c.Printf("  diagnosis %s: %s", d.Cause, d.Detail)
+			}
 		}
 	}
 	if a.CountersError != "" {

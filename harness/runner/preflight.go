@@ -9,7 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/llamacpp"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -18,41 +18,35 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// Target is a connected server: its chat client and its metrics.
+// Target is a connected server: its chat client, its metrics and its engine's own calls.
 type Target struct {
 	Client *client.Client
 	// Metrics reports errors with the credentials of its URLs redacted: they land in records.
 	Metrics MetricsSource
-	// Llama is set for the llamacpp backend: its token counter and slot attribution.
-	Llama *llamacpp.TokenClient
+	// Engine is the server's engine family with its token and slot calls.
+	Engine *engine.Server
 }
 
 // Connect builds the clients for sc's target (no traffic yet).
 func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
-	prof, err := metrics.ProfileByName(sc.Target.Backend)
+	def, err := engine.ByName(sc.Target.Backend)
 	if err != nil {
 		return Target{}, fmt.Errorf("%s: target.backend: %w", sc.Position("target.backend"), err)
 	}
+	prof := def.Profile()
 	if len(sc.Target.MetricNames) > 0 {
 		if prof, err = prof.WithOverrides(sc.Target.MetricNames); err != nil {
 			return Target{}, fmt.Errorf("%s: target.metric_names: %w", sc.Position("target.metric_names"), err)
 		}
 	}
+	cfg := ClientConfig(sc, apiKey)
+	cfg.HTTPClient = def.HTTPClient()
 	t := Target{
-		Client:  client.New(ClientConfig(sc, apiKey)),
+		Client:  client.New(cfg),
 		Metrics: redactedMetrics{metrics.Target{URLs: sc.Target.Metrics, Profile: prof, Client: &http.Client{Timeout: client.DefaultCallTimeout}}},
 	}
-	if sc.Target.Backend == "llamacpp" {
-		// llama-server closes a connection after a streamed response, and Go does not
-		// resend a POST on a stale pooled connection: give each request its own.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.DisableKeepAlives = true
-		cfg := ClientConfig(sc, apiKey)
-		cfg.HTTPClient = &http.Client{Transport: tr}
-		t.Client = client.New(cfg)
-		// Its token and slot calls are short ones, bounded like /tokenize.
-		t.Llama = llamacpp.NewTokenClient(t.Client.RootURL(), &http.Client{Transport: tr, Timeout: sc.Request.Timeout.Duration})
-	}
+	// The engine's token and slot calls are short ones, bounded like /tokenize.
+	t.Engine = def.Connect(t.Client, sc.Request.Timeout.Duration)
 	return t, nil
 }
 
@@ -148,10 +142,11 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s reads %s (%s): it cannot serve as evidence, and replays that need it are invalid", c, r.Unreadable, r.Source))
 		}
 	}
-	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && sc.Target.Backend != "llamacpp" {
+	def := t.Engine.Def
+	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && def.Needs(metrics.GPUPrefixHits) {
 		rep.Warnings = append(rep.Warnings, "no GPU prefix-cache hit counter: a replay's GPU hits are unknown, so its verdict is invalid or cache_hit_tier_unknown")
 	}
-	if !snap.Counters[metrics.ExternalPrefixHits].Present && sc.Target.Backend != "llamacpp" {
+	if !snap.Counters[metrics.ExternalPrefixHits].Present && def.Needs(metrics.ExternalPrefixHits) {
 		rep.Warnings = append(rep.Warnings, "no external prefix-cache hit counter: a reload from the CPU tier cannot be seen")
 	}
 	if !snap.Gauges[metrics.RequestsRunning].Present {
@@ -166,8 +161,10 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		}
 		rep.Tokenize, counter = "available", tok
 	}
-	if t.Llama != nil {
-		if rep.Slots, err = t.Llama.Slots(ctx); err != nil {
+	var sizes engine.Sizes
+	if z, ok, err := t.Engine.Sizes(ctx); ok {
+		sizes, rep.Slots = z, z.Slots
+		if err != nil {
 			rep.Warnings = append(rep.Warnings, "slot count unknown ("+redact.Text(err.Error())+"): replays get cache_hit_tier_unknown")
 		} else if rep.Slots != 1 {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the server has %d slots: run it with -np 1 so cached tokens can be attributed to the live slot or the host-RAM cache", rep.Slots))
@@ -190,6 +187,12 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	rep.CachedTokensReported = cachedTokensReported(ctx, t.Client, sc.Target.Model)
 
 	rep.Setup, rep.BlockSize = ResolveSetup(sc, snap.Cache)
+	rep.Setup = def.CapacitySetup(rep.Setup)
+	rep.Setup.Slots = rep.Slots
+	if sizes.SlotContext > 0 {
+		// One slot's live cache, as the server sizes it (-c divided among the slots).
+		rep.Setup.GPUKVTokens, rep.Setup.GPUKVTokensSource = sizes.SlotContext, "server ("+sizes.Source+")"
+	}
 	if rep.Setup.GPUKVTokens == 0 {
 		msg := "the GPU KV pool size is unknown (no vllm:cache_config_info and none in [server])"
 		if sc.Server.GPUKVTokens.FromServer {
@@ -198,13 +201,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			rep.Warnings = append(rep.Warnings, msg)
 		}
 	}
-	tokens := map[int]int{}
-	for _, st := range p.Steps {
-		for _, r := range st.Requests {
-			tokens[r.Ordinal] = r.Prompt.Tokens
-		}
-	}
-	rep.Capacity = plan.AssessReplays(sc, rep.Setup, tokens, p.TokenCounting)
+	rep.Capacity = plan.AssessReplays(sc, rep.Setup, p.Tokens(), p.TokenCounting)
 	return rep, p, nil
 }
 

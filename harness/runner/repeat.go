@@ -41,12 +41,13 @@ func (r *runner) runRepetitions(ctx context.Context) {
 		p := r.cfg.Plan
 		if k > 0 {
 			if r.cfg.Replan == nil {
-				info.StopReason = fmt.Sprintf("repetition %d: no planner for repetitions", k)
+				info.Status, info.StopReason = record.StatusFailed, fmt.Sprintf("repetition %d of %d could not run: no planner for repetitions", k+1, n)
 				break
 			}
 			var err error
 			if p, err = r.cfg.Replan(ctx, k); err != nil {
-				info.StopReason = err.Error()
+				info.Status, info.StopReason = record.StatusFailed, fmt.Sprintf("repetition %d of %d could not run: %v", k+1, n, err)
+				r.cfg.Console.Printf("FAILED: %s", info.StopReason)
 				break
 			}
 		}

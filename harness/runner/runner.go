@@ -42,7 +42,7 @@ type Config struct {
 	Setup     capacity.Setup
 	BlockSize int
 	Preflight *PreflightReport
-	// Slot attribution for engines without tier counters (llama.cpp): with TokenIDs set,
+	// Slot attribution for engines that attribute by slot (engine.BySlot): with TokenIDs set,
 	// a replay's cached tokens are attributed by its common token prefix with the prompt the
 	// server's single slot held before (see verdict.DecideBySlot).
 	TokenIDs func(ctx context.Context, msgs []prompts.Message) ([]int, error)
@@ -67,6 +67,8 @@ type Outcome struct {
 	Artifacts   []record.StepArtifact
 	Gates       []record.GateResult
 	Interrupted bool
+	// Failed says why the run did less than asked (record status failed); "" when it did not.
+	Failed string
 }
 
 // GatesFailed lists the gates that did not pass.
@@ -146,6 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	switch {
 	case r.failure() != nil:
 		info.Status, info.StopReason = record.StatusFailed, joinErr(info.StopReason, r.failure().Error())
+	case info.Status == record.StatusFailed: // a repetition could not run; the reason is set
 	case ctx.Err() != nil:
 		out.Interrupted = true
 		info.Status, info.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
@@ -154,6 +157,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		if !cfg.NoProbes {
 			info.Probes = append(info.Probes, runProbes(ctx, cfg.Scenario.Probes, "after", cfg.Console, probeEnv(cfg))...)
 		}
+	}
+	if info.Status == record.StatusFailed {
+		out.Failed = info.StopReason
 	}
 	info.Artifacts = r.refs
 	rec := record.Build(info, r.artifacts)
@@ -413,6 +419,7 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		ev.GPUHitsDelta = c.Delta.Ptr(metrics.GPUPrefixHits)
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
+		ev.HostCachedDelta = c.Delta.Ptr(metrics.CachedFromHost)
 	} else {
 		why := req.CountersError
 		if art.DeltaScope == record.ScopeStep {
@@ -454,6 +461,35 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 			art.Capacity = &a
 		}
 	}
+	if v.Slot == nil && c != nil && c.Delta.Valid {
+		r.diagnose(req.Verdict, c, art.Capacity)
+	}
+}
+
+// diagnose explains a recompute or partial replay from the run's offload evidence: the
+// deltas from this repetition's first scrape to the replay's last, and the capacity math.
+func (r *runner) diagnose(v *verdict.Replay, c *metrics.Window, a *capacity.Assessment) {
+	if v.Verdict != verdict.Recompute && v.Verdict != verdict.Partial {
+		return
+	}
+	first := c
+	for i := range r.artifacts {
+		if w := r.artifacts[i].Counters; w != nil {
+			first = w
+			break
+		}
+	}
+	d := metrics.Diff(first.Before, c.After)
+	o := verdict.OffloadEvidence{
+		StoreBytes:         d.Ptr(metrics.StoreBytes),
+		StoresSkipped:      d.Ptr(metrics.StoresSkipped),
+		AllocationFailures: d.Ptr(metrics.AllocationFailures),
+	}
+	if a != nil {
+		o.TierHoldsSequence, o.TierTokens, o.UniqueTokens = string(a.TierHoldsSequence), a.CPUTierTokens, a.UniqueTokens
+	}
+	v.Offload = &o
+	v.Diagnosis = verdict.Diagnose(v.Verdict, o)
 }
 
 // slotVerdict attributes the replay's cached tokens by its common token prefix with the
@@ -487,7 +523,7 @@ func (r *runner) slotVerdict(art *record.StepArtifact, req *record.Request) verd
 			notes = append(notes, fmt.Sprintf("reading token ids: %v %v", errA, errB))
 		}
 	} else {
-		notes = append(notes, "no single request was sent just before the replay, so the slot's previous prompt is unknown")
+		ev.NoCommonPrefix = "no single request was sent just before the replay (the step before it overlapped its requests), so the prompt the slot held is unknown"
 	}
 	v := verdict.DecideBySlot(ev).AsReplay()
 	v.Notes = append(v.Notes, notes...)

@@ -559,18 +559,18 @@ verdict = "gpu_hit"
 	}
 }
 
-// TestRunRepeatPlanFails: a repetition that cannot be planned ends the run with what was
-// measured, and the record says why.
+// TestRunRepeatPlanFails: a repetition that cannot be planned fails the run: status failed,
+// the finished repetition kept in the repeats section, and the record says why.
 func TestRunRepeatPlanFails(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		replan func(context.Context, int) (*plan.Plan, error)
 		reason string
 	}{
-		{"no planner", nil, "repetition 1: no planner for repetitions"},
+		{"no planner", nil, "repetition 2 of 2 could not run: no planner for repetitions"},
 		{"planner fails", func(_ context.Context, k int) (*plan.Plan, error) {
 			return nil, fmt.Errorf("planning repetition %d: tokenizer down", k)
-		}, "planning repetition 1: tokenizer down"},
+		}, "repetition 2 of 2 could not run: planning repetition 1: tokenizer down"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newFakeMetrics()
@@ -586,6 +586,12 @@ func TestRunRepeatPlanFails(t *testing.T) {
 			}
 			if r, _ := runFile(t, out.Dir, "stop_reason").(string); r != tc.reason {
 				t.Errorf("stop_reason %q, want %q", r, tc.reason)
+			}
+			if st, _ := runFile(t, out.Dir, "status").(string); st != "failed" || out.Failed != tc.reason {
+				t.Errorf("status %q, outcome failed %q: a run that did less than asked must not look complete", st, out.Failed)
+			}
+			if reps, _ := runFile(t, out.Dir, "repeats").(map[string]any); reps == nil {
+				t.Errorf("no repeats section: the finished repetition must be kept")
 			}
 		})
 	}

@@ -29,22 +29,18 @@ func chooseModel(sc *scenarios.Scenario, models []client.Model) error {
 }
 
 // TokenCounter is how the scenario's prompts are counted on this server: nil when the
-// scenario estimates, the engine's own /tokenize dialect otherwise (llama.cpp answers with
-// token ids and no count).
+// scenario estimates, the engine's own /tokenize dialect otherwise.
 func (t Target) TokenCounter(sc *scenarios.Scenario) prompts.TokenCounter {
-	switch {
-	case sc.Prompt.TokenCounting != "server":
+	if sc.Prompt.TokenCounting != "server" {
 		return nil
-	case t.Llama != nil:
-		return t.Llama
-	default:
-		return t.Client.Tokenizer(sc.Target.Model)
 	}
+	return t.Engine.TokenCounter(sc.Target.Model)
 }
 
-// PlanningCounter connects to the scenario's server to count its prompts, resolving the
-// model when the scenario names none (/tokenize needs it).
-func PlanningCounter(ctx context.Context, sc *scenarios.Scenario, apiKey string) (prompts.TokenCounter, error) {
+// PlanOnServer plans sc with its prompts counted on the server, resolving the model when the
+// scenario names none (/tokenize needs it), and assesses its replays with the sizes the
+// engine reports of itself (a slot engine's slots and slot context), as preflight will.
+func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*plan.Plan, error) {
 	t, err := Connect(sc, apiKey)
 	if err != nil {
 		return nil, err
@@ -58,7 +54,21 @@ func PlanningCounter(ctx context.Context, sc *scenarios.Scenario, apiKey string)
 			return nil, err
 		}
 	}
-	return t.TokenCounter(sc), nil
+	p, err := plan.Make(ctx, sc, t.TokenCounter(sc))
+	if err != nil {
+		return nil, err
+	}
+	z, ok, err := t.Engine.Sizes(ctx)
+	if !ok || err != nil {
+		return p, nil // the scenario's figures stand; preflight warns about the slot count
+	}
+	setup := plan.ScenarioSetup(sc)
+	setup.Slots = z.Slots
+	if z.SlotContext > 0 {
+		setup.GPUKVTokens, setup.GPUKVTokensSource = z.SlotContext, "server ("+z.Source+")"
+	}
+	p.Replays = plan.AssessReplays(sc, setup, p.Tokens(), p.TokenCounting)
+	return p, nil
 }
 
 // Settings are the run's own choices, beside what preflight found out.
@@ -92,9 +102,7 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Console:        s.Console,
 		Repeat:         sc.Repeat,
 		Replan:         RepetitionPlanner(sc, t),
-	}
-	if t.Llama != nil {
-		cfg.TokenIDs = t.Llama.TokenIDs
+		TokenIDs:       t.Engine.TokenIDs(),
 	}
 	return cfg
 }
@@ -117,8 +125,13 @@ func (rep *PreflightReport) WriteText(w io.Writer, scenario string) {
 // WriteBrief prints what preflight found in a few console lines.
 func (rep *PreflightReport) WriteBrief(con *Console) {
 	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, orDash(rep.ServerVersion))
-	con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
-		rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+	if rep.Setup.Topology == capacity.SingleSlot {
+		con.Printf("  %d slot(s), slot context %d tokens (%s), %s; tokenize: %s; cached_tokens reported: %s",
+			rep.Slots, rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
+	} else {
+		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
+			rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+	}
 	for _, rp := range rep.Capacity {
 		line := fmt.Sprintf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
 		if why := rp.Assessment.Reasons(); len(why) > 0 {

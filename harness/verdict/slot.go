@@ -11,8 +11,9 @@ type SlotEvidence struct {
 	PromptTokens       *int `json:"prompt_tokens"`
 	CachedPromptTokens *int `json:"cached_prompt_tokens"`
 	// CommonPrefix is the token prefix the replay shares with the slot's previous prompt; nil
-	// when the token ids could not be read.
-	CommonPrefix *int `json:"common_prefix_with_previous_prompt"`
+	// when it is unknown, and NoCommonPrefix says why.
+	CommonPrefix   *int   `json:"common_prefix_with_previous_prompt"`
+	NoCommonPrefix string `json:"no_common_prefix_reason,omitempty"`
 	// Slots is the server's slot count; attribution needs exactly one.
 	Slots int `json:"slots"`
 	// Tolerance absorbs the engine's rounding (llama.cpp re-evaluates the last prompt token).
@@ -57,7 +58,11 @@ func DecideBySlot(e SlotEvidence) SlotReplay {
 		r.Verdict, r.Reason = TierUnknown, fmt.Sprintf("the server has %d slots, so the prompt the replay's slot held before is unknown", e.Slots)
 		return r
 	case e.CommonPrefix == nil:
-		r.Verdict, r.Reason = TierUnknown, "the prompts' token ids could not be read, so the live and host tiers cannot be told apart"
+		why := e.NoCommonPrefix
+		if why == "" {
+			why = "the prompts' token ids could not be read"
+		}
+		r.Verdict, r.Reason = TierUnknown, why+", so the live and host tiers cannot be told apart"
 		return r
 	}
 	prompt, cached, common := *e.PromptTokens, *e.CachedPromptTokens, *e.CommonPrefix

@@ -31,3 +31,14 @@ func TestDecideBySlot(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideBySlotSaysWhyPrefixUnknown: when no single request preceded the replay, the
+// reason says so instead of blaming the token ids.
+func TestDecideBySlotSaysWhyPrefixUnknown(t *testing.T) {
+	p, c := 300, 296
+	r := DecideBySlot(SlotEvidence{PromptTokens: &p, CachedPromptTokens: &c, Slots: 1,
+		NoCommonPrefix: "no single request was sent just before the replay"})
+	if r.Verdict != TierUnknown || !strings.Contains(r.Reason, "no single request") || strings.Contains(r.Reason, "token ids") {
+		t.Fatalf("%s: %s", r.Verdict, r.Reason)
+	}
+}

@@ -36,6 +36,10 @@ type Evidence struct {
 	GPUHitsDelta       *float64 `json:"gpu_prefix_hits_delta"`
 	ExternalHitsDelta  *float64 `json:"external_prefix_hits_delta"`
 	LoadBytesDelta     *float64 `json:"cpu_to_gpu_bytes_delta"`
+	// HostCachedDelta is the proposed vllm:prompt_tokens_cached_by_source_total{source="host"}:
+	// it names the tier per token, so it stands in for external hits where those are absent
+	// and cross-checks them where both are served.
+	HostCachedDelta *float64 `json:"host_cached_tokens_delta,omitempty"`
 	// SharedPrefixTokens and BlockSize bound the GPU hits a reload may still show: the
 	// shared prefix stays hot in GPU memory while the request's own blocks are evicted.
 	SharedPrefixTokens int `json:"shared_prefix_tokens"`
@@ -72,10 +76,30 @@ type Replay struct {
 	// Slot holds the attribution by a single slot's common prefix, for engines without tier
 	// counters (llama.cpp); nil when the counters decided.
 	Slot *SlotReplay `json:"slot_attribution,omitempty"`
+	// Diagnosis says why a recompute or partial replay was not reloaded, from the run's
+	// offload evidence (Offload); empty when nothing in it explains the verdict.
+	Diagnosis []Diagnosis      `json:"diagnosis,omitempty"`
+	Offload   *OffloadEvidence `json:"offload_evidence,omitempty"`
 }
 
 // Decide applies the rules to e.
 func Decide(e Evidence) Replay {
+	var notes []string
+	if h := e.HostCachedDelta; h != nil {
+		switch {
+		case e.ExternalHitsDelta == nil:
+			e.ExternalHitsDelta = h
+			notes = append(notes, "external hits read from cached tokens by source (host): the server serves no external prefix-cache hit counter")
+		case abs(*h-*e.ExternalHitsDelta) > float64(max(e.BlockSize, 1)):
+			notes = append(notes, fmt.Sprintf("cached tokens by source (host) moved by %.0f but external hits by %.0f", *h, *e.ExternalHitsDelta))
+		}
+	}
+	r := decide(e)
+	r.Notes = append(notes, r.Notes...)
+	return r
+}
+
+func decide(e Evidence) Replay {
 	r := Replay{Evidence: e}
 	switch {
 	case e.RequestFailed:
@@ -224,6 +248,14 @@ func CachedFraction(promptTokens, cachedTokens *int) *float64 {
 
 // Sentence says in words what the verdict means for the replayed prompt.
 func (r *Replay) Sentence() string {
+	if r.Slot != nil {
+		switch r.Verdict {
+		case CPUReload:
+			return "The replay was restored from the host-RAM prompt cache."
+		case GPUHit:
+			return "The replay remained in the live slot."
+		}
+	}
 	switch r.Verdict {
 	case CPUReload:
 		return "The replay was reloaded from the CPU tier."

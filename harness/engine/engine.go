@@ -1,0 +1,222 @@
+// Package engine is kvbench's model of each server family, one definition per file: which
+// metric names (with their generations) carry each counter, how the engine keeps KV state
+// (a shared paged GPU pool, or one live slot per sequence, plus a host tier sized in GiB or
+// MiB), where those sizes come from, how its /tokenize counts a prompt, how a request reports
+// cached tokens, and which verdicts it can support with which evidence. plan, preflight, run,
+// repetitions, the capacity math and the verdicts ask a Definition; nothing else in kvbench
+// tests a backend's name. To add an engine, copy vllm.go (a shared pool with tier counters)
+// or llamacpp.go (live slots with usage only), rename it, and register it in init.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/llamacpp"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/prompts"
+)
+
+// Dialect is how an engine's /tokenize answers.
+type Dialect string
+
+const (
+	// TokenizeCount is vLLM's POST /tokenize {model, messages} answering {"count": N}.
+	TokenizeCount Dialect = "count"
+	// TokenizeIDs is llama.cpp's POST /apply-template then POST /tokenize {content}, answering
+	// {"tokens": [...]} with no count; the ids also serve slot attribution.
+	TokenizeIDs Dialect = "tokens"
+)
+
+// Attribution is the evidence a replay's tier is decided on.
+type Attribution string
+
+const (
+	// ByCounters: prefix-cache hit counters split GPU from external (offload) hits around the
+	// isolated replay, and CPU->GPU bytes confirm a reload (verdict.Decide).
+	ByCounters Attribution = "counters"
+	// BySlot: usage's cached tokens beyond the common token prefix with the prompt the single
+	// slot held before came from the host tier (verdict.DecideBySlot).
+	BySlot Attribution = "slot"
+)
+
+// Support is one verdict an engine can reach and the evidence it rests on there.
+type Support struct {
+	Verdict  string
+	Evidence string
+}
+
+// Definition is one engine family.
+type Definition struct {
+	// Name is the scenario's target.backend value.
+	Name        string
+	Description string
+	// Topology is how the device cache is shared; HostTier names the flag that sizes the
+	// host tier and its unit ("GiB", "MiB").
+	Topology     capacity.Topology
+	HostTierFlag string
+	HostTierUnit string
+	// Sizes says where the capacity figures come from, in words (README and plan).
+	Sizes string
+	// Tokenize is the /tokenize dialect; CachedTokens says how a request reports its cached
+	// prompt tokens.
+	Tokenize     Dialect
+	CachedTokens string
+	Attribution  Attribution
+	// Verdicts lists what the engine can prove and with what; Proves sums it up for the README.
+	Verdicts []Support
+	Proves   string
+	// Diagnoses lists the causes a recompute or partial replay can be traced to (see Diagnose).
+	Diagnoses []string
+	// OneConnectionPerRequest: the server closes a connection after a streamed response, and
+	// Go does not resend a POST on a stale pooled one.
+	OneConnectionPerRequest bool
+	// ReadsSlots: the server's slot count (/props total_slots) decides attribution.
+	ReadsSlots bool
+	profile    func() metrics.Profile
+}
+
+var registry []*Definition
+
+// register adds d; each definition file calls it from init.
+func register(d *Definition) {
+	if d.profile == nil || d.Name == "" {
+		panic("engine: a definition needs a name and a metrics profile")
+	}
+	registry = append(registry, d)
+}
+
+// Default is the engine a scenario without target.backend runs against.
+const Default = "vllm"
+
+// Names lists the engines, the default first.
+func Names() []string {
+	names := []string{Default}
+	for _, d := range registry {
+		if d.Name != Default {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// All returns every definition in Names order.
+func All() []*Definition {
+	out := make([]*Definition, 0, len(registry))
+	for _, n := range Names() {
+		out = append(out, lookup(n))
+	}
+	return out
+}
+
+func lookup(name string) *Definition {
+	i := slices.IndexFunc(registry, func(d *Definition) bool { return d.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return registry[i]
+}
+
+// ByName returns the engine called name; "" is the default.
+func ByName(name string) (*Definition, error) {
+	if name == "" {
+		name = Default
+	}
+	if d := lookup(name); d != nil {
+		return d, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (known: %v)", name, Names())
+}
+
+// Profile returns a fresh copy of the engine's metric names.
+func (d *Definition) Profile() metrics.Profile { return d.profile() }
+
+// CapacitySetup stamps the engine's topology on s, for the capacity math.
+func (d *Definition) CapacitySetup(s capacity.Setup) capacity.Setup {
+	s.Topology, s.HostTierUnit = d.Topology, d.HostTierUnit
+	return s
+}
+
+// HTTPClient returns the HTTP client for the engine's chat stream: nil means the client
+// package's default.
+func (d *Definition) HTTPClient() *http.Client {
+	if !d.OneConnectionPerRequest {
+		return nil
+	}
+	return &http.Client{Transport: noKeepAlive()}
+}
+
+func noKeepAlive() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	return tr
+}
+
+// Needs says whether the engine's evidence uses counter c: a missing one earns a preflight
+// warning only then.
+func (d *Definition) Needs(c metrics.Counter) bool {
+	if d.Attribution != ByCounters {
+		return false
+	}
+	return c == metrics.GPUPrefixHits || c == metrics.ExternalPrefixHits
+}
+
+// Server is a connected engine: the calls kvbench makes beyond chat and metrics.
+type Server struct {
+	Def  *Definition
+	chat *client.Client
+	ids  *llamacpp.TokenClient // TokenizeIDs engines only
+}
+
+// Connect returns the engine's calls on the server behind chat; callTimeout bounds each
+// token and slot call like /tokenize.
+func (d *Definition) Connect(chat *client.Client, callTimeout time.Duration) *Server {
+	s := &Server{Def: d, chat: chat}
+	if d.Tokenize == TokenizeIDs {
+		hc := &http.Client{Timeout: callTimeout}
+		if d.OneConnectionPerRequest {
+			hc.Transport = noKeepAlive()
+		}
+		s.ids = llamacpp.NewTokenClient(chat.RootURL(), hc)
+	}
+	return s
+}
+
+// TokenCounter counts prompts for model in the engine's /tokenize dialect.
+func (s *Server) TokenCounter(model string) prompts.TokenCounter {
+	if s.ids != nil {
+		return s.ids
+	}
+	return s.chat.Tokenizer(model)
+}
+
+// TokenIDs returns the function that reads a prompt's token ids, nil when the engine's
+// attribution does not use them.
+func (s *Server) TokenIDs() func(ctx context.Context, msgs []prompts.Message) ([]int, error) {
+	if s.ids == nil || s.Def.Attribution != BySlot {
+		return nil
+	}
+	return s.ids.TokenIDs
+}
+
+// Sizes is what a slot engine reports of its own capacity.
+type Sizes struct {
+	Slots       int
+	SlotContext int // tokens of one slot's live cache; 0 when not reported
+	Source      string
+}
+
+// Sizes reads the server's slot count and per-slot context; ok is false when the engine
+// has no slots to read.
+func (s *Server) Sizes(ctx context.Context) (z Sizes, ok bool, err error) {
+	if !s.Def.ReadsSlots || s.ids == nil {
+		return Sizes{}, false, nil
+	}
+	p, err := s.ids.Props(ctx)
+	return Sizes{Slots: p.Slots, SlotContext: p.SlotContext, Source: "/props"}, true, err
+}

@@ -1,0 +1,76 @@
+package verdict
+
+import "fmt"
+
+// Causes a recompute or partial replay on a valid setup can be traced to.
+const (
+	// DiagStoresSkipped: vLLM's store_threshold reuse filter skipped the stores (a block is
+	// stored only after that many lookups, so a first-sight sequence stores nothing).
+	DiagStoresSkipped = "stores_skipped_by_threshold"
+	// DiagAllocationFailures: the CPU tier had no room for some stores.
+	DiagAllocationFailures = "cpu_tier_allocation_failures"
+	// DiagNoStores: no bytes were stored at all: the offload connector is not active.
+	DiagNoStores = "no_store_bytes"
+	// DiagTierTooSmall: the measured sequence overflowed the CPU tier.
+	DiagTierTooSmall = "cpu_tier_too_small"
+	// DiagRoutedElsewhere: the replay reached another replica than the original. A hook for
+	// routed fleets: OffloadEvidence.RoutedElsewhere is set by whoever knows the routing.
+	DiagRoutedElsewhere = "replay_routed_elsewhere"
+)
+
+// Diagnosis is one cause the evidence points to, with the numbers in words.
+type Diagnosis struct {
+	Cause  string `json:"cause"`
+	Detail string `json:"detail"`
+}
+
+// OffloadEvidence is the run-wide offload evidence up to the replay: deltas from the first
+// step's scrape to the replay's. A nil pointer is a counter the server does not serve.
+type OffloadEvidence struct {
+	StoreBytes         *float64 `json:"store_bytes_delta"`
+	StoresSkipped      *float64 `json:"stores_skipped_delta"`
+	AllocationFailures *float64 `json:"allocation_failures_delta"`
+	// TierHoldsSequence is the capacity math's answer with measured tokens ("" when unknown).
+	TierHoldsSequence string  `json:"cpu_tier_holds_sequence,omitempty"`
+	TierTokens        float64 `json:"cpu_tier_tokens,omitempty"`
+	UniqueTokens      int     `json:"unique_tokens,omitempty"`
+	// RoutedElsewhere is true when the replay is known to have reached another replica.
+	RoutedElsewhere *bool `json:"routed_elsewhere,omitempty"`
+}
+
+// Diagnose explains a recompute or partial verdict from the offload evidence; other verdicts,
+// and an invalid measurement, get none.
+func Diagnose(verdict string, o OffloadEvidence) []Diagnosis {
+	if verdict != Recompute && verdict != Partial {
+		return nil
+	}
+	var out []Diagnosis
+	add := func(cause, format string, args ...any) {
+		out = append(out, Diagnosis{Cause: cause, Detail: fmt.Sprintf(format, args...)})
+	}
+	if o.RoutedElsewhere != nil && *o.RoutedElsewhere {
+		add(DiagRoutedElsewhere, "the replay reached another replica than the original request, whose tiers never held the prompt")
+	}
+	stored := o.StoreBytes != nil && *o.StoreBytes > 0
+	if o.StoresSkipped != nil && *o.StoresSkipped > 0 {
+		add(DiagStoresSkipped, "the store_threshold reuse filter skipped %.0f stores (%s): blocks seen fewer times than the threshold were never offloaded", *o.StoresSkipped, bytesWords(o.StoreBytes))
+	}
+	if o.AllocationFailures != nil && *o.AllocationFailures > 0 {
+		add(DiagAllocationFailures, "the CPU tier had no room for %.0f stores (%s)", *o.AllocationFailures, bytesWords(o.StoreBytes))
+	}
+	if o.StoreBytes != nil && !stored && len(out) == 0 {
+		add(DiagNoStores, "no bytes were stored to the CPU tier during the run: the offload connector is not active")
+	}
+	if o.TierHoldsSequence == "no" {
+		add(DiagTierTooSmall, "the %d unique tokens since the replayed request overflowed the CPU tier's about %.0f tokens", o.UniqueTokens, o.TierTokens)
+	}
+	return out
+}
+
+// bytesWords says the stored bytes, or that they are not exposed: absent is never 0.
+func bytesWords(b *float64) string {
+	if b == nil {
+		return "store bytes not exposed"
+	}
+	return fmt.Sprintf("%.0f bytes stored", *b)
+}

@@ -1,0 +1,66 @@
+package verdict
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDiagnose(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	yes := true
+	cases := []struct {
+		name    string
+		verdict string
+		o       OffloadEvidence
+		want    []string
+	}{
+		{"reload gets none", CPUReload, OffloadEvidence{StoreBytes: f(0)}, nil},
+		{"threshold", Recompute, OffloadEvidence{StoreBytes: f(0), StoresSkipped: f(96)}, []string{DiagStoresSkipped}},
+		{"allocation", Partial, OffloadEvidence{StoreBytes: f(4096), AllocationFailures: f(3)}, []string{DiagAllocationFailures}},
+		{"no stores", Recompute, OffloadEvidence{StoreBytes: f(0)}, []string{DiagNoStores}},
+		// Absent is not 0: without a store-byte counter nothing says the connector is off.
+		{"store bytes absent", Recompute, OffloadEvidence{}, nil},
+		{"tier too small", Recompute, OffloadEvidence{StoreBytes: f(1e6), TierHoldsSequence: "no", UniqueTokens: 6000, TierTokens: 1024}, []string{DiagTierTooSmall}},
+		{"routed elsewhere", Recompute, OffloadEvidence{StoreBytes: f(1e6), RoutedElsewhere: &yes}, []string{DiagRoutedElsewhere}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, d := range Diagnose(c.verdict, c.o) {
+				got = append(got, d.Cause)
+				if d.Detail == "" || strings.Contains(d.Detail, "<nil>") {
+					t.Errorf("detail %q", d.Detail)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Fatalf("causes %v, want %v", got, c.want)
+			}
+		})
+	}
+	// Skipped stores with the byte counter absent say so, never "0 bytes".
+	d := Diagnose(Recompute, OffloadEvidence{StoresSkipped: f(5)})
+	if len(d) != 1 || !strings.Contains(d[0].Detail, "store bytes not exposed") {
+		t.Fatalf("%+v", d)
+	}
+}
+
+// TestDecideCachedBySource: the proposed by-source counter names the host tier per token, so
+// it proves a reload where external hits are not served, and is checked against them where
+// both are.
+func TestDecideCachedBySource(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	p := 1500
+	base := Evidence{PromptTokens: &p, GPUHitsDelta: f(256), LoadBytesDelta: f(1244 * 2048), SharedPrefixTokens: 256, BlockSize: 16, CountersValid: true}
+	e := base
+	e.HostCachedDelta = f(1232)
+	if r := Decide(e); r.Verdict != CPUReload || !strings.Contains(strings.Join(r.Notes, " "), "by source (host)") {
+		t.Fatalf("host-only: %s (%s) %v", r.Verdict, r.Reason, r.Notes)
+	}
+	e.ExternalHitsDelta = f(400)
+	if r := Decide(e); !strings.Contains(strings.Join(r.Notes, " "), "moved by 1232 but external hits by 400") {
+		t.Fatalf("disagreement not noted: %v", r.Notes)
+	}
+	if r := Decide(base); r.Verdict == CPUReload {
+		t.Fatalf("without either counter a reload cannot be seen: %s", r.Verdict)
+	}
+}
