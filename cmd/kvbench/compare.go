@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 func init() {
@@ -34,6 +36,9 @@ func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if *tolerance < 0 {
 		return usageErrorf("compare: --tolerance must not be negative")
+	}
+	if runs.IsSweep(args[0]) || runs.IsSweep(args[1]) {
+		return compareSweeps(args, *format, *tolerance, *allow, stdout)
 	}
 	loaded, err := loadRunDirs(args)
 	if err != nil {
@@ -67,4 +72,36 @@ func compareError(res *compare.Result) error {
 		return nil
 	}
 	return &exitError{code: exitRegression, err: fmt.Errorf("%d regression(s): %s", len(res.Findings), strings.Join(res.Findings, "; "))}
+}
+
+// compareSweeps compares two capacity sweeps (directories holding sweep.json).
+func compareSweeps(dirs []string, format string, tolerance float64, allow bool, stdout io.Writer) error {
+	var loaded []*record.Sweep
+	for _, d := range dirs {
+		s, err := runs.LoadSweep(d)
+		if err != nil {
+			return usageError(err)
+		}
+		loaded = append(loaded, s)
+	}
+	res, err := compare.CompareSweeps(loaded[0], loaded[1], dirs[0], dirs[1], tolerance, allow)
+	if err != nil {
+		if errors.Is(err, compare.ErrMismatch) || errors.Is(err, compare.ErrIncomplete) {
+			return usageError(err)
+		}
+		return err
+	}
+	if format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		res.WriteText(stdout)
+	}
+	if res.Regression {
+		return &exitError{code: exitRegression, err: fmt.Errorf("capacity regression: %s", strings.Join(res.Findings, "; "))}
+	}
+	return nil
 }
