@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -50,13 +51,13 @@ func TestRunConversation(t *testing.T) {
 		t.Fatalf("conversation section %v", c)
 	}
 	dir := filepath.Join(out, onlyEntry(t, out))
-	run, err := runs.Load(dir)
+	loaded, err := runs.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := run.Conversation("chat")
+	cs := loaded.Conversation("chat")
 	if cs == nil {
-		t.Fatalf("loaded record has no conversation section: %+v", run.Sections)
+		t.Fatalf("loaded record has no conversation section: %+v", loaded.Sections)
 	}
 	tiers := cs.Tiers
 	if tiers.PromptTokens == nil || tiers.GPUHitTokens == nil || tiers.RecomputeTokens == nil || tiers.GPU == nil {
@@ -83,7 +84,7 @@ func TestRunConversation(t *testing.T) {
 		t.Errorf("series prompt tokens add to %v, the step's delta is %v", seriesPrompt, *tiers.PromptTokens)
 	}
 	// Each turn carries the previous answer: the artifact's prompts grow per user.
-	art := run.Repetitions[0].Steps[0]
+	art := loaded.Repetitions[0].Steps[0]
 	for _, q := range art.Requests {
 		if q.Turn == nil {
 			t.Fatalf("request %d has no turn", q.IndexInStep)
@@ -101,6 +102,38 @@ func TestRunConversation(t *testing.T) {
 	if !strings.Contains(stderr, "conversation, 3 users x 3 turns") {
 		t.Errorf("console: %s", stderr)
 	}
+
+	// The report draws TTFT over time (one point per turn) and the tier shares per interval.
+	page := filepath.Join(t.TempDir(), "report.html")
+	var rout, rerr bytes.Buffer
+	if code := exitCode(run(context.Background(), []string{"report", dir, "-o", page}, &rout, &rerr), &rerr); code != exitOK {
+		t.Fatalf("report exit %d: %s", code, rerr.String())
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttftChart := chartSVG(t, string(html), "conv-0-0-ttft")
+	if n := strings.Count(ttftChart, `class="pt"`); n != 9 {
+		t.Errorf("TTFT chart has %d points, want 9", n)
+	}
+	tierChart := chartSVG(t, string(html), "conv-0-0-tiers")
+	for _, series := range []string{"GPU", "host tier", "recomputed"} {
+		if !strings.Contains(tierChart, `data-series="`+series+`"`) {
+			t.Errorf("tier chart has no %s points", series)
+		}
+	}
+}
+
+// chartSVG cuts the svg element with id out of a report page.
+func chartSVG(t *testing.T, page, id string) string {
+	t.Helper()
+	i := strings.Index(page, `<svg id="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no chart %s in the report", id)
+	}
+	j := strings.Index(page[i:], "</svg>")
+	return page[i : i+j]
 }
 
 func deref(p *float64) float64 {

@@ -181,3 +181,25 @@ func withUsers(sc *scenarios.Scenario, idx, n, k int) *scenarios.Scenario {
 	c.Name = fmt.Sprintf("%s-users-%d", sc.Name, n)
 	return &c
 }
+
+// expandSweeps replaces each sweep directory among dirs by its levels' run directories, so a
+// report shows every level of a sweep.
+func expandSweeps(dirs []string) ([]string, error) {
+	var out []string
+	for _, d := range dirs {
+		if !runs.IsSweep(d) {
+			out = append(out, d)
+			continue
+		}
+		s, err := runs.LoadSweep(d)
+		if err != nil {
+			return nil, usageError(err)
+		}
+		for _, l := range s.Levels {
+			if l.Run != "" {
+				out = append(out, filepath.Join(d, l.Run))
+			}
+		}
+	}
+	return out, nil
+}
