@@ -220,3 +220,31 @@ func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
 	p.KVUsage, p.Running, p.Waiting = gauge(metrics.KVUsage), gauge(metrics.RequestsRunning), gauge(metrics.RequestsWaiting)
 	return p
 }
+
+// conversationGate checks a gate on a conversation step: max_time_to_first_output_ms bounds
+// the step's TTFT p90, max_failed_requests its failed turns, require_store its store bytes.
+func conversationGate(g scenarios.Gate, s *record.ConversationSection, passes, fails []string) ([]string, []string) {
+	check := func(ok bool, pass, fail string) {
+		if ok {
+			passes = append(passes, pass)
+		} else {
+			fails = append(fails, fail)
+		}
+	}
+	if g.MaxTimeToFirstOutputMS > 0 {
+		p90 := s.TTFTMS.P90
+		check(p90 != nil && *p90 <= g.MaxTimeToFirstOutputMS,
+			fmt.Sprintf("TTFT p90 %s ms <= %g", record.FormatMS(p90), g.MaxTimeToFirstOutputMS),
+			fmt.Sprintf("TTFT p90 %s ms, want <= %g", record.FormatMS(p90), g.MaxTimeToFirstOutputMS))
+	}
+	if g.MaxFailedRequests != nil {
+		check(s.FailedRequests <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", s.FailedRequests), fmt.Sprintf("%d failed requests, want <= %d", s.FailedRequests, *g.MaxFailedRequests))
+	}
+	if g.RequireStore {
+		check(s.StoreBytesDelta != nil && *s.StoreBytesDelta > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
+	}
+	if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.MinDecodeTokensPerSec > 0 {
+		fails = append(fails, "verdict, cached fraction, decode rate and setup validity do not apply to conversation steps")
+	}
+	return passes, fails
+}
