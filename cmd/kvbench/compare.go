@@ -14,12 +14,12 @@ import (
 )
 
 func init() {
-	register(command{name: "compare", summary: "compare a candidate run with a baseline run (exit 4 on regression)", run: runCompare})
+	register(command{name: "compare", summary: "compare a candidate run (or sweep) with a baseline (exit 4 on regression)", run: runCompare})
 }
 
 func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("compare", "BASELINE_RUN CANDIDATE_RUN [flags]",
-		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"", stdout)
+		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"\nkvbench compare baselines/chat-sweep results/chat-capacity-offload16-sweep-20260803T020000Z   # two sweeps: capacity", stdout)
 	format := fs.String("format", "text", "output: text (table), json or markdown")
 	tolerance := fs.Float64("tolerance", compare.DefaultTolerance, "relative change below which nothing counts (0.10 = 10%), whatever the noise")
 	allow := fs.Bool("allow-mismatch", false, "compare runs of different scenarios, models or prompt identities anyway")
