@@ -91,13 +91,16 @@ func compareSweeps(dirs []string, format string, tolerance float64, allow bool, 
 		}
 		return err
 	}
-	if format == "json" {
+	switch format {
+	case "json":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
 			return err
 		}
-	} else {
+	case "markdown":
+		res.WriteMarkdown(stdout)
+	default:
 		res.WriteText(stdout)
 	}
 	if res.Regression {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/sim"
@@ -91,6 +92,22 @@ func TestSweepOffloadGain(t *testing.T) {
 	if code := exitCode(err, &errb); code != exitRegression || !strings.Contains(cmp.String(), "REGRESSION") {
 		t.Fatalf("compare tier on -> off: exit %d\n%s%s", code, cmp.String(), errb.String())
 	}
+	// The offload gain: the tier-off sweep as baseline, the tier on as candidate.
+	cmp.Reset()
+	err = run(context.Background(), []string{"compare", dirOff, dirOn, "--allow-mismatch", "--format", "json"}, &cmp, &errb)
+	if code := exitCode(err, &errb); code != exitOK {
+		t.Fatalf("compare tier off -> on: exit %d\n%s", code, errb.String())
+	}
+	var gain compare.SweepResult
+	if err := json.Unmarshal(cmp.Bytes(), &gain); err != nil {
+		t.Fatal(err)
+	}
+	if gain.Regression || *gain.CandidateCapacity <= deref32(gain.BaselineCapacity) {
+		t.Fatalf("gain: capacity %v -> %v", gain.BaselineCapacity, *gain.CandidateCapacity)
+	}
+	if c := gain.Levels[k].P90Change; c == nil || *c > -0.5 {
+		t.Fatalf("%d users: TTFT p90 change with the tier %v, want at least halved", gain.Levels[k].Users, c)
+	}
 	cmp.Reset()
 	err = run(context.Background(), []string{"compare", dirOn, dirOn}, &cmp, &errb)
 	if code := exitCode(err, &errb); code != exitOK {
@@ -100,4 +117,11 @@ func TestSweepOffloadGain(t *testing.T) {
 	if code := exitCode(err, &errb); code != exitUsage {
 		t.Fatalf("compare sweeps of different scenarios: exit %d, want %d", code, exitUsage)
 	}
+}
+
+func deref32(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

@@ -23,9 +23,12 @@ type SweepResult struct {
 
 // SweepDelta is one user count in both sweeps.
 type SweepDelta struct {
-	Users              int      `json:"users"`
-	BaselineP90MS      *float64 `json:"baseline_ttft_p90_ms"`
-	CandidateP90MS     *float64 `json:"candidate_ttft_p90_ms"`
+	Users          int      `json:"users"`
+	BaselineP90MS  *float64 `json:"baseline_ttft_p90_ms"`
+	CandidateP90MS *float64 `json:"candidate_ttft_p90_ms"`
+	// P90Change is (candidate - baseline) / baseline; null when either is missing or the
+	// baseline is 0. Negative is faster (with a host tier as the candidate: its TTFT gain).
+	P90Change          *float64 `json:"ttft_p90_change"`
 	BaselineHostShare  *float64 `json:"baseline_host_share"`
 	CandidateHostShare *float64 `json:"candidate_host_share"`
 	BaselineRecompute  *float64 `json:"baseline_recompute_share"`
@@ -67,6 +70,10 @@ func CompareSweeps(base, cand *record.Sweep, baseName, candName string, toleranc
 		d := SweepDelta{Users: b.Users, BaselineP90MS: b.TTFTMS.P90, BaselineHostShare: b.Tiers.Host, BaselineRecompute: b.Tiers.Recompute}
 		if c, ok := candAt[b.Users]; ok {
 			d.CandidateP90MS, d.CandidateHostShare, d.CandidateRecompute = c.TTFTMS.P90, c.Tiers.Host, c.Tiers.Recompute
+			if b.TTFTMS.P90 != nil && c.TTFTMS.P90 != nil && *b.TTFTMS.P90 > 0 {
+				v := (*c.TTFTMS.P90 - *b.TTFTMS.P90) / *b.TTFTMS.P90
+				d.P90Change = &v
+			}
 		}
 		res.Levels = append(res.Levels, d)
 	}
@@ -101,9 +108,9 @@ func CompareSweeps(base, cand *record.Sweep, baseName, candName string, toleranc
 // WriteText prints the comparison as a table.
 func (r *SweepResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "sweep %s: baseline %s, candidate %s (TTFT p90 threshold %.0f ms)\n", r.Scenario, r.Baseline, r.Candidate, r.ThresholdMS)
-	fmt.Fprintf(w, "%6s  %12s  %12s  %10s  %10s  %10s  %10s\n", "users", "base p90 ms", "cand p90 ms", "base host", "cand host", "base recmp", "cand recmp")
+	fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", "users", "base p90 ms", "cand p90 ms", "change", "base host", "cand host", "base recmp", "cand recmp")
 	for _, l := range r.Levels {
-		fmt.Fprintf(w, "%6d  %12s  %12s  %10s  %10s  %10s  %10s\n", l.Users, record.FormatMS(l.BaselineP90MS), record.FormatMS(l.CandidateP90MS),
+		fmt.Fprintf(w, "%6d  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", l.Users, record.FormatMS(l.BaselineP90MS), record.FormatMS(l.CandidateP90MS), change(l.P90Change),
 			share(l.BaselineHostShare), share(l.CandidateHostShare), share(l.BaselineRecompute), share(l.CandidateRecompute))
 	}
 	fmt.Fprintf(w, "capacity: %s -> %s users\n", users(r.BaselineCapacity), users(r.CandidateCapacity))
@@ -127,4 +134,29 @@ func users(p *int) string {
 		return "none"
 	}
 	return fmt.Sprint(*p)
+}
+
+// WriteMarkdown prints the comparison as a Markdown table (for a CI job summary).
+func (r *SweepResult) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "### kvbench sweep %s: capacity %s -> %s users (TTFT p90 within %.0f ms)\n\n", r.Scenario, users(r.BaselineCapacity), users(r.CandidateCapacity), r.ThresholdMS)
+	fmt.Fprintln(w, "| users | baseline p90 ms | candidate p90 ms | change | baseline host | candidate host | baseline recompute | candidate recompute |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, l := range r.Levels {
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", l.Users, record.FormatMS(l.BaselineP90MS), record.FormatMS(l.CandidateP90MS), change(l.P90Change),
+			share(l.BaselineHostShare), share(l.CandidateHostShare), share(l.BaselineRecompute), share(l.CandidateRecompute))
+	}
+	fmt.Fprintln(w)
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "- %s\n", f)
+	}
+	if r.Regression {
+		fmt.Fprintln(w, "\n**Capacity regression.**")
+	}
+}
+
+func change(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.0f%%", *p*100)
 }

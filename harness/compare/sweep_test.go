@@ -65,3 +65,16 @@ func TestSweepCapacityStopsAtFirstFailure(t *testing.T) {
 		t.Fatalf("capacity %v, want none", *s.CapacityUsers)
 	}
 }
+
+func TestSweepP90Change(t *testing.T) {
+	res, err := CompareSweeps(sweepOf(20, 40), sweepOf(10, 60), "b", "c", DefaultTolerance, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Levels[0].P90Change; c == nil || *c != -0.5 {
+		t.Errorf("8 users: change %v, want -50%%", c)
+	}
+	if c := res.Levels[1].P90Change; c == nil || *c != 0.5 {
+		t.Errorf("16 users: change %v, want +50%%", c)
+	}
+}
