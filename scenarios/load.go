@@ -141,6 +141,10 @@ func (s *Scenario) applyDefaults(file string) {
 	ordinal := 0
 	for i := range s.Steps {
 		st := &s.Steps[i]
+		if st.IsConversation() {
+			s.conversationDefaults(st)
+			continue
+		}
 		if st.Concurrency == 0 && !s.defined(fmt.Sprintf("step[%d].concurrency", i)) {
 			st.Concurrency = 1
 		}
@@ -263,6 +267,16 @@ func (s *Scenario) validate() []Problem {
 			bad(key+".id", "%q repeats the id of step[%d]", st.ID, j)
 		}
 		seen[st.ID] = i
+		if st.IsConversation() {
+			s.validateConversation(i, bad)
+			continue
+		}
+		if st.Kind != "" {
+			bad(key+".kind", "%q is not a step kind (want %q, or no kind for a sequence or replay)", st.Kind, KindConversation)
+		}
+		if st.Users != 0 || st.Turns != 0 || st.TurnTokens != 0 || st.SystemPromptTokens != 0 {
+			bad(key+".users", "users, turns, turn_tokens and system_prompt_tokens need kind = %q", KindConversation)
+		}
 		if st.Concurrency < 1 {
 			bad(key+".concurrency", "must be at least 1 (got %d)", st.Concurrency)
 		} else if st.Concurrency > MaxConcurrency {
@@ -281,6 +295,8 @@ func (s *Scenario) validate() []Problem {
 			switch {
 			case !ok || src == i:
 				bad(key+".replay.step", "%q is not an earlier step", st.Replay.Step)
+			case s.Steps[src].IsConversation():
+				bad(key+".replay.step", "%q is a conversation: its prompts are built as it runs", st.Replay.Step)
 			case s.Steps[src].Replay != nil:
 				bad(key+".replay.step", "%q is itself a replay: name the original step", st.Replay.Step)
 			case st.Replay.Request < 0 || st.Replay.Request >= s.Steps[src].Requests:

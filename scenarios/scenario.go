@@ -112,6 +112,10 @@ type Request struct {
 // Step is an ordered group of requests whose id keys its section in the record.
 type Step struct {
 	ID string `toml:"id" json:"id"`
+	// Kind is "" (a sequence, or a replay when Replay is set) or "conversation".
+	Kind string `toml:"kind" json:"kind,omitempty"`
+	// Conversation holds a conversation step's fields (users, turns, ...).
+	Conversation
 	// Requests is the request count; it defaults to len(PlannedContextTokens).
 	Requests int `toml:"requests" json:"requests"`
 	// PlannedContextTokens holds one value for all requests or one per request.
@@ -253,6 +257,9 @@ type PlannedRequest struct {
 
 // StepRequests lists step's requests in order.
 func (s *Scenario) StepRequests(step *Step) []PlannedRequest {
+	if step.IsConversation() {
+		return nil // built turn by turn as the answers arrive
+	}
 	if step.Replay != nil {
 		src := s.StepByID(step.Replay.Step)
 		return []PlannedRequest{{

@@ -37,6 +37,11 @@
 // the scaled wall time the simulator actually spent, so bytes/seconds reads as the profile's
 // bandwidth times the speed factor.
 //
+// Requests prefill independently unless the profile sets batch_scheduling: then every
+// prefill's computed tokens queue on one compute budget, first come first served, so time
+// to first token rises with load while host-tier loads (transfer time only) do not queue
+// (see BatchProfile).
+//
 // # Faults
 //
 // A profile (or Options.Override, or kvbench sim's flags) can inject the faults a real server

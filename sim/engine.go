@@ -87,6 +87,7 @@ type Engine struct {
 	running    []*Sequence    // in admission order; the last is preempted first
 	waiting    []*Sequence
 	counters   Counters
+	compute    computeTimeline
 	generation uint64
 	nextID     uint64
 }
@@ -104,6 +105,7 @@ func (e *Engine) reset() {
 	e.lookups, e.stores = map[uint64]int{}, 0
 	e.running, e.waiting = nil, nil
 	e.counters = newCounters()
+	e.compute = computeTimeline{}
 	e.generation++
 }
 
@@ -345,8 +347,9 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 		c.PromptTokensLocalCompute += int64(s.promptLen - r.GPUHitTokens - r.ExternalHitTokens)
 		c.PromptTokensCached += int64(r.GPUHitTokens + r.ExternalHitTokens)
 	}
-	r.Duration = time.Duration(loadSeconds*float64(time.Second)) +
-		scaledDuration(e.prefillSeconds(r.GPUHitTokens+r.ExternalHitTokens, r.Tokens)+e.p.RequestOverhead.Seconds(), s.jitter, e.p.Speed)
+	r.Duration = e.prefillDuration(time.Duration(loadSeconds*float64(time.Second)),
+		scaledDuration(e.prefillSeconds(r.GPUHitTokens+r.ExternalHitTokens, r.Tokens)+e.p.RequestOverhead.Seconds(), s.jitter, e.p.Speed))
+	s.InterTokenDelay = e.decodeDelay(scaledDuration(1/e.p.DecodeTokensPerSecond, s.jitter, e.p.Speed))
 
 	if !r.Readmission {
 		s.firstResult = r

@@ -108,6 +108,9 @@ type Profile struct {
 	OmitMetrics []string `toml:"omit_metrics"`
 	// MetricValues pins every sample of a family to a value: nan, inf, -inf or a number.
 	MetricValues map[string]float64 `toml:"metric_values"`
+
+	// BatchProfile models concurrency (batch.go).
+	BatchProfile
 }
 
 // Routes are the paths the server answers; HangPaths must name some of them.
@@ -271,6 +274,7 @@ func (p *Profile) Validate() error {
 			check(exposed[name], "metric_values: this profile exposes no metric %q", name)
 		}
 	}
+	problems = append(problems, p.BatchProfile.problems()...)
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid profile %q: %s", p.Name, strings.Join(problems, "; "))
 	}

@@ -9,15 +9,17 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 func init() {
-	register(command{name: "compare", summary: "compare a candidate run with a baseline run (exit 4 on regression)", run: runCompare})
+	register(command{name: "compare", summary: "compare a candidate run (or sweep) with a baseline (exit 4 on regression)", run: runCompare})
 }
 
 func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("compare", "BASELINE_RUN CANDIDATE_RUN [flags]",
-		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"", stdout)
+		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"\nkvbench compare baselines/chat-sweep results/chat-capacity-offload16-sweep-20260803T020000Z   # two sweeps: capacity", stdout)
 	format := fs.String("format", "text", "output: text (table), json or markdown")
 	tolerance := fs.Float64("tolerance", compare.DefaultTolerance, "relative change below which nothing counts (0.10 = 10%), whatever the noise")
 	allow := fs.Bool("allow-mismatch", false, "compare runs of different scenarios, models or prompt identities anyway")
@@ -34,6 +36,9 @@ func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if *tolerance < 0 {
 		return usageErrorf("compare: --tolerance must not be negative")
+	}
+	if runs.IsSweep(args[0]) || runs.IsSweep(args[1]) {
+		return compareSweeps(args, *format, *tolerance, *allow, stdout)
 	}
 	loaded, err := loadRunDirs(args)
 	if err != nil {
@@ -67,4 +72,39 @@ func compareError(res *compare.Result) error {
 		return nil
 	}
 	return &exitError{code: exitRegression, err: fmt.Errorf("%d regression(s): %s", len(res.Findings), strings.Join(res.Findings, "; "))}
+}
+
+// compareSweeps compares two capacity sweeps (directories holding sweep.json).
+func compareSweeps(dirs []string, format string, tolerance float64, allow bool, stdout io.Writer) error {
+	var loaded []*record.Sweep
+	for _, d := range dirs {
+		s, err := runs.LoadSweep(d)
+		if err != nil {
+			return usageError(err)
+		}
+		loaded = append(loaded, s)
+	}
+	res, err := compare.CompareSweeps(loaded[0], loaded[1], dirs[0], dirs[1], tolerance, allow)
+	if err != nil {
+		if errors.Is(err, compare.ErrMismatch) || errors.Is(err, compare.ErrIncomplete) {
+			return usageError(err)
+		}
+		return err
+	}
+	switch format {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	case "markdown":
+		res.WriteMarkdown(stdout)
+	default:
+		res.WriteText(stdout)
+	}
+	if res.Regression {
+		return &exitError{code: exitRegression, err: fmt.Errorf("capacity regression: %s", strings.Join(res.Findings, "; "))}
+	}
+	return nil
 }

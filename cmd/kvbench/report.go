@@ -21,7 +21,7 @@ func init() {
 
 func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	flags := newFlagSet("report", "RUN_DIR... -o report.html [flags]",
-		"kvbench report results/eviction-6x150k-replay-20260802T061907Z -o report.html\nkvbench report baselines/nightly results/nightly-20260803T020000Z -o nightly.html   # baseline first: with the comparison\nkvbench report results/eviction-6x150k-replay-* results/offload8-control-* -o study.html   # a study: side by side", stdout)
+		"kvbench report results/eviction-6x150k-replay-20260802T061907Z -o report.html\nkvbench report baselines/nightly results/nightly-20260803T020000Z -o nightly.html   # baseline first: with the comparison\nkvbench report results/eviction-6x150k-replay-* results/offload8-control-* -o study.html   # a study: side by side\nkvbench report results/chat-capacity-offload16-sweep-20260803T020000Z -o sweep.html   # a sweep: every level", stdout)
 	out := flags.String("o", "", "the HTML file to write (never overwritten)")
 	title := flags.String("title", "", "page title (default: the scenario names)")
 	tolerance := flags.Float64("tolerance", compare.DefaultTolerance, "with two runs of one scenario: the comparison's relative tolerance")
@@ -34,6 +34,9 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if *out == "" {
 		return usageErrorf("report: -o FILE is required (the HTML file to write)")
+	}
+	if args, err = expandSweeps(args); err != nil {
+		return err
 	}
 	loaded, err := loadRunDirs(args)
 	if err != nil {

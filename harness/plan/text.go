@@ -42,6 +42,12 @@ func (p *Plan) WriteText(w io.Writer) {
 		}
 	}
 	tw.Flush()
+	for _, st := range p.Steps {
+		if c := st.Step; c.IsConversation() {
+			fmt.Fprintf(w, "\nconversation %s: %d users x %d turns, %d-token shared system prompt, %d new tokens a turn, up to %d max_tokens an answer carried into the next turn; the last turn resends about %d tokens (built as the answers arrive, estimated)\n",
+				st.ID, c.Users, c.Turns, c.SystemPromptTokens, c.TurnTokens, sc.MaxTokensFor(c), sc.ConversationTokens(c))
+		}
+	}
 	for _, rp := range p.Replays {
 		rp.WriteText(w)
 	}

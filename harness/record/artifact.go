@@ -97,6 +97,7 @@ type Request struct {
 	CountersError string               `json:"counters_error,omitempty"`
 	Samples       Samples              `json:"samples"`
 	Verdict       *verdict.Replay      `json:"verdict,omitempty"` // replays only
+	Turn          *Turn                `json:"turn,omitempty"`    // conversations only
 }
 
 // StepArtifact is the raw record of one step: the source of truth the run record's section
@@ -105,7 +106,7 @@ type StepArtifact struct {
 	Schema      string    `json:"schema"`
 	Scenario    string    `json:"scenario"`
 	Step        string    `json:"step"`
-	Kind        string    `json:"kind"` // "sequence" or "replay"
+	Kind        string    `json:"kind"` // "sequence", "replay" or "conversation"
 	Concurrency int       `json:"concurrency"`
 	DeltaScope  string    `json:"delta_scope"`
 	StartedAt   time.Time `json:"started_at"`
@@ -120,4 +121,6 @@ type StepArtifact struct {
 	Samples       Samples `json:"samples"`
 	// Capacity is the replay's capacity math with measured tokens and bytes.
 	Capacity *capacity.Assessment `json:"capacity,omitempty"`
+	// Conversation is a conversation step's counter series.
+	Conversation *ConversationTrace `json:"conversation,omitempty"`
 }

@@ -219,10 +219,14 @@ func BuildSections(steps []StepArtifact, artifacts []ArtifactRef) []Section {
 	var out []Section
 	for _, st := range steps {
 		s := Section{Step: st.Step}
-		if st.Kind == "replay" {
+		switch st.Kind {
+		case "replay":
 			rs := BuildReplay(st, steps, artifactOf[st.Step])
 			s.Replay = &rs
-		} else {
+		case KindConversation:
+			cs := ConversationOf(st, artifactOf[st.Step])
+			s.Conversation = &cs
+		default:
 			ss := sequenceSection(st, artifactOf[st.Step])
 			s.Sequence = &ss
 		}

@@ -49,16 +49,20 @@ type Run struct {
 	Scenario   *scenarios.Scenario
 }
 
-// Section is one step's section: exactly one of Sequence and Replay is set.
+// Section is one step's section: exactly one of Sequence, Replay and Conversation is set.
 type Section struct {
-	Step     string
-	Sequence *SequenceSection
-	Replay   *ReplaySection
+	Step         string
+	Sequence     *SequenceSection
+	Replay       *ReplaySection
+	Conversation *ConversationSection
 }
 
 func (s Section) value() any {
 	if s.Replay != nil {
 		return s.Replay
+	}
+	if s.Conversation != nil {
+		return s.Conversation
 	}
 	return s.Sequence
 }
@@ -186,7 +190,9 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("steps lists %q but the record has no such section", id)
 		}
 		s := Section{Step: id}
-		if r.isReplay(id, raw) {
+		if r.isConversation(id) {
+			err = json.Unmarshal(raw, &s.Conversation)
+		} else if r.isReplay(id, raw) {
 			err = json.Unmarshal(raw, &s.Replay)
 		} else {
 			err = json.Unmarshal(raw, &s.Sequence)
@@ -216,6 +222,23 @@ func (r *Run) isReplay(id string, raw json.RawMessage) bool {
 		Verdict *string `json:"verdict"`
 	}
 	return json.Unmarshal(raw, &probe) == nil && probe.Verdict != nil
+}
+
+// isConversation reports whether the scenario's step id is a conversation.
+func (r *Run) isConversation(id string) bool {
+	if r.Scenario == nil {
+		return false
+	}
+	st := r.Scenario.StepByID(id)
+	return st != nil && st.IsConversation()
+}
+
+// Conversation returns step id's conversation section, or nil.
+func (r *Run) Conversation(id string) *ConversationSection {
+	if s := r.Section(id); s != nil {
+		return s.Conversation
+	}
+	return nil
 }
 
 // addSource sorts one sources entry: an artifact has a path and a sha256.

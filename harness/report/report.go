@@ -107,6 +107,8 @@ type RunData struct {
 	Requests []RequestPoint         `json:"requests"`
 	Steps    []StepBytes            `json:"steps"`
 	KVUsage  []UsagePoint           `json:"kv_usage"`
+	// Conversations are the run's conversation steps (conversation.go).
+	Conversations []ConversationData `json:"conversations,omitempty"`
 }
 
 // VerdictRow is one replay's verdict, across repetitions when repeated.
@@ -147,8 +149,10 @@ type UsagePoint struct {
 // Collect builds the page data from loaded runs; cmp is their comparison (nil for none).
 func Collect(title, generated string, rs []*runs.Run, cmp *compare.Result) Data {
 	d := Data{Title: title, Generated: generated, Kind: KindOf(rs), Comparison: cmp}
-	for _, r := range rs {
-		d.Runs = append(d.Runs, runData(r))
+	for i, r := range rs {
+		rd := runData(r)
+		rd.Conversations = conversationData(i, r.Sections)
+		d.Runs = append(d.Runs, rd)
 	}
 	return d
 }
@@ -207,6 +211,7 @@ func runData(r *runs.Run) RunData {
 type chartSet struct {
 	Run                           RunData
 	TTFT, Cached, Bytes, KVUsage  template.HTML
+	Conversations                 template.HTML
 	ChartCount, BarCount, PtCount int
 }
 
@@ -238,6 +243,9 @@ func Render(w io.Writer, d Data) error {
 			Bytes:   barChart(fmt.Sprintf("bytes-%d", i), "KV offload bytes per step", "bytes", stepLabels, []Series{{"store GPU->CPU", colorStore, store}, {"load CPU->GPU", colorLoad, load}}, nil),
 			KVUsage: lineChart(fmt.Sprintf("kv-%d", i), "Sampled GPU KV block usage over the run", "usage", xs, ys, 1),
 		})
+		for _, cd := range r.Conversations {
+			sets[len(sets)-1].Conversations += conversationCharts(cd)
+		}
 	}
 	return page.Execute(w, struct {
 		Data

@@ -100,6 +100,7 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 {{$s.Cached}}
 {{$s.Bytes}}
 {{$s.KVUsage}}
+{{$s.Conversations}}
 </div>
 {{end}}
 <p id="kvbench-status" data-status="pending">charts not checked (JavaScript off)</p>
@@ -116,6 +117,10 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
     if (drawn !== measured) { problems.push("run " + i + ": " + drawn + " TTFT bars for " + measured + " measured requests"); }
     var pts = document.querySelectorAll("#kv-" + i + " circle.pt").length;
     if (pts !== run.kv_usage.length) { problems.push("run " + i + ": " + pts + " KV points for " + run.kv_usage.length + " samples"); }
+    (run.conversations || []).forEach(function (c) {
+      var t = document.querySelectorAll("#" + c.chart_prefix + "-ttft circle.pt").length;
+      if (t !== c.ttft_series.length) { problems.push(c.step + ": " + t + " TTFT points for " + c.ttft_series.length + " requests"); }
+    });
   });
   status.dataset.status = problems.length ? "mismatch" : "ok";
   status.textContent = problems.length ? "chart check failed: " + problems.join("; ")

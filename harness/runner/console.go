@@ -73,6 +73,9 @@ func (c *Console) StepStart(st plan.Step) {
 	if st.Step.Replay != nil {
 		kind = fmt.Sprintf("replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
 	}
+	if st.Step.IsConversation() {
+		kind = fmt.Sprintf("conversation, %d users x %d turns", st.Step.Users, st.Step.Turns)
+	}
 	c.Printf("step %s: %s", st.ID, kind)
 }
 

@@ -72,6 +72,8 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 			if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup {
 				fails = append(fails, "verdict, cached fraction and setup validity apply to replay steps only")
 			}
+		case sec.Conversation != nil:
+			passes, fails = conversationGate(g, sec.Conversation, passes, fails)
 		default:
 			fails = append(fails, "the step was not measured")
 		}

@@ -222,7 +222,9 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 		art.Kind = "replay"
 	}
 	r.cfg.Console.StepStart(st)
-	if st.Step.Concurrency > 1 && len(st.Requests) > 1 {
+	if st.Step.IsConversation() {
+		r.runConversationStep(ctx, st, &art)
+	} else if st.Step.Concurrency > 1 && len(st.Requests) > 1 {
 		r.runConcurrentStep(ctx, st, &art)
 	} else {
 		var names, unread []string

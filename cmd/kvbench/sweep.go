@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+func init() {
+	register(command{name: "sweep", summary: "run a conversation step at several user counts and report the capacity within a TTFT p90", run: runSweep})
+}
+
+// maxSweepLevels bounds a sweep's user counts.
+const maxSweepLevels = 32
+
+func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o runOptions
+	fs := o.register("sweep", stdout, "SCENARIO --users 8,16,32,64 [--ttft-p90-ms X] [flags]",
+		"kvbench sweep chat-capacity-offload16 --endpoint http://127.0.0.1:8000/v1 --users 8,16,32,64 --ttft-p90-ms 2000")
+	usersFlag := fs.String("users", "", "user counts to run, ascending, comma-separated (e.g. 8,16,32,64)")
+	threshold := fs.Float64("ttft-p90-ms", 0, "TTFT p90 (ms) a level must stay within to count toward capacity; 0: report levels only")
+	stepID := fs.String("step", "", "the conversation step to sweep (default: the scenario's only one)")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageErrorf("sweep: want one scenario file or built-in name, got %d", len(args))
+	}
+	if o.format != "text" && o.format != "json" {
+		return usageErrorf("sweep: --format must be text or json")
+	}
+	levels, err := parseUsers(*usersFlag)
+	if err != nil {
+		return usageErrorf("sweep: --users: %v", err)
+	}
+	if *threshold < 0 {
+		return usageErrorf("sweep: --ttft-p90-ms must not be negative")
+	}
+	sc, err := loadScenario(args[0])
+	if err != nil {
+		return err
+	}
+	if err := o.target.apply(sc); err != nil {
+		return err
+	}
+	idx, err := conversationStep(sc, *stepID)
+	if err != nil {
+		return usageError(err)
+	}
+	consoleW := stdout
+	if o.format == "json" {
+		consoleW = stderr
+	}
+	start := time.Now()
+	dir, err := runs.NewRunDir(o.out, sc.Name+"-sweep", start)
+	if err != nil {
+		return err
+	}
+	sw := &record.Sweep{
+		Schema: record.SweepSchema, ObservedAt: start.UTC().Format(time.RFC3339), Status: record.StatusCompleted,
+		Scenario: sc.Name, Step: sc.Steps[idx].ID, Kvbench: record.Kvbench{Version: kvbenchVersion()},
+	}
+	if *threshold > 0 {
+		sw.TTFTP90ThresholdMS = threshold
+	}
+	lo := o
+	lo.out, lo.format = dir, "text"
+	for k, n := range levels {
+		if ctx.Err() != nil {
+			sw.Status, sw.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
+			break
+		}
+		level := withUsers(sc, idx, n, k)
+		fmt.Fprintf(consoleW, "sweep level: %d users\n", n)
+		out, err := runScenario(ctx, level, lo, consoleW, stderr)
+		if err != nil {
+			sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%d users: %v", n, err)
+			break
+		}
+		rel, _ := filepath.Rel(dir, out.Dir)
+		sum, err := runs.FileSHA256(out.RecordPath)
+		if err != nil {
+			return err
+		}
+		sw.Levels = append(sw.Levels, record.SweepLevelOf(n, rel, sum, out.Record.Status, out.Record.Conversation(sw.Step), sw.TTFTP90ThresholdMS))
+		if out.Interrupted {
+			sw.Status, sw.StopReason = record.StatusInterrupted, out.Record.StopReason
+			break
+		}
+	}
+	if len(sw.Levels) == 0 {
+		return fmt.Errorf("sweep: no level ran: %s", sw.StopReason)
+	}
+	sw.Decide()
+	if _, err := runs.WriteJSON(filepath.Join(dir, runs.SweepFile), sw); err != nil {
+		return err
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sw); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(stdout)
+		sw.WriteText(stdout)
+	}
+	fmt.Fprintf(consoleW, "sweep record: %s\n", filepath.Join(dir, runs.SweepFile))
+	if sw.Status != record.StatusCompleted {
+		return fmt.Errorf("sweep %s: %s; what was measured is in %s", sw.Status, sw.StopReason, dir)
+	}
+	return nil
+}
+
+// parseUsers reads an ascending list of user counts.
+func parseUsers(s string) ([]int, error) {
+	if s == "" {
+		return nil, fmt.Errorf("give the user counts, e.g. --users 8,16,32")
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > scenarios.MaxUsers {
+			return nil, fmt.Errorf("%q is not a user count between 1 and %d", f, scenarios.MaxUsers)
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, fmt.Errorf("user counts must ascend (%d after %d)", n, out[len(out)-1])
+		}
+		out = append(out, n)
+	}
+	if len(out) > maxSweepLevels {
+		return nil, fmt.Errorf("%d levels, at most %d", len(out), maxSweepLevels)
+	}
+	return out, nil
+}
+
+// conversationStep finds the step to sweep: id, or the scenario's only conversation step.
+func conversationStep(sc *scenarios.Scenario, id string) (int, error) {
+	var found []int
+	for i := range sc.Steps {
+		if sc.Steps[i].IsConversation() && (id == "" || sc.Steps[i].ID == id) {
+			found = append(found, i)
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case id != "":
+		return 0, fmt.Errorf("%s: no conversation step %q", sc.Path, id)
+	case len(found) == 0:
+		return 0, fmt.Errorf("%s: no step with kind = \"conversation\" to sweep", sc.Path)
+	default:
+		return 0, fmt.Errorf("%s: %d conversation steps: name one with --step", sc.Path, len(found))
+	}
+}
+
+// levelSeedStride separates the prompt seeds of a sweep's levels: level k uses
+// prompt.seed + 1000k, so a level's users do not find the previous level's conversations
+// (the same users, the same bytes) in the server's caches.
+const levelSeedStride = 1000
+
+// withUsers is sc with only step idx, run by n users as level k, named for the level.
+func withUsers(sc *scenarios.Scenario, idx, n, k int) *scenarios.Scenario {
+	c := *sc
+	c.Prompt.Seed = sc.Prompt.Seed + int64(k)*levelSeedStride
+	st := sc.Steps[idx]
+	st.Users, st.Concurrency = n, n
+	c.Steps = []scenarios.Step{st}
+	c.Gates = slices.DeleteFunc(slices.Clone(sc.Gates), func(g scenarios.Gate) bool { return g.Step != st.ID })
+	c.Name = fmt.Sprintf("%s-users-%d", sc.Name, n)
+	return &c
+}
+
+// expandSweeps replaces each sweep directory among dirs by its levels' run directories, so a
+// report shows every level of a sweep.
+func expandSweeps(dirs []string) ([]string, error) {
+	var out []string
+	for _, d := range dirs {
+		if !runs.IsSweep(d) {
+			out = append(out, d)
+			continue
+		}
+		s, err := runs.LoadSweep(d)
+		if err != nil {
+			return nil, usageError(err)
+		}
+		for _, l := range s.Levels {
+			if l.Run != "" {
+				out = append(out, filepath.Join(d, l.Run))
+			}
+		}
+	}
+	return out, nil
+}
