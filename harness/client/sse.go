@@ -21,7 +21,7 @@ var ReservedBodyKeys = []string{"model", "messages", "stream", "stream_options",
 
 type chatBody struct {
 	Model         string            `json:"model"`
-	Messages      []prompts.Message `json:"messages"`
+	Messages      []prompts.Message `json:"messages,omitempty"`
 	MaxTokens     int               `json:"max_tokens,omitempty"`
 	Temperature   float32           `json:"temperature"`
 	Stream        bool              `json:"stream"`
@@ -60,6 +60,13 @@ func encodeChatRequest(req ChatRequest) ([]byte, error) {
 	}
 	body = append(body[:len(body)-1], ',')
 	return append(body, extra[1:]...), nil
+}
+
+// SentFields returns the JSON body req sends, without its messages: what a record keeps
+// to say what each request asked of the server.
+func SentFields(req ChatRequest) (json.RawMessage, error) {
+	req.Messages = nil
+	return encodeChatRequest(req)
 }
 
 // sentTemperature maps 0 (greedy) to the smallest positive float32, which vLLM treats as
