@@ -43,7 +43,13 @@ type chunkUsage struct {
 // decodeChunk decodes one SSE data payload: token chunks on the fast path, the rest
 // (usage, errors, anything unusual) with encoding/json.
 func decodeChunk(data []byte) (streamChunk, error) {
-	if chunk, ok := fastDecodeChunk(data); ok {
+	return decodeChunkReusing(data, nil)
+}
+
+// decodeChunkReusing is decodeChunk with spare's array reused for a fast-path chunk's
+// choices; the chunk is valid until spare is reused.
+func decodeChunkReusing(data []byte, spare []chunkChoice) (streamChunk, error) {
+	if chunk, ok := fastDecodeChunkReusing(data, spare); ok {
 		return chunk, nil
 	}
 	return slowDecodeChunk(data)
@@ -66,6 +72,7 @@ type streamAccumulator struct {
 	answer        []byte // visible content kept, copied to the Result at the end
 	lastGenerated time.Time
 	lastRead      int             // the read that brought the last generated chunk
+	choices       []chunkChoice   // reused by the next chunk's decoding
 	gaps          []time.Duration // between generated chunks that arrived in different reads
 	lastProgress  time.Time
 	serverError   string // set when a chunk turned out to be an error object
@@ -74,11 +81,14 @@ type streamAccumulator struct {
 // add decodes and records one chunk that read number read brought at now.
 func (a *streamAccumulator) add(data []byte, now time.Time, read int) error {
 	a.chunks++
-	chunk, err := decodeChunk(data)
+	chunk, err := decodeChunkReusing(data, a.choices)
 	if err != nil {
 		return err
 	}
 	a.observe(chunk, now, read)
+	if cap(chunk.Choices) > cap(a.choices) {
+		a.choices = chunk.Choices
+	}
 	return nil
 }
 
