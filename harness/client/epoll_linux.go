@@ -745,9 +745,6 @@ func (c *Client) streamEpoll(ctx, reqCtx context.Context, cancel context.CancelC
 		if err := t.start(st, c.epoll, attempt == 0); err != nil {
 			st.headers.Stop()
 			st.sse.release()
-			if errors.Is(err, errIdleClosed) && attempt == 0 {
-				continue
-			}
 			c.recordOpenError(ctx, reqCtx, acc.res, err)
 			return true
 		}
