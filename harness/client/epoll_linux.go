@@ -279,26 +279,23 @@ func (t *epollTransport) loop(f *os.File, rc syscall.RawConn) {
 	buf := make([]byte, 64<<10)
 	for {
 		err := rc.Read(func(fd uintptr) bool {
-			for {
-				n, err := syscall.EpollWait(int(fd), events, 0)
-				if err != nil || n <= 0 {
-					return false // nothing ready: park until the descriptor is readable
-				}
-				// What epoll reports ready arrived by now: every read of the batch is
-				// stamped with this time, as a C client does, so a stream's timings do
-				// not depend on how many others were ready before it.
-				now := time.Now()
-				for i := range n {
-					t.mu.Lock()
-					st := t.streams[eventID(&events[i])]
-					t.mu.Unlock()
-					if st != nil {
-						st.handle(events[i].Events, buf, now)
-					}
-				}
-				// Ask again before parking: a socket read once may still be ready (an
-				// end of stream behind the data), and that raises no new wakeup.
+			n, err := syscall.EpollWait(int(fd), events, 0)
+			if err != nil || n <= 0 {
+				return false // nothing ready: park until the descriptor is readable
 			}
+			// What epoll reports ready arrived by now: every read of the batch is
+			// stamped with this time, as a C client does, so a stream's timings do not
+			// depend on how many others were ready before it.
+			now := time.Now()
+			for i := range n {
+				t.mu.Lock()
+				st := t.streams[eventID(&events[i])]
+				t.mu.Unlock()
+				if st != nil {
+					st.handle(events[i].Events, buf, now)
+				}
+			}
+			return true
 		})
 		if err != nil {
 			time.Sleep(10 * time.Millisecond) // not expected; do not spin
@@ -343,10 +340,6 @@ func (st *epollStream) handle(events uint32, buf []byte, now time.Time) {
 	}
 	if st.phase == phaseWrite {
 		if events&(syscall.EPOLLOUT|syscall.EPOLLERR|syscall.EPOLLHUP) == 0 {
-			if events&syscall.EPOLLIN != 0 {
-				// Level-triggered: left unread, this would come back at once, forever.
-				st.fail(st.noResponse(errors.New("the server answered before the request was sent")))
-			}
 			return
 		}
 		if err := st.writeNow(); err != nil {
