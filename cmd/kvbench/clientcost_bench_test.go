@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/anvil-serving/kvbench/harness/client"
 )
 
 // engineProcessEnv makes the test binary serve the embedded engine from the profile file it
@@ -147,8 +145,6 @@ func selfCPU() time.Duration {
 // client on the same machine, and within 2x of a minimal C epoll client (about 5-6 ms per
 // 1k tokens), i.e. at most ~12 ms per 1k tokens.
 //
-// c64-nethttp runs the same streams through net/http instead of the epoll transport.
-//
 // Other figures: client-cores and engine-cores are each process's CPU time over the
 // wall time (engine from /proc); ttft-err is the time to first output minus the engine's
 // 50 ms; batched-% is the share of generated chunks that arrived in the same read as the
@@ -159,14 +155,11 @@ func BenchmarkClientCPU(b *testing.B) {
 	for _, tc := range []struct {
 		name                  string
 		requests, concurrency int
-		transport             string // client.TransportEnv's value
 	}{
-		{"c64", 1920, 64, ""},
-		{"c64-nethttp", 1920, 64, "net/http"},
-		{"c256", 1024, 256, ""},
+		{"c64", 1920, 64},
+		{"c256", 1024, 256},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			b.Setenv(client.TransportEnv, tc.transport)
 			url, pid := startEngineProcess(b)
 			scenario := filepath.Join(b.TempDir(), "clientcost.toml")
 			if err := os.WriteFile(scenario, []byte(fmt.Sprintf(`name = "clientcost-%s"

@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -50,23 +49,9 @@ func sharedEpollTransport() *epollTransport {
 		if err != nil {
 			return
 		}
-		// The epoll descriptor is itself waited on through Go's poller, so the poller
-		// goroutine parks and wakes like any other instead of blocking a thread in
-		// epoll_wait (and then waiting for a processor, which delays its timestamps).
-		if err := syscall.SetNonblock(fd, true); err != nil {
-			syscall.Close(fd)
-			return
-		}
-		f := os.NewFile(uintptr(fd), "epoll")
-		rc, err := f.SyscallConn()
-		if err != nil {
-			f.Close()
-			return
-		}
 		epollShared = &epollTransport{epfd: fd, streams: map[uint64]*epollStream{}, idle: map[string][]int{},
 			draining: map[*epollStream]time.Time{}}
-		go epollShared.loop(f, rc)
-		go epollShared.expireLoop()
+		go epollShared.loop()
 	})
 	return epollShared
 }
@@ -109,7 +94,8 @@ func newEpollTarget(chatURL, apiKey string) *epollTarget {
 
 // Stream phases.
 const (
-	phaseWrite = iota // connecting, or the request not all sent
+	phaseConnect = iota
+	phaseWrite
 	phaseHeaders
 	phaseBody
 	phaseDrain // [DONE] seen, reading the end of the body to keep the connection
@@ -182,26 +168,15 @@ func (t *epollTransport) start(st *epollStream, target *epollTarget, reuse bool)
 		}
 	}
 	st.fd, st.phase = fd, phaseWrite
-	// Send at once from the caller, so the request leaves when its clock starts; only
-	// what the socket does not take yet (a connect in progress, a full buffer) is left
-	// to the poller.
-	interest := uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP)
-	if err := st.writeNow(); err != nil {
-		syscall.Close(fd)
-		if st.reused {
-			return errIdleClosed
-		}
-		return dialError(target.addr, err)
-	}
-	if st.phase != phaseHeaders {
-		interest |= syscall.EPOLLOUT
+	if !st.reused {
+		st.phase = phaseConnect
 	}
 	t.mu.Lock()
 	t.nextID++
 	st.id = t.nextID
 	t.streams[st.id] = st
 	t.mu.Unlock()
-	ev := syscall.EpollEvent{Events: interest}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP}
 	setEventID(&ev, st.id)
 	if err := syscall.EpollCtl(t.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		t.mu.Lock()
@@ -273,41 +248,23 @@ func (t *epollTransport) keepIdle(key string, fd int) {
 	t.idle[key] = append(t.idle[key], fd)
 }
 
-func (t *epollTransport) loop(f *os.File, rc syscall.RawConn) {
-	defer runtime.KeepAlive(f)
+func (t *epollTransport) loop() {
 	events := make([]syscall.EpollEvent, 512)
 	buf := make([]byte, 64<<10)
 	for {
-		err := rc.Read(func(fd uintptr) bool {
-			n, err := syscall.EpollWait(int(fd), events, 0)
-			if err != nil || n <= 0 {
-				return false // nothing ready: park until the descriptor is readable
-			}
-			// What epoll reports ready arrived by now: every read of the batch is
-			// stamped with this time, as a C client does, so a stream's timings do not
-			// depend on how many others were ready before it.
-			now := time.Now()
-			for i := range n {
-				t.mu.Lock()
-				st := t.streams[eventID(&events[i])]
-				t.mu.Unlock()
-				if st != nil {
-					st.handle(events[i].Events, buf, now)
-				}
-			}
-			return true
-		})
-		if err != nil {
+		n, err := syscall.EpollWait(t.epfd, events, 100)
+		if err != nil && err != syscall.EINTR {
 			time.Sleep(10 * time.Millisecond) // not expected; do not spin
+			continue
 		}
-	}
-}
-
-// expireLoop ends drains that outlive drainTimeout.
-func (t *epollTransport) expireLoop() {
-	tick := time.NewTicker(drainTimeout / 5)
-	defer tick.Stop()
-	for range tick.C {
+		for i := range max(n, 0) {
+			t.mu.Lock()
+			st := t.streams[eventID(&events[i])]
+			t.mu.Unlock()
+			if st != nil {
+				st.handle(events[i].Events, buf)
+			}
+		}
 		t.expireDrains()
 	}
 }
@@ -332,27 +289,40 @@ func (t *epollTransport) expireDrains() {
 }
 
 // handle runs one readiness event of the stream.
-func (st *epollStream) handle(events uint32, buf []byte, now time.Time) {
+func (st *epollStream) handle(events uint32, buf []byte) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.phase == phaseOver {
 		return
 	}
-	if st.phase == phaseWrite {
+	if st.phase == phaseConnect {
 		if events&(syscall.EPOLLOUT|syscall.EPOLLERR|syscall.EPOLLHUP) == 0 {
 			return
 		}
-		if err := st.writeNow(); err != nil {
-			if st.wrote == 0 && !st.reused {
-				addr, _ := netip.ParseAddrPort(st.key)
-				err = dialError(addr, err)
+		errno, err := syscall.GetsockoptInt(st.fd, syscall.SOL_SOCKET, syscall.SO_ERROR)
+		if err == nil && errno != 0 {
+			err = syscall.Errno(errno)
+		}
+		if err != nil {
+			addr, _ := netip.ParseAddrPort(st.key)
+			st.fail(dialError(addr, os.NewSyscallError("connect", err)))
+			return
+		}
+		st.phase = phaseWrite
+	}
+	if st.phase == phaseWrite {
+		for st.wrote < len(st.req) {
+			n, err := syscall.Write(st.fd, st.req[st.wrote:])
+			if err == syscall.EAGAIN {
+				return
 			}
-			st.fail(st.noResponse(err))
-			return
+			if err != nil {
+				st.fail(st.noResponse(os.NewSyscallError("write", err)))
+				return
+			}
+			st.wrote += n
 		}
-		if st.phase != phaseHeaders {
-			return
-		}
+		st.phase = phaseHeaders
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP}
 		setEventID(&ev, st.id)
 		_ = syscall.EpollCtl(st.t.epfd, syscall.EPOLL_CTL_MOD, st.fd, &ev)
@@ -364,6 +334,7 @@ func (st *epollStream) handle(events uint32, buf []byte, now time.Time) {
 	if err == syscall.EAGAIN || err == syscall.EINTR {
 		return
 	}
+	now := time.Now()
 	if err != nil {
 		if st.phase == phaseHeaders {
 			st.fail(st.noResponse(os.NewSyscallError("read", err)))
@@ -390,32 +361,6 @@ func (st *epollStream) handle(events uint32, buf []byte, now time.Time) {
 		st.dog.touch(now) // the chunk bound starts with the body, not the headers
 		st.body(p, now)
 	}
-}
-
-// writeNow writes what the socket takes of the request, moving to phaseHeaders once it
-// is all sent. A connect still in progress is not an error; a failed one is.
-func (st *epollStream) writeNow() error {
-	if st.wrote == 0 {
-		errno, err := syscall.GetsockoptInt(st.fd, syscall.SOL_SOCKET, syscall.SO_ERROR)
-		if err == nil && errno != 0 {
-			err = syscall.Errno(errno)
-		}
-		if err != nil {
-			return os.NewSyscallError("connect", err)
-		}
-	}
-	for st.wrote < len(st.req) {
-		n, err := syscall.Write(st.fd, st.req[st.wrote:])
-		switch {
-		case err == syscall.EAGAIN || err == syscall.ENOTCONN || err == syscall.EINTR:
-			return nil // the poller finishes once the socket is writable
-		case err != nil:
-			return os.NewSyscallError("write", err)
-		}
-		st.wrote += n
-	}
-	st.phase = phaseHeaders
-	return nil
 }
 
 // noResponse says that a connection failed before any answer; on a reused connection the
