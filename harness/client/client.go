@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -73,7 +72,6 @@ type Client struct {
 	httpClient       *http.Client
 	chatURL          string
 	chatHeader       http.Header
-	epoll            *epollTarget // nil: chat streams go through httpClient
 	progressInterval time.Duration
 	callTimeout      time.Duration
 	tokenizeTimeout  time.Duration
@@ -113,15 +111,8 @@ func New(cfg Config) *Client {
 		chunkTimeout:     orDefault(cfg.ChunkTimeout, DefaultChunkTimeout),
 	}
 	c.tokenizeTimeout = orDefault(cfg.TokenizeTimeout, c.callTimeout)
-	if cfg.HTTPClient == nil && os.Getenv(TransportEnv) != "net/http" {
-		c.epoll = newEpollTarget(c.chatURL, cfg.APIKey)
-	}
 	return c
 }
-
-// TransportEnv, set to "net/http", sends chat streams through net/http even where the
-// epoll transport could serve them (to compare the two, or to rule the epoll one out).
-const TransportEnv = "KVBENCH_TRANSPORT"
 
 // pooledTransport keeps an idle connection per stream up to the largest concurrency a
 // scenario allows: the default keeps two per host, and at 64 streams every other request
@@ -325,10 +316,6 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 
 	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval}
 	progress(Progress{Phase: PhasePrefill})
-	if c.epoll != nil && c.streamEpoll(ctx, reqCtx, cancelCause, body, &acc, progress, where) {
-		acc.finish()
-		return res
-	}
 	headers := time.AfterFunc(c.headerTimeout, func() {
 		cancelCause(fmt.Errorf("%w (%s)", errHeaderTimeout, c.headerTimeout))
 	})
@@ -355,7 +342,33 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 	defer sse.release()
 	for {
 		now, err := sse.read(dog)
-		if c.takeEvents(sse, &acc, now, where) {
+		stop := false
+		for !stop {
+			data, ok := sse.next()
+			if !ok {
+				break
+			}
+			switch {
+			case string(data) == "[DONE]":
+				sse.done = true
+				stop = true
+			case bytes.HasPrefix(data, errorEventPrefix):
+				res.ErrorKind = ErrorKindServerError
+				res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, errorBodyMessage(data)))
+				stop = true
+			default:
+				if err := acc.add(data, now, sse.reads); err != nil {
+					res.ErrorKind = ErrorKindMalformedChunk
+					res.Error = c.redact(fmt.Sprintf("%s: malformed stream chunk %q: %v", where, snippet(data), err))
+					stop = true
+				} else if acc.serverError != "" {
+					res.ErrorKind = ErrorKindServerError
+					res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, acc.serverError))
+					stop = true
+				}
+			}
+		}
+		if stop || sse.done {
 			break
 		}
 		if err != nil {
@@ -371,37 +384,6 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 		drainAfterDone(resp.Body, cancelCause)
 	}
 	return res
-}
-
-// takeEvents folds the complete events buffered in sse into acc, all stamped now; it
-// returns true when the stream is over: [DONE], an error event or a malformed chunk.
-func (c *Client) takeEvents(sse *eventReader, acc *streamAccumulator, now time.Time, where string) bool {
-	res := acc.res
-	for {
-		data, ok := sse.next()
-		if !ok {
-			return sse.done
-		}
-		switch {
-		case string(data) == "[DONE]":
-			sse.done = true
-			return true
-		case bytes.HasPrefix(data, errorEventPrefix):
-			res.ErrorKind = ErrorKindServerError
-			res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, errorBodyMessage(data)))
-			return true
-		}
-		if err := acc.add(data, now, sse.reads); err != nil {
-			res.ErrorKind = ErrorKindMalformedChunk
-			res.Error = c.redact(fmt.Sprintf("%s: malformed stream chunk %q: %v", where, snippet(data), err))
-			return true
-		}
-		if acc.serverError != "" {
-			res.ErrorKind = ErrorKindServerError
-			res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, acc.serverError))
-			return true
-		}
-	}
 }
 
 // maxErrorBody bounds the body of a non-2xx answer kept for its error message.

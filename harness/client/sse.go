@@ -165,30 +165,3 @@ func (r *eventReader) next() (payload []byte, ok bool) {
 		}
 	}
 }
-
-// feed appends body bytes that arrived from elsewhere (the epoll transport) for next to
-// split; read counts the reads.
-func (r *eventReader) feed(p []byte) error {
-	if r.start > 0 && r.end+len(p) > len(r.buf) {
-		r.end = copy(r.buf, r.buf[r.start:r.end])
-		r.start = 0
-	}
-	if need := r.end + len(p); need > len(r.buf) {
-		if need > maxEventBytes {
-			return errEventTooLarge
-		}
-		grown := make([]byte, max(2*len(r.buf), need))
-		copy(grown, r.buf[:r.end])
-		r.buf = grown
-	}
-	r.end += copy(r.buf[r.end:], p)
-	return nil
-}
-
-// endBody completes an unterminated last line once the body is over.
-func (r *eventReader) endBody() {
-	r.eof = true
-	if r.end > r.start && r.buf[r.end-1] != '\n' {
-		r.feed([]byte{'\n'})
-	}
-}

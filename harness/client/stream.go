@@ -68,9 +68,8 @@ type streamAccumulator struct {
 	progress func(Progress)
 	interval time.Duration
 
-	end           time.Time // when the stream ended, if before finish is called
-	chunks        int       // data payloads received, generated or not
-	answer        []byte    // visible content kept, copied to the Result at the end
+	chunks        int    // data payloads received, generated or not
+	answer        []byte // visible content kept, copied to the Result at the end
 	lastGenerated time.Time
 	lastRead      int             // the read that brought the last generated chunk
 	choices       []chunkChoice   // reused by the next chunk's decoding
@@ -200,10 +199,7 @@ func (a *streamAccumulator) report(phase string, now time.Time) {
 // finish fills the fields known only at the end and sends the last progress report.
 func (a *streamAccumulator) finish() {
 	res := a.res
-	end := a.end
-	if end.IsZero() {
-		end = time.Now()
-	}
+	end := time.Now()
 	res.StreamMS = durationMS(end.Sub(a.start))
 	res.Answer = string(a.answer)
 	if !a.lastGenerated.IsZero() {
