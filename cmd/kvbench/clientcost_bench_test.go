@@ -142,7 +142,7 @@ func selfCPU() time.Duration {
 // tokens each with ignore_eos) against the embedded engine in a separate process, and
 // reports the client's CPU per 1,000 output tokens from getrusage of this process, which
 // holds only the client. Target at 64 streams: at most half the CPU of vLLM's benchmark
-// client on the same machine, and within 2x of a minimal C epoll client (about 5-6 ms per
+// client on the same machine, and within 2x of a minimal C client on epoll (about 5-6 ms per
 // 1k tokens), i.e. at most ~12 ms per 1k tokens.
 //
 // Other figures: client-cores and engine-cores are each process's CPU time over the
