@@ -2,16 +2,20 @@ package scenarios
 
 import (
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
@@ -96,7 +100,8 @@ func BuiltinNames() []string {
 // Parse decodes and validates a scenario; every problem of the file is reported at once.
 func Parse(data []byte, file string) (*Scenario, error) {
 	s := &Scenario{Path: file}
-	pos, problems, decoded := DecodeStrict(data, s, "topology") // topology is free metadata
+	// topology is free metadata; extra_body tables are sent as they are
+	pos, problems, decoded := DecodeStrict(data, s, "topology", "request.extra_body", "step.extra_body")
 	if !decoded {
 		return nil, &InvalidError{Path: file, Problems: problems}
 	}
@@ -251,6 +256,26 @@ func (s *Scenario) validate() []Problem {
 	if s.Request.Temperature < 0 {
 		bad("request.temperature", "must not be negative")
 	}
+	minTokens := func(key string, v, maxTokens int) {
+		switch {
+		case v < 0:
+			bad(key, "must not be negative (got %d)", v)
+		case maxTokens > 0 && v > maxTokens:
+			bad(key, "%d is above max_tokens (%d)", v, maxTokens)
+		}
+	}
+	minTokens("request.min_tokens", s.Request.MinTokens, s.Request.MaxTokens)
+	extraBody := func(key string, body map[string]any) {
+		for _, k := range slices.Sorted(maps.Keys(body)) {
+			if slices.Contains(client.ReservedBodyKeys, k) {
+				bad(key+"."+k, "kvbench sets %q itself (it may not be overridden: %s)", k, strings.Join(client.ReservedBodyKeys, ", "))
+			}
+		}
+		if _, err := json.Marshal(body); err != nil {
+			bad(key, "cannot be sent as JSON: %v", err)
+		}
+	}
+	extraBody("request.extra_body", s.Request.ExtraBody)
 
 	if len(s.Steps) == 0 {
 		ps = append(ps, Problem{Key: "step", Msg: "a scenario needs at least one [[step]]"})
@@ -287,6 +312,12 @@ func (s *Scenario) validate() []Problem {
 		} else if st.MaxTokens > MaxPromptTokens {
 			bad(key+".max_tokens", "%d is above the ceiling of %d", st.MaxTokens, MaxPromptTokens)
 		}
+		if st.MinTokens != nil {
+			minTokens(key+".min_tokens", *st.MinTokens, s.MaxTokensFor(&s.Steps[i]))
+		} else if st.MaxTokens > 0 && s.Request.MinTokens > st.MaxTokens {
+			bad(key+".max_tokens", "%d is below request.min_tokens (%d)", st.MaxTokens, s.Request.MinTokens)
+		}
+		extraBody(key+".extra_body", st.ExtraBody)
 		if st.Replay != nil {
 			if len(st.PlannedContextTokens) > 0 || st.Requests > 1 {
 				bad(key+".replay", "a replay step takes its prompt from the replayed request: drop requests and planned_context_tokens")

@@ -185,3 +185,58 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestRequestKnobs(t *testing.T) {
+	src := validBase + `[request]
+max_tokens = 100
+ignore_eos = true
+min_tokens = 10
+extra_body = { top_k = 1, chat_template_kwargs = { enable_thinking = false } }
+[[step]]
+id = "a"
+planned_context_tokens = [500]
+[[step]]
+id = "b"
+planned_context_tokens = [500]
+ignore_eos = false
+min_tokens = 0
+max_tokens = 20
+extra_body = { top_k = 5, seed = 7 }
+`
+	s, err := Parse([]byte(src), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := s.RequestFor(s.StepByID("a")), s.RequestFor(s.StepByID("b"))
+	if !a.IgnoreEOS || a.MinTokens != 10 || a.MaxTokens != 100 || a.ExtraBody["top_k"] != int64(1) {
+		t.Errorf("step a: %+v", a)
+	}
+	if b.IgnoreEOS || b.MinTokens != 0 || b.MaxTokens != 20 || b.ExtraBody["top_k"] != int64(5) || b.ExtraBody["seed"] != int64(7) {
+		t.Errorf("step b: %+v", b)
+	}
+	if kw, _ := b.ExtraBody["chat_template_kwargs"].(map[string]any); kw["enable_thinking"] != false {
+		t.Errorf("step b lost the request's extra_body keys: %+v", b.ExtraBody)
+	}
+	if s.Request.ExtraBody["top_k"] != int64(1) {
+		t.Errorf("merging changed the request defaults: %+v", s.Request.ExtraBody)
+	}
+}
+
+func TestInvalidRequestKnobs(t *testing.T) {
+	cases := []struct{ name, toml, want string }{
+		{"reserved extra_body key", validBase + "[request]\nextra_body = { stream = false }\n[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\n",
+			`t.toml:10: request.extra_body.stream: kvbench sets "stream" itself`},
+		{"reserved key in a step", validBase + "[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\nextra_body = { model = \"x\" }\n",
+			`t.toml:12: step[0].extra_body.model: kvbench sets "model" itself`},
+		{"min_tokens above max_tokens", validBase + "[request]\nmax_tokens = 8\nmin_tokens = 9\n[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\n",
+			"t.toml:11: request.min_tokens: 9 is above max_tokens (8)"},
+		{"negative step min_tokens", validBase + "[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\nmin_tokens = -1\n",
+			"t.toml:12: step[0].min_tokens: must not be negative"},
+	}
+	for _, tc := range cases {
+		_, err := Parse([]byte(tc.toml), "t.toml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package scenarios
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -107,6 +108,14 @@ type Request struct {
 	MaxTokens   int      `toml:"max_tokens" json:"max_tokens"`
 	Temperature float64  `toml:"temperature" json:"temperature"`
 	Timeout     Duration `toml:"timeout" json:"timeout"`
+	// IgnoreEOS asks the server for exactly max_tokens output tokens (vLLM, SGLang and the
+	// embedded engine honour it), so decode rates do not depend on when the model stops.
+	IgnoreEOS bool `toml:"ignore_eos" json:"ignore_eos,omitempty"`
+	// MinTokens asks for at least this many output tokens before a stop; 0 sends nothing.
+	MinTokens int `toml:"min_tokens" json:"min_tokens,omitempty"`
+	// ExtraBody is merged into every request's JSON body as it is, e.g. top_k = 1 or
+	// chat_template_kwargs = { enable_thinking = false }; keys kvbench sets are refused.
+	ExtraBody map[string]any `toml:"extra_body" json:"extra_body,omitempty"`
 }
 
 // Step is an ordered group of requests whose id keys its section in the record.
@@ -125,6 +134,11 @@ type Step struct {
 	Replay *ReplayRef `toml:"replay" json:"replay,omitempty"`
 	// MaxTokens overrides the request default for this step.
 	MaxTokens int `toml:"max_tokens" json:"max_tokens,omitempty"`
+	// IgnoreEOS and MinTokens override the request defaults for this step; ExtraBody's
+	// keys are merged over the request's extra_body.
+	IgnoreEOS *bool          `toml:"ignore_eos" json:"ignore_eos,omitempty"`
+	MinTokens *int           `toml:"min_tokens" json:"min_tokens,omitempty"`
+	ExtraBody map[string]any `toml:"extra_body" json:"extra_body,omitempty"`
 
 	// FirstOrdinal is the run-wide prompt index of the step's first request (set by Load).
 	FirstOrdinal int `toml:"-" json:"first_ordinal"`
@@ -293,6 +307,38 @@ func (s *Scenario) MaxTokensFor(step *Step) int {
 		return step.MaxTokens
 	}
 	return s.Request.MaxTokens
+}
+
+// RequestFields are the body fields of a step's requests besides model and messages.
+type RequestFields struct {
+	MaxTokens   int
+	Temperature float64
+	IgnoreEOS   bool
+	MinTokens   int
+	ExtraBody   map[string]any
+}
+
+// RequestFor resolves the body fields of step's requests: the step's own, else the
+// [request] defaults; extra_body tables are merged key by key, the step's winning.
+func (s *Scenario) RequestFor(step *Step) RequestFields {
+	f := RequestFields{MaxTokens: s.MaxTokensFor(step), Temperature: s.Request.Temperature,
+		IgnoreEOS: s.Request.IgnoreEOS, MinTokens: s.Request.MinTokens, ExtraBody: s.Request.ExtraBody}
+	if step == nil {
+		return f
+	}
+	if step.IgnoreEOS != nil {
+		f.IgnoreEOS = *step.IgnoreEOS
+	}
+	if step.MinTokens != nil {
+		f.MinTokens = *step.MinTokens
+	}
+	if len(step.ExtraBody) > 0 {
+		merged := make(map[string]any, len(f.ExtraBody)+len(step.ExtraBody))
+		maps.Copy(merged, f.ExtraBody)
+		maps.Copy(merged, step.ExtraBody)
+		f.ExtraBody = merged
+	}
+	return f
 }
 
 // IsHTTPURL reports whether s is an http:// or https:// URL, the only kind of endpoint and

@@ -20,6 +20,10 @@ type chatRequest struct {
 	MaxTokens           *int     `json:"max_tokens"`
 	MaxCompletionTokens *int     `json:"max_completion_tokens"`
 	Temperature         *float64 `json:"temperature"` // accepted, ignored: output is deterministic
+	// IgnoreEOS generates exactly max_tokens tokens; MinTokens keeps a natural stop from
+	// ending the output before that many (vLLM's sampling parameters).
+	IgnoreEOS bool `json:"ignore_eos"`
+	MinTokens *int `json:"min_tokens"`
 }
 
 // outputPlan is what one request generates: total tokens, of which the first reasoning
@@ -31,14 +35,16 @@ type outputPlan struct {
 }
 
 // planOutput draws the natural reasoning and answer lengths from the prompt's digest, so a
-// replayed prompt produces the same output, and cuts them at maxTokens.
-func planOutput(p Profile, digest uint64, maxTokens int) outputPlan {
+// replayed prompt produces the same output, and cuts them at maxTokens. minTokens extends a
+// shorter natural output with answer tokens; ignoreEOS runs it to maxTokens.
+func planOutput(p Profile, digest uint64, maxTokens, minTokens int, ignoreEOS bool) outputPlan {
 	reasoning := drawRange(p.ReasoningTokensMin, p.ReasoningTokensMax, mix64(digest^p.OutputSeed^0x5245))
 	answer := drawRange(p.AnswerTokensMin, p.AnswerTokensMax, mix64(digest^p.OutputSeed^0x414e))
-	plan := outputPlan{total: reasoning + answer, reasoning: reasoning, finish: FinishStop}
-	if plan.total > maxTokens {
+	plan := outputPlan{total: max(reasoning+answer, minTokens), reasoning: reasoning, finish: FinishStop}
+	if ignoreEOS || plan.total > maxTokens {
 		plan.total, plan.finish = maxTokens, FinishLength
 	}
+	plan.reasoning = min(plan.reasoning, plan.total)
 	return plan
 }
 
@@ -106,6 +112,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens), "max_tokens")
 		return
 	}
+	minTokens := 0
+	if req.MinTokens != nil {
+		minTokens = *req.MinTokens
+	}
+	if minTokens < 0 || minTokens > maxTokens {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("min_tokens must be in [0, max_tokens], got %d.", minTokens), "min_tokens")
+		return
+	}
 	prompt := Tokenize(RenderChat(msgs, true))
 	if len(prompt)+maxTokens > p.MaxModelLen {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(
@@ -130,7 +144,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g := &generation{
 		server:  s,
 		seq:     seq,
-		plan:    planOutput(p, seq.Digest, maxTokens),
+		plan:    planOutput(p, seq.Digest, maxTokens, minTokens, req.IgnoreEOS),
 		first:   first,
 		arrival: arrival,
 		id:      fmt.Sprintf("chatcmpl-%016x%04x", seq.Digest, seq.ID&0xffff),

@@ -23,6 +23,9 @@
 //
 // Chat messages are rendered before tokenizing as "<|ROLE|>\n" + content + "\n" per message,
 // followed by "<|assistant|>\n" when a generation prompt is added (always, for chat requests).
+// A request's output length is drawn from its prompt and cut at max_tokens; ignore_eos = true
+// makes it exactly max_tokens, and min_tokens extends a shorter one, as vLLM's sampling
+// parameters do.
 //
 // # KV engine
 //

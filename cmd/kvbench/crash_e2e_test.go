@@ -23,11 +23,15 @@ import (
 )
 
 // TestMain lets a test start kvbench as its own process: the test binary, re-executed with
-// KVBENCH_TEST_EXEC=1, runs main with the arguments it was given.
+// KVBENCH_TEST_EXEC=1, runs main with the arguments it was given; with engineProcessEnv set
+// it serves the embedded engine for the client-cost benchmark.
 func TestMain(m *testing.M) {
 	if os.Getenv("KVBENCH_TEST_EXEC") == "1" {
 		main()
 		return
+	}
+	if profile := os.Getenv(engineProcessEnv); profile != "" {
+		os.Exit(serveEngineProcess(profile))
 	}
 	os.Exit(m.Run())
 }

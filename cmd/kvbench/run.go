@@ -31,6 +31,9 @@ type runOptions struct {
 	allowProbes  bool
 	probeSecrets bool
 	repeat       int
+	// cpuProfile and memProfile name pprof files written around the whole run.
+	cpuProfile string
+	memProfile string
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -43,6 +46,8 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
 	fs.BoolVar(&o.probeSecrets, "probe-secrets", false, "pass probes the environment variables whose names contain KEY, TOKEN, SECRET or PASSWORD (dropped by default; the --api-key-env variable is never passed)")
 	fs.IntVar(&o.repeat, "repeat", 0, "run the steps N times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); KVBENCH_PPROF=DIR sets both profiles")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at the end")
 	return fs
 }
 
@@ -72,7 +77,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := o.target.apply(sc); err != nil {
 		return err
 	}
+	stopProfiles, err := startProfiles(o.cpuProfile, o.memProfile)
+	if err != nil {
+		return err
+	}
 	outcome, err := runScenario(ctx, sc, o, stdout, stderr)
+	if perr := stopProfiles(); err == nil && perr != nil {
+		return perr
+	}
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func BenchmarkDecodeChunk(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := acc.add(line, now); err != nil {
+		if err := acc.add(line, now, 1); err != nil {
 			b.Fatal(err)
 		}
 	}

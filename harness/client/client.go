@@ -10,16 +10,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
@@ -72,7 +70,8 @@ type Client struct {
 	rootURL          string
 	apiKey           string
 	httpClient       *http.Client
-	openai           *openai.Client
+	chatURL          string
+	chatHeader       http.Header
 	progressInterval time.Duration
 	callTimeout      time.Duration
 	tokenizeTimeout  time.Duration
@@ -84,12 +83,17 @@ type Client struct {
 func New(cfg Config) *Client {
 	httpClient := cfg.HTTPClient
 	if httpClient == nil {
-		httpClient = &http.Client{}
+		httpClient = &http.Client{Transport: pooledTransport()}
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	oaCfg := openai.DefaultConfig(cfg.APIKey)
-	oaCfg.BaseURL = base
-	oaCfg.HTTPClient = tappingDoer{inner: httpClient}
+	header := http.Header{
+		"Content-Type":  {"application/json"},
+		"Accept":        {"text/event-stream"},
+		"Cache-Control": {"no-cache"},
+	}
+	if cfg.APIKey != "" {
+		header.Set("Authorization", "Bearer "+cfg.APIKey)
+	}
 	interval := cfg.ProgressInterval
 	if interval <= 0 {
 		interval = DefaultProgressInterval
@@ -99,7 +103,8 @@ func New(cfg Config) *Client {
 		rootURL:          RootURL(base),
 		apiKey:           cfg.APIKey,
 		httpClient:       httpClient,
-		openai:           openai.NewClientWithConfig(oaCfg),
+		chatURL:          base + "/chat/completions",
+		chatHeader:       header,
 		progressInterval: interval,
 		callTimeout:      orDefault(cfg.CallTimeout, DefaultCallTimeout),
 		headerTimeout:    orDefault(cfg.HeaderTimeout, DefaultHeaderTimeout),
@@ -107,6 +112,16 @@ func New(cfg Config) *Client {
 	}
 	c.tokenizeTimeout = orDefault(cfg.TokenizeTimeout, c.callTimeout)
 	return c
+}
+
+// pooledTransport keeps an idle connection per stream up to the largest concurrency a
+// scenario allows: the default keeps two per host, and at 64 streams every other request
+// would dial a new connection.
+func pooledTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 4096
+	return tr
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -134,9 +149,18 @@ type ChatRequest struct {
 	Messages []prompts.Message
 	// MaxTokens bounds generated tokens, reasoning included; 0 leaves it to the server.
 	MaxTokens int
-	// Temperature 0 means greedy: go-openai omits a zero temperature, so it is sent as the
-	// smallest positive float32, which vLLM treats as greedy (below its 1e-5 epsilon).
+	// Temperature 0 means greedy; it is sent as the smallest positive float32, which vLLM
+	// treats as greedy (below its 1e-5 epsilon), since some servers drop a zero as unset.
 	Temperature float32
+	// IgnoreEOS asks the server to generate exactly MaxTokens tokens, stop tokens or not
+	// (vLLM, SGLang and the simulators honour it); false leaves the field out.
+	IgnoreEOS bool
+	// MinTokens asks for at least this many tokens before a stop token ends the output; 0
+	// leaves the field out.
+	MinTokens int
+	// ExtraBody members are merged into the JSON body as they are; a key kvbench sets
+	// itself (ReservedBodyKeys) makes the request invalid.
+	ExtraBody map[string]any
 	// Timeout bounds the whole request, stream included; 0 means only ctx bounds it.
 	Timeout time.Duration
 }
@@ -200,10 +224,17 @@ type Result struct {
 	UsagePresent               bool `json:"usage_present"`
 
 	GeneratedChunks int `json:"generated_chunks"`
-	ReasoningChunks int `json:"reasoning_chunks"`
-	ReasoningBytes  int `json:"reasoning_bytes"`
-	ContentChunks   int `json:"content_chunks"`
-	ContentBytes    int `json:"content_bytes"`
+	// BatchedChunks counts generated chunks that arrived in the same read as the generated
+	// chunk before them: their inter-token gaps were not measurable, and InterTokenMS
+	// leaves them out instead of counting them as 0.
+	BatchedChunks int `json:"batched_chunks"`
+	// InterTokenMS spreads the gaps between generated chunks that arrived in different
+	// reads; nil when none was measurable (fewer than two reads brought output).
+	InterTokenMS    *Spread `json:"inter_token_ms"`
+	ReasoningChunks int     `json:"reasoning_chunks"`
+	ReasoningBytes  int     `json:"reasoning_bytes"`
+	ContentChunks   int     `json:"content_chunks"`
+	ContentBytes    int     `json:"content_bytes"`
 	// VisibleAnswer: some non-empty content arrived. ReasoningOnly: something was generated
 	// but no visible content (a reasoning_only_failure), whether or not it failed.
 	VisibleAnswer bool   `json:"visible_answer"`
@@ -219,6 +250,16 @@ type Result struct {
 
 	Answer          string `json:"answer"` // visible content, first AnswerCapBytes bytes
 	AnswerTruncated bool   `json:"answer_truncated"`
+}
+
+// Spread summarizes measured durations in milliseconds: count, median, 90th and 99th
+// percentile (nearest rank) and maximum.
+type Spread struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	P90    float64 `json:"p90"`
+	P99    float64 `json:"p99"`
+	Max    float64 `json:"max"`
 }
 
 // Failed reports whether the request ended with an error.
@@ -242,9 +283,16 @@ var (
 func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(Progress)) Result {
 	start := time.Now()
 	res := Result{StartedAt: start.UTC(), Model: req.Model, OutputTokensSource: OutputTokensFromCountedChunks}
+	where := "post " + redact.URL(c.baseURL) + "/chat/completions"
 	if req.Model == "" || len(req.Messages) == 0 {
 		res.ErrorKind = ErrorKindInvalidRequest
 		res.Error = "chat request needs a model and at least one message"
+		return res
+	}
+	body, err := encodeChatRequest(req)
+	if err != nil {
+		res.ErrorKind = ErrorKindInvalidRequest
+		res.Error = c.redact(fmt.Sprintf("%s: %v", where, err))
 		return res
 	}
 	if progress == nil {
@@ -258,89 +306,99 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 	defer cancel()
 	reqCtx, cancelCause := context.WithCancelCause(reqCtx)
 	defer cancelCause(nil)
-	tap := &streamTap{headerTimeout: c.headerTimeout, chunkTimeout: c.chunkTimeout, cancel: cancelCause}
-	defer tap.stop()
-	reqCtx = context.WithValue(reqCtx, tapKey{}, tap)
+	httpReq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.chatURL, bytes.NewReader(body))
+	if err != nil {
+		res.ErrorKind = ErrorKindInvalidRequest
+		res.Error = c.redact(fmt.Sprintf("%s: %v", where, err))
+		return res
+	}
+	httpReq.Header = c.chatHeader.Clone()
 
 	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval}
 	progress(Progress{Phase: PhasePrefill})
-	stream, err := c.openai.CreateChatCompletionStream(reqCtx, c.chatCompletionRequest(req))
+	headers := time.AfterFunc(c.headerTimeout, func() {
+		cancelCause(fmt.Errorf("%w (%s)", errHeaderTimeout, c.headerTimeout))
+	})
+	resp, err := c.httpClient.Do(httpReq)
+	headers.Stop()
 	if err != nil {
-		res.HTTPStatus = tap.status
 		c.recordOpenError(ctx, reqCtx, &res, err)
 		acc.finish()
 		return res
 	}
-	defer stream.Close()
-	res.HTTPStatus = tap.status
+	defer resp.Body.Close()
+	res.HTTPStatus = resp.StatusCode
+	dog := &chunkWatchdog{timeout: c.chunkTimeout, cancel: cancelCause, base: start}
+	defer dog.stop()
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		errBody, _ := io.ReadAll(io.LimitReader(watchedReader{resp.Body, dog}, maxErrorBody))
+		res.ErrorKind = ErrorKindHTTPStatus
+		res.Error = c.redact(fmt.Sprintf("%s: http status %s: %s", where, resp.Status, errorBodyMessage(errBody)))
+		acc.finish()
+		return res
+	}
 
+	sse := newEventReader(resp.Body)
+	defer sse.release()
 	for {
-		line, recvErr := stream.RecvRaw()
-		now := time.Now()
-		if recvErr != nil {
-			if errors.Is(recvErr, io.EOF) && tap.body != nil && !tap.body.endsWithDone() {
-				recvErr = io.ErrUnexpectedEOF
+		now, err := sse.read(dog)
+		stop := false
+		for !stop {
+			data, ok := sse.next()
+			if !ok {
+				break
 			}
-			if !errors.Is(recvErr, io.EOF) {
-				c.recordStreamError(ctx, reqCtx, &res, acc.chunks, recvErr)
+			switch {
+			case string(data) == "[DONE]":
+				sse.done = true
+				stop = true
+			case bytes.HasPrefix(data, errorEventPrefix):
+				res.ErrorKind = ErrorKindServerError
+				res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, errorBodyMessage(data)))
+				stop = true
+			default:
+				if err := acc.add(data, now, sse.reads); err != nil {
+					res.ErrorKind = ErrorKindMalformedChunk
+					res.Error = c.redact(fmt.Sprintf("%s: malformed stream chunk %q: %v", where, snippet(data), err))
+					stop = true
+				} else if acc.serverError != "" {
+					res.ErrorKind = ErrorKindServerError
+					res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, acc.serverError))
+					stop = true
+				}
 			}
+		}
+		if stop || sse.done {
 			break
 		}
-		if err := acc.add(line, now); err != nil {
-			res.ErrorKind = ErrorKindMalformedChunk
-			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: malformed stream chunk %q: %v", redact.URL(c.baseURL), snippet(line), err))
-			break
-		}
-		if acc.serverError != "" {
-			res.ErrorKind = ErrorKindServerError
-			res.Error = c.redact(fmt.Sprintf("post %s/chat/completions: error in stream: %s", redact.URL(c.baseURL), acc.serverError))
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the body ended before [DONE]
+			}
+			c.recordStreamError(ctx, reqCtx, &res, acc.chunks, err, resp.Header.Get("Content-Type"))
 			break
 		}
 	}
 	acc.finish()
+	if sse.done && !sse.eof {
+		drainAfterDone(resp.Body, cancelCause)
+	}
 	return res
 }
 
-func (c *Client) chatCompletionRequest(req ChatRequest) openai.ChatCompletionRequest {
-	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
-	}
-	temperature := req.Temperature
-	if temperature == 0 {
-		temperature = math.SmallestNonzeroFloat32
-	}
-	return openai.ChatCompletionRequest{
-		Model:         req.Model,
-		Messages:      msgs,
-		MaxTokens:     req.MaxTokens,
-		Temperature:   temperature,
-		Stream:        true,
-		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
-	}
-}
+// maxErrorBody bounds the body of a non-2xx answer kept for its error message.
+const maxErrorBody = 1 << 20
 
-// recordOpenError classifies a failure before the stream started.
+// errorEventPrefix starts an OpenAI error sent as a stream event in place of a chunk.
+var errorEventPrefix = []byte(`{"error":`)
+
+// recordOpenError classifies a failure before the response headers arrived.
 func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err error) {
 	where := "post " + redact.URL(c.baseURL) + "/chat/completions"
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
 	switch {
-	case errors.As(err, &apiErr):
-		res.ErrorKind = ErrorKindHTTPStatus
-		res.HTTPStatus = apiErr.HTTPStatusCode
-		res.Error = c.redact(fmt.Sprintf("%s: http status %s: %s", where, apiErr.HTTPStatus, oneLine(apiErr.Message)))
-	case errors.As(err, &reqErr):
-		res.ErrorKind = ErrorKindHTTPStatus
-		res.HTTPStatus = reqErr.HTTPStatusCode
-		res.Error = c.redact(fmt.Sprintf("%s: http status %s: %s", where, reqErr.HTTPStatus, errorBodyMessage(reqErr.Body)))
 	case ctxKind(ctx, reqCtx) != "":
 		res.ErrorKind = ctxKind(ctx, reqCtx)
 		res.Error = c.redact(fmt.Sprintf("%s: %s before a response: %v", where, res.ErrorKind, context.Cause(reqCtx)))
-	case !tapFrom(reqCtx).sent:
-		// go-openai rejected the request before sending it (e.g. its model checks).
-		res.ErrorKind = ErrorKindInvalidRequest
-		res.Error = c.redact(fmt.Sprintf("%s: %v", where, err))
 	case isDialError(err):
 		res.ErrorKind = ErrorKindUnreachable
 		res.Error = c.redact(fmt.Sprintf("%s: unreachable: %v", where, err))
@@ -351,19 +409,15 @@ func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err e
 }
 
 // recordStreamError classifies a failure after the response headers arrived.
-func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, chunks int, err error) {
+func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, chunks int, err error, contentType string) {
 	where := "post " + redact.URL(c.baseURL) + "/chat/completions"
-	var apiErr *openai.APIError
 	switch {
 	case ctxKind(ctx, reqCtx) != "":
 		res.ErrorKind = ctxKind(ctx, reqCtx)
 		res.Error = c.redact(fmt.Sprintf("%s: %s while streaming: %v", where, res.ErrorKind, context.Cause(reqCtx)))
-	case errors.As(err, &apiErr):
-		res.ErrorKind = ErrorKindServerError
-		res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, oneLine(apiErr.Message)))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		res.ErrorKind = ErrorKindStreamCut
-		res.Error = c.redact(fmt.Sprintf("%s: stream ended without [DONE] after %d chunks%s", where, chunks, contentTypeNote(tapFrom(reqCtx))))
+		res.Error = c.redact(fmt.Sprintf("%s: stream ended without [DONE] after %d chunks%s", where, chunks, contentTypeNote(contentType)))
 	default:
 		res.ErrorKind = ErrorKindStreamCut
 		res.Error = c.redact(fmt.Sprintf("%s: stream broke: %v", where, err))
@@ -372,11 +426,11 @@ func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, chu
 
 // contentTypeNote names a content type that is not an event stream, which explains a
 // stream without chunks (an HTML page from a proxy, a non-streaming JSON answer).
-func contentTypeNote(tap *streamTap) string {
-	if tap == nil || strings.HasPrefix(tap.contentType, "text/event-stream") {
+func contentTypeNote(contentType string) string {
+	if strings.HasPrefix(contentType, "text/event-stream") {
 		return ""
 	}
-	return fmt.Sprintf(" (content type %q, not text/event-stream)", tap.contentType)
+	return fmt.Sprintf(" (content type %q, not text/event-stream)", contentType)
 }
 
 // ctxKind says whether the request ended because of the caller's context or the timeout.

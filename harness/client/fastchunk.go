@@ -11,7 +11,13 @@ import (
 // object, \u escapes, keys matching only case-insensitively, repeated keys, invalid
 // JSON), and the caller falls back to encoding/json. FuzzDecodeChunk holds it to that.
 func fastDecodeChunk(data []byte) (chunk streamChunk, ok bool) {
-	s := chunkScanner{data: data}
+	return fastDecodeChunkReusing(data, nil)
+}
+
+// fastDecodeChunkReusing is fastDecodeChunk with spare's array reused for the choices,
+// which saves an allocation per token.
+func fastDecodeChunkReusing(data []byte, spare []chunkChoice) (chunk streamChunk, ok bool) {
+	s := chunkScanner{data: data, spare: spare}
 	s.skipSpace()
 	if !s.topLevel(&chunk) {
 		return streamChunk{}, false
@@ -27,6 +33,7 @@ type chunkScanner struct {
 	data  []byte
 	pos   int
 	depth int
+	spare []chunkChoice // reused for the choices when not nil
 }
 
 // keyMatch classifies a key against the wanted names: the index of an exact match, -1
@@ -108,7 +115,7 @@ func (s *chunkScanner) topLevel(chunk *streamChunk) bool {
 		case index == 1:
 			ok = s.consumeLiteral("null") // a usage object takes the slow path
 		case index == 2:
-			ok = s.optionalString(&chunk.Object)
+			ok = s.objectName(&chunk.Object)
 		case index == 3:
 			ok = s.optionalString(&chunk.Message)
 		default:
@@ -128,7 +135,11 @@ func (s *chunkScanner) choices(chunk *streamChunk) bool {
 	if !s.consume('[') {
 		return false
 	}
-	chunk.Choices = make([]chunkChoice, 0, 1)
+	if s.spare != nil {
+		chunk.Choices = s.spare[:0]
+	} else {
+		chunk.Choices = make([]chunkChoice, 0, 1)
+	}
 	s.skipSpace()
 	if s.consume(']') {
 		return true
@@ -211,6 +222,18 @@ func (s *chunkScanner) delta(delta *chunkDelta) bool {
 	}
 }
 
+// chunkObject is the object name of every token chunk, kept without a copy.
+const chunkObject = "chat.completion.chunk"
+
+// objectName decodes the object field like optionalString, without copying the usual name.
+func (s *chunkScanner) objectName(dst *string) bool {
+	if s.consumeLiteral(`"` + chunkObject + `"`) {
+		*dst = chunkObject
+		return true
+	}
+	return s.optionalString(dst)
+}
+
 // optionalString decodes a string or null (which, as in encoding/json, leaves dst alone).
 func (s *chunkScanner) optionalString(dst *string) bool {
 	if s.consumeLiteral("null") {
@@ -237,6 +260,12 @@ func (s *chunkScanner) rawString() ([]byte, bool) {
 	start := s.pos
 	ascii, escaped := true, false
 	for s.pos < len(s.data) {
+		for s.pos < len(s.data) && plainByte[s.data[s.pos]] {
+			s.pos++
+		}
+		if s.pos == len(s.data) {
+			break
+		}
 		c := s.data[s.pos]
 		switch {
 		case c == '"':
@@ -262,6 +291,15 @@ func (s *chunkScanner) rawString() ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// plainByte marks the bytes a string scan passes over without a second look: printable
+// ASCII other than the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func unescapeSimple(raw []byte) ([]byte, bool) {
 	out := make([]byte, 0, len(raw))

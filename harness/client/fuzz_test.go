@@ -69,7 +69,7 @@ func FuzzDecodeChunk(f *testing.F) {
 		}
 		var res Result
 		acc := streamAccumulator{res: &res, progress: func(Progress) {}, start: time.Now(), interval: time.Millisecond}
-		acc.observe(chunk, time.Now())
+		acc.observe(chunk, time.Now(), 1)
 		acc.finish()
 
 		var wantContent, wantReasoning int

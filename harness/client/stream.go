@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -42,7 +43,13 @@ type chunkUsage struct {
 // decodeChunk decodes one SSE data payload: token chunks on the fast path, the rest
 // (usage, errors, anything unusual) with encoding/json.
 func decodeChunk(data []byte) (streamChunk, error) {
-	if chunk, ok := fastDecodeChunk(data); ok {
+	return decodeChunkReusing(data, nil)
+}
+
+// decodeChunkReusing is decodeChunk with spare's array reused for a fast-path chunk's
+// choices; the chunk is valid until spare is reused.
+func decodeChunkReusing(data []byte, spare []chunkChoice) (streamChunk, error) {
+	if chunk, ok := fastDecodeChunkReusing(data, spare); ok {
 		return chunk, nil
 	}
 	return slowDecodeChunk(data)
@@ -64,23 +71,34 @@ type streamAccumulator struct {
 	chunks        int    // data payloads received, generated or not
 	answer        []byte // visible content kept, copied to the Result at the end
 	lastGenerated time.Time
+	lastRead      int             // the read that brought the last generated chunk
+	choices       []chunkChoice   // reused by the next chunk's decoding
+	gaps          []time.Duration // between generated chunks that arrived in different reads
 	lastProgress  time.Time
 	serverError   string // set when a chunk turned out to be an error object
 }
 
-// add decodes and records one chunk received at now.
-func (a *streamAccumulator) add(data []byte, now time.Time) error {
+// add decodes and records one chunk that read number read brought at now.
+func (a *streamAccumulator) add(data []byte, now time.Time, read int) error {
 	a.chunks++
-	chunk, err := decodeChunk(data)
+	chunk, err := decodeChunkReusing(data, a.choices)
 	if err != nil {
 		return err
 	}
-	a.observe(chunk, now)
+	a.observe(chunk, now, read)
+	if cap(chunk.Choices) > cap(a.choices) {
+		a.choices = chunk.Choices
+	}
 	return nil
 }
 
-// observe records one decoded chunk received at now.
-func (a *streamAccumulator) observe(chunk streamChunk, now time.Time) {
+// maxGaps bounds the inter-token gaps kept per request (8 MiB).
+const maxGaps = 1 << 20
+
+// observe records one decoded chunk that read number read brought at now. Chunks of one
+// read share its arrival time: the gap between two of them is not measured but counted
+// in BatchedChunks.
+func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) {
 	res := a.res
 	if chunk.Object == "error" {
 		a.serverError = oneLine(chunk.Message)
@@ -118,8 +136,15 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time) {
 	if !generated {
 		return
 	}
+	if res.GeneratedChunks > 0 {
+		if read == a.lastRead {
+			res.BatchedChunks++
+		} else if len(a.gaps) < maxGaps {
+			a.gaps = append(a.gaps, now.Sub(a.lastGenerated))
+		}
+	}
 	res.GeneratedChunks++
-	a.lastGenerated = now
+	a.lastGenerated, a.lastRead = now, read
 	if res.TimeToFirstOutputMS == nil {
 		res.TimeToFirstOutputMS = msSince(a.start, now)
 		a.report(PhaseDecode, now)
@@ -184,9 +209,20 @@ func (a *streamAccumulator) finish() {
 		res.OutputTokens = res.GeneratedChunks
 	}
 	res.ReasoningOnly = res.GeneratedChunks > 0 && !res.VisibleAnswer
+	res.InterTokenMS = gapSpread(a.gaps)
 	res.DecodeTokensPerSecond = DecodeTokensPerSecond(res.OutputTokens, res.TimeToFirstOutputMS, res.EndToEndMS)
 	res.EffectivePrefillTokensPerSecond = EffectivePrefillTokensPerSecond(res.PromptTokens, res.TimeToFirstOutputMS)
 	a.report(PhaseDone, end)
+}
+
+// gapSpread summarizes measured gaps; nil when there are none.
+func gapSpread(gaps []time.Duration) *Spread {
+	if len(gaps) == 0 {
+		return nil
+	}
+	slices.Sort(gaps)
+	at := func(q float64) float64 { return durationMS(gaps[int(q*float64(len(gaps)-1)+0.5)]) }
+	return &Spread{N: len(gaps), Median: at(0.5), P90: at(0.9), P99: at(0.99), Max: durationMS(gaps[len(gaps)-1])}
 }
 
 func msSince(start, now time.Time) *float64 {

@@ -1,119 +1,69 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// tapKey keys the per-request streamTap in the request context.
-type tapKey struct{}
+// chunkWatchdog bounds the silence between reads of a stream once its first bytes
+// arrived. A read only stores its time; the timer, armed once, checks that time when it
+// fires and re-arms for the rest of the bound, so a token costs no timer reset.
+type chunkWatchdog struct {
+	timeout time.Duration
+	cancel  context.CancelCauseFunc
+	base    time.Time
+	last    atomic.Int64 // nanoseconds from base to the latest read
 
-// streamTap sees the HTTP exchange that go-openai hides: whether the request went out,
-// the status code, and the end of the body (go-openai reports a clean EOF the same way as
-// [DONE], so a stream cut at a chunk boundary would otherwise pass as complete).
-//
-// It also bounds the waits no total timeout should: the response headers (headerTimeout) and
-// the silence between reads once the body started (chunkTimeout), by calling cancel.
-type streamTap struct {
-	sent        bool
-	status      int
-	contentType string
-	body        *tailReader
-
-	headerTimeout time.Duration
-	chunkTimeout  time.Duration
-	cancel        context.CancelCauseFunc
-	watchdog      *time.Timer // the chunk bound, armed at the first body bytes
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
 }
 
-// stop disarms the chunk bound once the stream is done with.
-func (t *streamTap) stop() {
-	if t.watchdog != nil {
-		t.watchdog.Stop()
-	}
-}
-
-func tapFrom(ctx context.Context) *streamTap {
-	tap, _ := ctx.Value(tapKey{}).(*streamTap)
-	return tap
-}
-
-// tappingDoer fills the request's streamTap, when it has one, around an http.Client.
-type tappingDoer struct{ inner *http.Client }
-
-func (d tappingDoer) Do(req *http.Request) (*http.Response, error) {
-	tap := tapFrom(req.Context())
-	if tap != nil {
-		tap.sent = true
-	}
-	var headers *time.Timer
-	if tap != nil && tap.headerTimeout > 0 && tap.cancel != nil {
-		d := tap.headerTimeout
-		headers = time.AfterFunc(d, func() { tap.cancel(fmt.Errorf("%w (%s)", errHeaderTimeout, d)) })
-	}
-	resp, err := d.inner.Do(req)
-	if headers != nil {
-		headers.Stop()
-	}
-	if tap != nil && resp != nil {
-		tap.status = resp.StatusCode
-		tap.contentType = resp.Header.Get("Content-Type")
-		tap.body = &tailReader{inner: resp.Body, tap: tap}
-		resp.Body = tap.body
-	}
-	return resp, err
-}
-
-// tailSize is enough for "data: [DONE]" and the blank lines around it.
-const tailSize = 32
-
-// tailReader remembers the last bytes read through it.
-type tailReader struct {
-	inner io.ReadCloser
-	tail  [tailSize]byte
-	n     int
-	tap   *streamTap // re-arms its chunk bound on every read that brings bytes
-}
-
-func (t *tailReader) Read(p []byte) (int, error) {
-	n, err := t.inner.Read(p)
-	if n > 0 && t.tap != nil {
-		t.tap.sawBytes()
-	}
-	if n >= tailSize {
-		t.n = copy(t.tail[:], p[n-tailSize:n])
-	} else if n > 0 {
-		keep := min(t.n, tailSize-n)
-		copy(t.tail[:keep], t.tail[t.n-keep:t.n])
-		t.n = keep + copy(t.tail[keep:], p[:n])
-	}
-	return n, err
-}
-
-func (t *tailReader) Close() error { return t.inner.Close() }
-
-// endsWithDone reports whether the bytes read so far end with the [DONE] sentinel.
-func (t *tailReader) endsWithDone() bool {
-	return bytes.HasSuffix(bytes.TrimSpace(t.tail[:t.n]), []byte("[DONE]"))
-}
-
-// sawBytes (re)starts the chunk bound: the next bytes must come within chunkTimeout.
-func (t *streamTap) sawBytes() {
-	if t.chunkTimeout <= 0 || t.cancel == nil {
+// touch records a read at now, arming the bound at the first one.
+func (w *chunkWatchdog) touch(now time.Time) {
+	if w == nil {
 		return
 	}
-	if t.watchdog == nil {
-		d := t.chunkTimeout
-		t.watchdog = time.AfterFunc(d, func() { t.cancel(fmt.Errorf("%w (%s between chunks)", errChunkTimeout, d)) })
+	w.last.Store(int64(now.Sub(w.base)))
+	if w.timer == nil { // only the reading goroutine sets it
+		w.mu.Lock()
+		if !w.stopped {
+			w.timer = time.AfterFunc(w.timeout, w.fire)
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *chunkWatchdog) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
 		return
 	}
-	t.watchdog.Reset(t.chunkTimeout)
+	if idle := time.Since(w.base) - time.Duration(w.last.Load()); idle < w.timeout {
+		w.timer.Reset(w.timeout - idle)
+		return
+	}
+	w.cancel(fmt.Errorf("%w (%s between chunks)", errChunkTimeout, w.timeout))
+}
+
+// stop disarms the bound once the stream is done with.
+func (w *chunkWatchdog) stop() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // isDialError reports whether err means no connection could be made at all.
@@ -124,4 +74,35 @@ func isDialError(err error) bool {
 	}
 	var opErr *net.OpError
 	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// watchedReader touches a chunk bound on every read that brings bytes.
+type watchedReader struct {
+	r   io.Reader
+	dog *chunkWatchdog
+}
+
+func (w watchedReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.dog.touch(time.Now())
+	}
+	return n, err
+}
+
+// Bounds of the read past [DONE].
+const (
+	drainTimeout  = 250 * time.Millisecond
+	maxDrainBytes = 64 << 10
+)
+
+var errDrainTimeout = errors.New("body still open after [DONE]")
+
+// drainAfterDone reads what follows [DONE] (the end of the chunked body, usually already
+// in flight), so the connection goes back to the pool instead of being closed; a server
+// that holds the body open past [DONE] costs at most drainTimeout, after the timings.
+func drainAfterDone(body io.Reader, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainTimeout, func() { cancel(errDrainTimeout) })
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, body, maxDrainBytes)
 }

@@ -7,6 +7,7 @@
 package record
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
@@ -103,14 +104,17 @@ type Request struct {
 // StepArtifact is the raw record of one step: the source of truth the run record's section
 // is computed from.
 type StepArtifact struct {
-	Schema      string    `json:"schema"`
-	Scenario    string    `json:"scenario"`
-	Step        string    `json:"step"`
-	Kind        string    `json:"kind"` // "sequence", "replay" or "conversation"
-	Concurrency int       `json:"concurrency"`
-	DeltaScope  string    `json:"delta_scope"`
-	StartedAt   time.Time `json:"started_at"`
-	EndedAt     time.Time `json:"ended_at"`
+	Schema      string `json:"schema"`
+	Scenario    string `json:"scenario"`
+	Step        string `json:"step"`
+	Kind        string `json:"kind"` // "sequence", "replay" or "conversation"
+	Concurrency int    `json:"concurrency"`
+	// Sent is the JSON body every request of the step sent, its messages left out
+	// (max_tokens, temperature, stream_options, ignore_eos, min_tokens, extra_body).
+	Sent       json.RawMessage `json:"sent,omitempty"`
+	DeltaScope string          `json:"delta_scope"`
+	StartedAt  time.Time       `json:"started_at"`
+	EndedAt    time.Time       `json:"ended_at"`
 	// Interrupted: the run was stopped during this step; Requests holds what was measured.
 	Interrupted bool      `json:"interrupted"`
 	Requests    []Request `json:"requests"`

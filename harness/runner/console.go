@@ -142,6 +142,13 @@ func (c *Console) RequestDone(r record.Request) {
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
 		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
 		record.FormatMS(res.TimeToFirstOutputMS), record.FormatMS(res.EndToEndMS), res.OutputTokens)
+	if res.InterTokenMS != nil {
+		line += fmt.Sprintf(", itl p50 %.2f ms", res.InterTokenMS.Median)
+	}
+	if res.BatchedChunks > 0 {
+		// Chunks that shared a read have no measurable gap: say so rather than time it as 0.
+		line += fmt.Sprintf(" (%d of %d chunks batched, their gaps not measurable)", res.BatchedChunks, res.GeneratedChunks)
+	}
 	if res.Failed() {
 		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)
 	} else if res.ReasoningOnly {

@@ -221,6 +221,9 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 	if st.Step.Replay != nil {
 		art.Kind = "replay"
 	}
+	if sent, err := client.SentFields(r.chatRequest(plan.Request{PlannedRequest: scenarios.PlannedRequest{Step: st.ID}})); err == nil {
+		art.Sent = sent
+	}
 	r.cfg.Console.StepStart(st)
 	if st.Step.IsConversation() {
 		r.runConversationStep(ctx, st, &art)
@@ -373,20 +376,28 @@ func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
 }
 
 func (r *runner) send(ctx context.Context, req plan.Request, smp *sampler) client.Result {
-	sc := r.cfg.Scenario
-	maxTokens := sc.MaxTokensFor(sc.StepByID(req.Step))
-	return r.cfg.Chat.StreamChat(ctx, client.ChatRequest{
-		Model:       sc.Target.Model,
-		Messages:    req.Prompt.Messages,
-		MaxTokens:   maxTokens,
-		Temperature: float32(sc.Request.Temperature),
-		Timeout:     sc.Request.Timeout.Duration,
-	}, func(p client.Progress) {
+	return r.cfg.Chat.StreamChat(ctx, r.chatRequest(req), func(p client.Progress) {
 		if p.Phase == client.PhaseDecode && p.Tokens <= 1 {
 			smp.sampleNow()
 		}
 		r.cfg.Console.Progress(req, p)
 	})
+}
+
+// chatRequest is req as sent: its prompt with its step's request fields.
+func (r *runner) chatRequest(req plan.Request) client.ChatRequest {
+	sc := r.cfg.Scenario
+	f := sc.RequestFor(sc.StepByID(req.Step))
+	return client.ChatRequest{
+		Model:       sc.Target.Model,
+		Messages:    req.Prompt.Messages,
+		MaxTokens:   f.MaxTokens,
+		Temperature: float32(f.Temperature),
+		IgnoreEOS:   f.IgnoreEOS,
+		MinTokens:   f.MinTokens,
+		ExtraBody:   f.ExtraBody,
+		Timeout:     sc.Request.Timeout.Duration,
+	}
 }
 
 // decideReplay sets the replay request's verdict and the step's capacity math, with the

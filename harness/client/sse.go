@@ -1,0 +1,167 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/anvil-serving/kvbench/prompts"
+)
+
+// ReservedBodyKeys are the JSON body fields kvbench sets itself; ChatRequest.ExtraBody may
+// not name them (a scenario's extra_body is checked against the same list).
+var ReservedBodyKeys = []string{"model", "messages", "stream", "stream_options", "max_tokens",
+	"max_completion_tokens", "temperature", "ignore_eos", "min_tokens"}
+
+type chatBody struct {
+	Model         string            `json:"model"`
+	Messages      []prompts.Message `json:"messages,omitempty"`
+	MaxTokens     int               `json:"max_tokens,omitempty"`
+	Temperature   float32           `json:"temperature"`
+	Stream        bool              `json:"stream"`
+	StreamOptions streamOptions     `json:"stream_options"`
+	IgnoreEOS     bool              `json:"ignore_eos,omitempty"`
+	MinTokens     int               `json:"min_tokens,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// encodeChatRequest renders req's JSON body: kvbench's fields, then ExtraBody's members.
+func encodeChatRequest(req ChatRequest) ([]byte, error) {
+	body, err := json.Marshal(chatBody{
+		Model:         req.Model,
+		Messages:      req.Messages,
+		MaxTokens:     req.MaxTokens,
+		Temperature:   sentTemperature(req.Temperature),
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
+		IgnoreEOS:     req.IgnoreEOS,
+		MinTokens:     req.MinTokens,
+	})
+	if err != nil || len(req.ExtraBody) == 0 {
+		return body, err
+	}
+	for k := range req.ExtraBody {
+		if slices.Contains(ReservedBodyKeys, k) {
+			return nil, fmt.Errorf("extra_body may not set %q: kvbench sets it", k)
+		}
+	}
+	extra, err := json.Marshal(req.ExtraBody)
+	if err != nil {
+		return nil, fmt.Errorf("extra_body: %w", err)
+	}
+	body = append(body[:len(body)-1], ',')
+	return append(body, extra[1:]...), nil
+}
+
+// SentFields returns the JSON body req sends, without its messages: what a record keeps
+// to say what each request asked of the server.
+func SentFields(req ChatRequest) (json.RawMessage, error) {
+	req.Messages = nil
+	return encodeChatRequest(req)
+}
+
+// sentTemperature maps 0 (greedy) to the smallest positive float32, which vLLM treats as
+// greedy (below its 1e-5 epsilon): servers that drop a zero as unset then still see greedy.
+func sentTemperature(t float32) float32 {
+	if t == 0 {
+		return math.SmallestNonzeroFloat32
+	}
+	return t
+}
+
+// Event reading: a stream is read into one buffer and split into data lines by hand, so a
+// token costs a read and a scan, no allocation, and the reader knows which read brought
+// each event (events that share a read have no measurable gap between them).
+
+const (
+	eventBufferBytes = 16 << 10
+	maxEventBytes    = 64 << 20 // a longer line is not a chunk kvbench can use
+)
+
+var eventBuffers = sync.Pool{New: func() any { b := make([]byte, eventBufferBytes); return &b }}
+
+var (
+	dataPrefix       = []byte("data:")
+	errEventTooLarge = errors.New("stream line longer than 64 MiB")
+)
+
+// eventReader splits an SSE body into the payloads of its data lines. Other lines (blank
+// separators, comments, event: and id: fields) are skipped, as OpenAI clients do.
+type eventReader struct {
+	body       io.Reader
+	pooled     *[]byte
+	buf        []byte
+	start, end int  // buf[start:end] holds bytes not yet split into lines
+	reads      int  // reads that brought bytes; the current one's number tags its events
+	done       bool // [DONE] seen
+	eof        bool
+}
+
+func newEventReader(body io.Reader) *eventReader {
+	p := eventBuffers.Get().(*[]byte)
+	return &eventReader{body: body, pooled: p, buf: *p}
+}
+
+// release returns the buffer to the pool; payloads from next are invalid afterwards.
+func (r *eventReader) release() {
+	if r.pooled != nil && cap(r.buf) == eventBufferBytes {
+		eventBuffers.Put(r.pooled)
+	}
+	r.pooled, r.buf = nil, nil
+}
+
+// read reads once more from the body and returns the time the bytes arrived. At the end
+// of the body, an unterminated last line is completed so that next still returns it.
+func (r *eventReader) read(dog *chunkWatchdog) (time.Time, error) {
+	if r.start > 0 {
+		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.start = 0
+	}
+	if r.end == len(r.buf) {
+		if len(r.buf) >= maxEventBytes {
+			return time.Now(), errEventTooLarge
+		}
+		grown := make([]byte, 2*len(r.buf))
+		copy(grown, r.buf[:r.end])
+		r.buf = grown
+	}
+	n, err := r.body.Read(r.buf[r.end:])
+	now := time.Now()
+	if n > 0 {
+		r.end += n
+		r.reads++
+		dog.touch(now)
+	}
+	r.eof = err == io.EOF
+	if r.eof && r.end > r.start && r.buf[r.end-1] != '\n' {
+		r.buf = append(r.buf[:r.end], '\n')
+		r.end++
+	}
+	return now, err
+}
+
+// next returns the payload of the next complete data line, "data:" and the spaces after
+// it removed, or ok=false when no complete line is buffered. The payload aliases the
+// buffer and is valid until the next read.
+func (r *eventReader) next() (payload []byte, ok bool) {
+	for {
+		i := bytes.IndexByte(r.buf[r.start:r.end], '\n')
+		if i < 0 {
+			return nil, false
+		}
+		line := bytes.TrimSpace(r.buf[r.start : r.start+i])
+		r.start += i + 1
+		if bytes.HasPrefix(line, dataPrefix) {
+			return bytes.TrimLeft(line[len(dataPrefix):], " \t"), true
+		}
+	}
+}
