@@ -146,3 +146,43 @@ func TestPrefixAffinityReplayReloads(t *testing.T) {
 		t.Fatalf("verdict %v (%v), diagnosis %v", r["verdict"], r["verdict_reason"], causes(ev))
 	}
 }
+
+// TestReplicaNamesRedacted: replica names carry the metrics URL, so its credentials are
+// redacted in them as everywhere else in the records.
+func TestReplicaNamesRedacted(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.DataParallel = 2 }})
+	metricsURL := srv.URL() + "/metrics?token=T0K-5678"
+	out := t.TempDir()
+	_, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--metrics", metricsURL, "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	dir := filepath.Join(out, onlyEntry(t, out))
+	req := readArtifact(t, dir, "step-01-sequence.json")["requests"].([]any)[0].(map[string]any)
+	if got := replicaOf(t, req); got != srv.URL()+"/metrics?token=REDACTED engine=0" {
+		t.Errorf("replica %q", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		if strings.Contains(string(data), "T0K-5678") {
+			t.Errorf("the token is in %s", e.Name())
+		}
+	}
+}
+
+// TestPlanWarnsAboutReplicas: plan on a server with several replicas says their caches are
+// separate; on one replica it says nothing of the kind.
+func TestPlanWarnsAboutReplicas(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.DataParallel = n }})
+		out, errOut, code := runCLI(t, "plan", "smoke", "--endpoint", srv.URL()+"/v1")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		warned := strings.Contains(out, "warning: 2 replicas serve this endpoint")
+		if warned != (n == 2) {
+			t.Errorf("%d replicas: warned %v\n%s", n, warned, out)
+		}
+	}
+}
