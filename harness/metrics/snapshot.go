@@ -73,10 +73,6 @@ func (p Profile) Snapshot(exps ...Exposition) Snapshot {
 	if len(snaps) == 0 {
 		return p.snapshotOne(Exposition{})
 	}
-	if len(snaps) == 1 {
-		snaps[0].dropSingleReplica()
-		return snaps[0]
-	}
 	return Merge(snaps...)
 }
 

@@ -64,7 +64,7 @@ func (m redactedMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error)
 	snap.Cache.Source = redact.Text(snap.Cache.Source)
 	for i, r := range snap.Replicas {
 		url, engine, labelled := strings.Cut(r.Replica, " engine=")
-		if url != "" {
+		if strings.Contains(url, "://") {
 			url = redact.URL(url)
 		}
 		if labelled {
