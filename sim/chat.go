@@ -74,7 +74,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	p := s.profile
 	n := s.chatRequests.Add(1)
 	if p.RestartAtRequest > 0 && n == int64(p.RestartAtRequest) {
-		s.engine.Restart()
+		s.replicas.restart()
 	}
 	if p.FailEveryNthRequest > 0 && n%int64(p.FailEveryNthRequest) == 0 {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("simulated failure of chat request %d", n), "")
@@ -127,15 +127,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			p.MaxModelLen, len(prompt)+maxTokens, len(prompt), maxTokens), "")
 		return
 	}
-	seq, err := s.engine.Submit(prompt)
+	engine := s.replicas.pick(prompt, p.BlockSize)
+	seq, err := engine.Submit(prompt)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "")
 		return
 	}
 	ctx := r.Context()
-	first, err := s.engine.WaitAdmitted(ctx, seq)
+	first, err := engine.WaitAdmitted(ctx, seq)
 	if err != nil {
-		s.engine.Finish(seq, FinishAbort)
+		engine.Finish(seq, FinishAbort)
 		if errors.Is(err, ErrRestarted) {
 			writeError(w, http.StatusInternalServerError, "server restarted", "")
 		}
@@ -143,6 +144,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	g := &generation{
 		server:  s,
+		engine:  engine,
 		seq:     seq,
 		plan:    planOutput(p, seq.Digest, maxTokens, minTokens, req.IgnoreEOS),
 		first:   first,
@@ -159,6 +161,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 // generation is one request's decode, paced on the engine's schedule.
 type generation struct {
 	server  *Server
+	engine  *Engine // the replica serving it
 	seq     *Sequence
 	plan    outputPlan
 	first   PrefillResult
@@ -170,7 +173,7 @@ type generation struct {
 // engine before emitting the last token, so a client that has seen the end of the output
 // finds the running gauge already down. On error the caller aborts the sequence.
 func (g *generation) run(ctx context.Context, emit func(i int, last bool) error) error {
-	e := g.server.engine
+	e := g.engine
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	due := time.Now().Add(g.first.Duration)
@@ -335,7 +338,7 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeU
 	if err != nil {
 		// A cut, a server Close or a gone client: drop the connection mid-body so the
 		// client sees a broken stream, never a clean end without [DONE].
-		g.server.engine.Finish(g.seq, FinishAbort)
+		g.engine.Finish(g.seq, FinishAbort)
 		panic(http.ErrAbortHandler)
 	}
 	if includeUsage {
@@ -359,7 +362,7 @@ func (g *generation) complete(ctx context.Context, w http.ResponseWriter) {
 		return nil
 	})
 	if err != nil {
-		g.server.engine.Finish(g.seq, FinishAbort)
+		g.engine.Finish(g.seq, FinishAbort)
 		return
 	}
 	message := chatText{Role: "assistant"}

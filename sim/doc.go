@@ -79,4 +79,11 @@
 // v mod N engines, seconds and byte sums are divided evenly, and fractions such as
 // kv_cache_usage_perc repeat on every engine. Sums over the engine label therefore equal the
 // one-engine numbers exactly; cache behaviour is that of one shared pool.
+//
+// With data_parallel = N (kvbench sim --data-parallel N) the simulator instead runs N
+// independent engines, each with the profile's GPU pool and CPU tier, behind the one endpoint,
+// as vLLM's --data-parallel-size does: /metrics serves each engine's own counters under its
+// engine label, and a request is served only by the replica the router picks. router =
+// "round-robin" sends requests in turn; "prefix-affinity" sends each to the replica whose GPU
+// pool or CPU tier holds the longest prefix of its blocks, ties in turn.
 package sim

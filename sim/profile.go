@@ -88,6 +88,12 @@ type Profile struct {
 	// {source="device"|"host"}: cached prompt tokens split by the tier that served them.
 	CachedBySourceMetrics bool `toml:"cached_by_source_metrics"`
 
+	// DataParallel runs this many independent engines (replicas), each with the profile's
+	// GPU pool and CPU tier, behind one endpoint; Router ("round-robin" or
+	// "prefix-affinity") picks the replica of each chat request.
+	DataParallel int    `toml:"data_parallel"`
+	Router       string `toml:"router"`
+
 	// Faults, all off at 0.
 	FailEveryNthRequest  int           `toml:"fail_every_nth_request"`  // chat requests n, 2n, ... get a 500
 	CutStreamAfterTokens int           `toml:"cut_stream_after_tokens"` // streams end without [DONE] after K tokens
@@ -256,6 +262,15 @@ func (p *Profile) Validate() error {
 	check(p.ReasoningField == "reasoning" || p.ReasoningField == "reasoning_content",
 		"reasoning_field %q must be reasoning or reasoning_content", p.ReasoningField)
 	check(p.DataParallelEngines >= 1, "data_parallel_engines %d must be >= 1", p.DataParallelEngines)
+	if p.DataParallel == 0 {
+		p.DataParallel = 1
+	}
+	if p.Router == "" {
+		p.Router = RouterRoundRobin
+	}
+	check(p.DataParallel >= 1, "data_parallel %d must be >= 1", p.DataParallel)
+	check(p.DataParallel == 1 || p.DataParallelEngines == 1, "data_parallel and data_parallel_engines cannot both be above 1")
+	check(slices.Contains(Routers, p.Router), "router %q must be one of %s", p.Router, strings.Join(Routers, ", "))
 	check(p.FailEveryNthRequest >= 0 && p.CutStreamAfterTokens >= 0 && p.RestartAtRequest >= 0 &&
 		p.MetricsDelay >= 0 && p.MalformedSSEAtToken >= 0, "fault settings must be >= 0")
 	check(p.HangEveryNthRequest >= 0 && p.MetricsFaultAfter >= 0, "fault settings must be >= 0")
@@ -299,7 +314,7 @@ func (p Profile) Summary() string {
 	}
 	return fmt.Sprintf("%s: model %s, GPU pool %d tokens (%d blocks of %d), CPU tier %d tokens (%g GiB at %d B/token stored, %d loaded), max_model_len %d, speed %gx; %s",
 		p.Name, p.ServedModelName, gpu, p.NumGPUBlocks, p.BlockSize, cpu, p.CPUOffloadGiB,
-		p.StoreBytesPerToken, p.LoadBytesPerToken, p.MaxModelLen, p.Speed, verdict)
+		p.StoreBytesPerToken, p.LoadBytesPerToken, p.MaxModelLen, p.Speed, verdict) + p.replicasSummary()
 }
 
 // Faults lists the faults p injects by profile key, "" when it injects none.

@@ -31,7 +31,8 @@ type Options struct {
 // Server is a running simulator.
 type Server struct {
 	profile  Profile
-	engine   *Engine
+	engine   *Engine // the first replica's
+	replicas *replicaSet
 	apiKey   string
 	listener net.Listener
 	http     *http.Server
@@ -85,9 +86,11 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	replicas := newReplicaSet(p)
 	s := &Server{
 		profile:  p,
-		engine:   NewEngine(p),
+		engine:   replicas.engines[0],
+		replicas: replicas,
 		apiKey:   opts.APIKey,
 		listener: ln,
 		cancel:   cancel,
@@ -113,7 +116,8 @@ func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
 // Profile is the profile the server runs, overrides applied.
 func (s *Server) Profile() Profile { return s.profile }
 
-// Engine is the server's KV engine, for tests that check counters directly.
+// Engine is the server's KV engine (the first replica's), for tests that check counters
+// directly.
 func (s *Server) Engine() *Engine { return s.engine }
 
 // Close stops serving and returns once in-flight requests (hung ones included) have ended.
@@ -216,7 +220,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_ = WriteMetrics(w, s.profile, s.engine.Counters())
+	_ = s.writeMetrics(w)
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {

@@ -22,13 +22,15 @@ func init() {
 }
 
 func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlagSet("sim", "[--profile NAME | --profile-file FILE] [--addr HOST:PORT] [--speed X] [--api-key-env VAR] [--allow-remote] [fault flags]",
+	fs := newFlagSet("sim", "[--profile NAME | --profile-file FILE] [--addr HOST:PORT] [--speed X] [--api-key-env VAR] [--allow-remote] [--data-parallel N --router POLICY] [fault flags]",
 		"kvbench sim --profile dsv4-offload16 --speed 50\n"+
 			"curl -s http://127.0.0.1:8000/metrics | grep kv_offload\n"+
 			"# rehearse faults: every 5th chat a 500, /tokenize hangs, no GPU prefix-hit counter,\n"+
 			"# NaN prompt tokens, /metrics dead after 20 scrapes\n"+
 			"kvbench sim --profile tiny --fail-every 5 --hang /tokenize --omit-metric vllm:prefix_cache_hits_total \\\n"+
-			"  --metric-value vllm:prompt_tokens_total=NaN --metrics-fault error --metrics-fault-after 20", stdout)
+			"  --metric-value vllm:prompt_tokens_total=NaN --metrics-fault error --metrics-fault-after 20\n"+
+			"# two replicas, each with its own caches, requests sent in turn\n"+
+			"kvbench sim --profile tiny --data-parallel 2 --router round-robin", stdout)
 	profile := fs.String("profile", "dsv4-offload16", "embedded profile: "+strings.Join(sim.ProfileNames(), ", "))
 	profileFile := fs.String("profile-file", "", "profile TOML file to serve instead of an embedded profile (same keys, faults included)")
 	addr := fs.String("addr", "127.0.0.1:8000", "listen address HOST:PORT")
@@ -45,6 +47,8 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	metricsFaultAfter := fs.Int("metrics-fault-after", 0, "good /metrics scrapes before --metrics-fault starts (metrics_fault_after)")
 	hangEvery := fs.Int("hang-every", 0, "fault: chat requests N, 2N, ... are read and never answered (hang_every_nth_request)")
 	allocFailEvery := fs.Int("allocation-fail-every", 0, "fault: block stores N, 2N, ... find no room in the CPU tier (allocation_fail_every_nth_store)")
+	dataParallel := fs.Int("data-parallel", 0, "run N independent replicas (each its own GPU pool and CPU tier) behind the one endpoint (data_parallel)")
+	router := fs.String("router", "", "how --data-parallel replicas get requests: "+strings.Join(sim.Routers, " or ")+" (router)")
 	storeThreshold := fs.Int("store-threshold", 0, "vLLM's store_threshold: store a block only after N lookups, N >= 2 (store_threshold)")
 	var hangPaths, omitMetrics, metricValues stringList
 	fs.Var(&hangPaths, "hang", "fault, repeatable: every request to this route is read and never answered, e.g. /v1/models (hang_paths)")
@@ -75,7 +79,7 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for name, v := range map[string]int{"fail-every": *failEvery, "cut-stream-after": *cutAfter, "malformed-sse-at": *malformedAt,
 		"restart-at": *restartAt, "metrics-fault-after": *metricsFaultAfter, "hang-every": *hangEvery,
-		"allocation-fail-every": *allocFailEvery, "store-threshold": *storeThreshold} {
+		"allocation-fail-every": *allocFailEvery, "store-threshold": *storeThreshold, "data-parallel": *dataParallel} {
 		if v < 0 {
 			return usageErrorf("sim: --%s %d must be >= 0", name, v)
 		}
@@ -106,6 +110,7 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			{"hang-every", &p.HangEveryNthRequest, *hangEvery},
 			{"allocation-fail-every", &p.AllocationFailEveryNthStore, *allocFailEvery},
 			{"store-threshold", &p.StoreThreshold, *storeThreshold},
+			{"data-parallel", &p.DataParallel, *dataParallel},
 		}
 		for _, f := range ints {
 			if set[f.flag] {
@@ -114,6 +119,9 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		if set["metrics-delay"] {
 			p.MetricsDelay = *metricsDelay
+		}
+		if set["router"] {
+			p.Router = *router
 		}
 		if set["metrics-fault"] {
 			p.MetricsFault = *metricsFault

@@ -167,6 +167,8 @@ func TestSimUsageErrors(t *testing.T) {
 		{"sim", "--omit-metric", "vllm:no_such_metric"},
 		{"sim", "--hang", "/v1/nothing"},
 		{"sim", "--metrics-fault", "slow"},
+		{"sim", "--data-parallel", "-1"},
+		{"sim", "--data-parallel", "2", "--router", "random"},
 		{"sim", "--profile-file", "testdata/no-such-profile.toml"},
 		{"sim", "--profile", "tiny", "--profile-file", "testdata/no-such-profile.toml"},
 	} {
@@ -184,5 +186,26 @@ func TestSimHelpShowsExample(t *testing.T) {
 	if !errors.Is(err, errHelpShown) || !strings.Contains(out.String(), "Example:") || !strings.Contains(out.String(), "--allow-remote") ||
 		!strings.Contains(out.String(), "--fail-every 5 --hang /tokenize") {
 		t.Errorf("err %v, help:\n%s", err, out.String())
+	}
+}
+
+// TestSimDataParallelFlags: --data-parallel and --router reach the server, which says how it
+// routes and serves one engine label per replica.
+func TestSimDataParallelFlags(t *testing.T) {
+	url, stdout, stop := startSimCommand(t, "--profile", "tiny", "--speed", "1000", "--data-parallel", "3", "--router", "prefix-affinity")
+	if !strings.Contains(stdout.String(), "3 data-parallel replicas, each with this GPU pool and CPU tier, routed prefix-affinity") {
+		t.Errorf("summary does not say the replicas:\n%s", stdout.String())
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `vllm:prompt_tokens_total{engine="2",model_name="tiny-sim"} 0.0`) {
+		t.Errorf("no third engine's series:\n%s", body)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("sim returned %v after cancel, want nil", err)
 	}
 }

@@ -33,6 +33,8 @@ type Snapshot struct {
 	Counters map[Counter]Reading `json:"counters"`
 	Gauges   map[Gauge]Reading   `json:"gauges"`
 	Cache    CacheConfig         `json:"cache"`
+	// Replicas are the activity counters per replica, listed only when there are several.
+	Replicas []ReplicaReading `json:"replicas,omitempty"`
 }
 
 // CacheConfig is the KV cache setup a server reports. Each data-parallel engine has its own
@@ -93,7 +95,15 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 	if p.CacheInfo != "" {
 		s.Cache = e.cacheConfig(p.CacheInfo)
 	}
+	s.Replicas = e.replicas(p)
 	return s
+}
+
+// dropSingleReplica leaves Replicas empty for a server of one replica, whose sums say it all.
+func (s *Snapshot) dropSingleReplica() {
+	if len(s.Replicas) < 2 {
+		s.Replicas = nil
+	}
 }
 
 // read returns the first candidate with a matching series, summed (or maxed) over series.
@@ -271,12 +281,14 @@ func Merge(snaps ...Snapshot) Snapshot {
 		for g, r := range s.Gauges {
 			out.Gauges[g] = combine(out.Gauges[g], r, g.takesMax())
 		}
+		out.Replicas = append(out.Replicas, s.Replicas...)
 		if s.Cache.Present {
 			engines = append(engines, s.Cache.Engines...)
 			cacheSource = s.Cache.Source
 		}
 	}
 	out.Cache = summarizeCache(cacheSource, engines)
+	out.dropSingleReplica()
 	return out
 }
 

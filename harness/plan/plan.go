@@ -42,6 +42,8 @@ type Plan struct {
 	PrefixCountCalls int                 `json:"prefix_count_calls"`
 	Steps            []Step              `json:"steps"`
 	Replays          []Replay            `json:"replays"`
+	// Warnings are what the server showed that bears on the plan (several replicas).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Make builds every prompt of sc in send order. counter is nil for estimate counting.

@@ -51,6 +51,9 @@ func (p *Plan) WriteText(w io.Writer) {
 	for _, rp := range p.Replays {
 		rp.WriteText(w)
 	}
+	for _, warning := range p.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warning)
+	}
 }
 
 // WriteText prints the replay's capacity math and whether the setup can prove a reload.

@@ -99,6 +99,9 @@ type Request struct {
 	Samples       Samples              `json:"samples"`
 	Verdict       *verdict.Replay      `json:"verdict,omitempty"` // replays only
 	Turn          *Turn                `json:"turn,omitempty"`    // conversations only
+	// Replica is the replica whose counters moved around this request (the one that served
+	// it); omitted when the server has one replica or the request was not isolated.
+	Replica *metrics.Attribution `json:"replica,omitempty"`
 }
 
 // StepArtifact is the raw record of one step: the source of truth the run record's section

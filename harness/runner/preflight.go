@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
@@ -14,6 +15,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -60,6 +62,16 @@ func (m redactedMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error)
 		snap.Sources[i] = redact.URL(s)
 	}
 	snap.Cache.Source = redact.Text(snap.Cache.Source)
+	for i, r := range snap.Replicas {
+		url, engine, labelled := strings.Cut(r.Replica, " engine=")
+		if strings.Contains(url, "://") {
+			url = redact.URL(url)
+		}
+		if labelled {
+			url = strings.TrimPrefix(url+" engine="+engine, " ")
+		}
+		snap.Replicas[i].Replica = url
+	}
 	for i := range snap.Cache.Engines {
 		snap.Cache.Engines[i].Source = redact.URL(snap.Cache.Engines[i].Source)
 	}
@@ -149,6 +161,9 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	if !snap.Counters[metrics.ExternalPrefixHits].Present && def.Needs(metrics.ExternalPrefixHits) {
 		rep.Warnings = append(rep.Warnings, "no external prefix-cache hit counter: a reload from the CPU tier cannot be seen")
 	}
+	if w := ReplicaWarning(snap); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
 	if !snap.Gauges[metrics.RequestsRunning].Present {
 		rep.Warnings = append(rep.Warnings, "no running-requests gauge: requests cannot be proven isolated")
 	}
@@ -203,6 +218,21 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	}
 	rep.Capacity = plan.AssessReplays(sc, rep.Setup, p.Tokens(), p.TokenCounting)
 	return rep, p, nil
+}
+
+// ReplicaWarning warns, when the counters show several replicas (data-parallel engines or
+// one metrics URL per replica), that their caches are separate; "" for one replica.
+func ReplicaWarning(snap metrics.Snapshot) string {
+	n := len(snap.Replicas)
+	if n < 2 {
+		return ""
+	}
+	names := make([]string, n)
+	for i, r := range snap.Replicas {
+		names[i] = r.Replica
+	}
+	return fmt.Sprintf("%d replicas serve this endpoint (%s): each has its own prefix cache and CPU tier, so a replay the router sends to another replica than its original recomputes (diagnosis %s), and the capacity math sums their pools; pin the routing or measure one replica",
+		n, strings.Join(names, ", "), verdict.DiagRoutedElsewhere)
 }
 
 // cachedTokensReported sends one short prompt twice: with prefix caching and

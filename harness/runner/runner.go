@@ -297,6 +297,7 @@ func (r *runner) isolatedRequest(ctx context.Context, st plan.Step, req plan.Req
 	case err == nil:
 		rec.Counters = metrics.NewWindow(before, after)
 		checkIsolation(rec.Counters, rec.Result, iso, rec.Samples)
+		rec.Replica = rec.Counters.Replica()
 	}
 	r.cfg.Console.RequestDone(rec)
 	return rec
@@ -475,13 +476,13 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		}
 	}
 	if v.Slot == nil && c != nil && c.Delta.Valid {
-		r.diagnose(req.Verdict, c, art.Capacity)
+		r.diagnose(req.Verdict, c, art.Capacity, r.routing(req))
 	}
 }
 
 // diagnose explains a recompute or partial replay from the run's offload evidence: the
 // deltas from this repetition's first scrape to the replay's last, and the capacity math.
-func (r *runner) diagnose(v *verdict.Replay, c *metrics.Window, a *capacity.Assessment) {
+func (r *runner) diagnose(v *verdict.Replay, c *metrics.Window, a *capacity.Assessment, routed verdict.OffloadEvidence) {
 	if v.Verdict != verdict.Recompute && v.Verdict != verdict.Partial {
 		return
 	}
@@ -501,6 +502,7 @@ func (r *runner) diagnose(v *verdict.Replay, c *metrics.Window, a *capacity.Asse
 	if a != nil {
 		o.TierHoldsSequence, o.TierTokens, o.UniqueTokens = string(a.TierHoldsSequence), a.CPUTierTokens, a.UniqueTokens
 	}
+	o.RoutedElsewhere, o.OriginalReplica, o.ReplayReplica = routed.RoutedElsewhere, routed.OriginalReplica, routed.ReplayReplica
 	v.Offload = &o
 	v.Diagnosis = verdict.Diagnose(v.Verdict, o)
 }
@@ -561,4 +563,26 @@ func joinErr(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// routing compares the replica that served the replay with the one that served its original
+// request, both read from which replica's counters moved around each; only the routing
+// fields are set, and none when either replica is unknown.
+func (r *runner) routing(replay *record.Request) verdict.OffloadEvidence {
+	if replay.ReplayOf == nil || !replay.Replica.Known() {
+		return verdict.OffloadEvidence{}
+	}
+	for _, a := range r.artifacts {
+		if a.Step != replay.ReplayOf.Step {
+			continue
+		}
+		for _, q := range a.Requests {
+			if q.IndexInStep != replay.ReplayOf.Request || !q.Replica.Known() {
+				continue
+			}
+			elsewhere := q.Replica.Replica != replay.Replica.Replica
+			return verdict.OffloadEvidence{RoutedElsewhere: &elsewhere, OriginalReplica: q.Replica.Replica, ReplayReplica: replay.Replica.Replica}
+		}
+	}
+	return verdict.OffloadEvidence{}
 }

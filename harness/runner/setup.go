@@ -58,6 +58,13 @@ func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*
 	if err != nil {
 		return nil, err
 	}
+	// The counters are read only for what they say about the topology; a server without
+	// /metrics still gets its plan, and run's preflight reports the failed scrape.
+	if snap, err := t.Metrics.Snapshot(ctx); err == nil {
+		if w := ReplicaWarning(snap); w != "" {
+			p.Warnings = append(p.Warnings, w)
+		}
+	}
 	z, ok, err := t.Engine.Sizes(ctx)
 	if !ok || err != nil {
 		return p, nil // the scenario's figures stand; preflight warns about the slot count

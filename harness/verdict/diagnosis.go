@@ -13,8 +13,9 @@ const (
 	DiagNoStores = "no_store_bytes"
 	// DiagTierTooSmall: the measured sequence overflowed the CPU tier.
 	DiagTierTooSmall = "cpu_tier_too_small"
-	// DiagRoutedElsewhere: the replay reached another replica than the original. A hook for
-	// routed fleets: OffloadEvidence.RoutedElsewhere is set by whoever knows the routing.
+	// DiagRoutedElsewhere: the replay reached another replica than the original, whose GPU
+	// pool and CPU tier never held the prompt (data-parallel engines, routed fleets). The
+	// runner sets OffloadEvidence.Routing from the replica each request's counters moved on.
 	DiagRoutedElsewhere = "replay_routed_elsewhere"
 )
 
@@ -34,8 +35,11 @@ type OffloadEvidence struct {
 	TierHoldsSequence string  `json:"cpu_tier_holds_sequence,omitempty"`
 	TierTokens        float64 `json:"cpu_tier_tokens,omitempty"`
 	UniqueTokens      int     `json:"unique_tokens,omitempty"`
-	// RoutedElsewhere is true when the replay is known to have reached another replica.
-	RoutedElsewhere *bool `json:"routed_elsewhere,omitempty"`
+	// RoutedElsewhere is true when the replay is known to have reached another replica than
+	// the original request; the replicas are named where the server has several.
+	RoutedElsewhere *bool  `json:"routed_elsewhere,omitempty"`
+	OriginalReplica string `json:"original_replica,omitempty"`
+	ReplayReplica   string `json:"replay_replica,omitempty"`
 }
 
 // Diagnose explains a recompute or partial verdict from the offload evidence; other verdicts,
@@ -49,7 +53,11 @@ func Diagnose(verdict string, o OffloadEvidence) []Diagnosis {
 		out = append(out, Diagnosis{Cause: cause, Detail: fmt.Sprintf(format, args...)})
 	}
 	if o.RoutedElsewhere != nil && *o.RoutedElsewhere {
-		add(DiagRoutedElsewhere, "the replay reached another replica than the original request, whose tiers never held the prompt")
+		where := ""
+		if o.OriginalReplica != "" && o.ReplayReplica != "" {
+			where = fmt.Sprintf(" (the original on %s, the replay on %s)", o.OriginalReplica, o.ReplayReplica)
+		}
+		add(DiagRoutedElsewhere, "routed to another replica: per-replica caches cannot serve it%s", where)
 	}
 	stored := o.StoreBytes != nil && *o.StoreBytes > 0
 	if o.StoresSkipped != nil && *o.StoresSkipped > 0 {

@@ -7,7 +7,7 @@ import (
 
 func TestDiagnose(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	yes := true
+	yes, no := true, false
 	cases := []struct {
 		name    string
 		verdict string
@@ -22,6 +22,7 @@ func TestDiagnose(t *testing.T) {
 		{"store bytes absent", Recompute, OffloadEvidence{}, nil},
 		{"tier too small", Recompute, OffloadEvidence{StoreBytes: f(1e6), TierHoldsSequence: "no", UniqueTokens: 6000, TierTokens: 1024}, []string{DiagTierTooSmall}},
 		{"routed elsewhere", Recompute, OffloadEvidence{StoreBytes: f(1e6), RoutedElsewhere: &yes}, []string{DiagRoutedElsewhere}},
+		{"same replica", Recompute, OffloadEvidence{StoreBytes: f(1e6), RoutedElsewhere: &no}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,5 +63,15 @@ func TestDecideCachedBySource(t *testing.T) {
 	}
 	if r := Decide(base); r.Verdict == CPUReload {
 		t.Fatalf("without either counter a reload cannot be seen: %s", r.Verdict)
+	}
+}
+
+// The routing diagnosis names both replicas when the counters named them.
+func TestRoutedElsewhereNamesReplicas(t *testing.T) {
+	yes := true
+	d := Diagnose(Recompute, OffloadEvidence{RoutedElsewhere: &yes, OriginalReplica: "u engine=0", ReplayReplica: "u engine=1"})
+	if len(d) != 1 || !strings.HasPrefix(d[0].Detail, "routed to another replica: per-replica caches cannot serve it") ||
+		!strings.Contains(d[0].Detail, "the original on u engine=0, the replay on u engine=1") {
+		t.Fatalf("diagnosis %+v", d)
 	}
 }
