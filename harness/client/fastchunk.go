@@ -51,7 +51,7 @@ func keyMatch(key []byte, names []string) (index int, ok bool) {
 }
 
 var (
-	topLevelKeys = []string{"choices", "usage", "object", "message"}
+	topLevelKeys = []string{"choices", "usage", "object", "message", "sglext"}
 	choiceKeys   = []string{"delta", "finish_reason"}
 	deltaKeys    = []string{"content", "reasoning", "reasoning_content"}
 )
@@ -111,6 +111,8 @@ func (s *chunkScanner) topLevel(chunk *streamChunk) bool {
 			ok = s.optionalString(&chunk.Object)
 		case index == 3:
 			ok = s.optionalString(&chunk.Message)
+		case index == 4:
+			ok = s.consumeLiteral("null") // SGLang's details take the slow path
 		default:
 			ok = s.skipValue()
 		}

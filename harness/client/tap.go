@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,8 @@ type streamTap struct {
 	chunkTimeout  time.Duration
 	cancel        context.CancelCauseFunc
 	watchdog      *time.Timer // the chunk bound, armed at the first body bytes
+	// extraBody holds members go-openai has no field for, merged into the JSON body.
+	extraBody map[string]any
 }
 
 // stop disarms the chunk bound once the stream is done with.
@@ -51,6 +54,11 @@ func (d tappingDoer) Do(req *http.Request) (*http.Response, error) {
 	tap := tapFrom(req.Context())
 	if tap != nil {
 		tap.sent = true
+		if len(tap.extraBody) > 0 {
+			if err := mergeBody(req, tap.extraBody); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var headers *time.Timer
 	if tap != nil && tap.headerTimeout > 0 && tap.cancel != nil {
@@ -68,6 +76,36 @@ func (d tappingDoer) Do(req *http.Request) (*http.Response, error) {
 		resp.Body = tap.body
 	}
 	return resp, err
+}
+
+// mergeBody adds extra's members to req's JSON object body.
+func mergeBody(req *http.Request, extra map[string]any) error {
+	if req.Body == nil {
+		return errors.New("no request body to add fields to")
+	}
+	raw, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return fmt.Errorf("reading the request body: %w", err)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	for k, v := range extra {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("request body field %s: %w", k, err)
+		}
+		body[k] = b
+	}
+	if raw, err = json.Marshal(body); err != nil {
+		return err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(raw))
+	req.ContentLength = int64(len(raw))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	return nil
 }
 
 // tailSize is enough for "data: [DONE]" and the blank lines around it.

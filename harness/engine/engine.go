@@ -179,7 +179,7 @@ func noKeepAlive() *http.Transport {
 // Needs says whether the engine's evidence uses counter c: a missing one earns a preflight
 // warning only then.
 func (d *Definition) Needs(c metrics.Counter) bool {
-	if d.Attribution != ByCounters {
+	if d.Attribution != ByCounters || d.TierUnknown != "" || d.RequestTier {
 		return false
 	}
 	return c == metrics.GPUPrefixHits || c == metrics.ExternalPrefixHits

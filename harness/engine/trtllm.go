@@ -31,7 +31,8 @@ var TRTLLM = &Definition{
 func init() { register(TRTLLM) }
 
 // trtllmProfile reads trtllm-serve's /metrics: prompt and cached prompt tokens and two
-// ratios. There is no hit counter per tier, so the hit counters stay absent on purpose.
+// ratios. There is no hit counter per tier, so the hit counters stay absent on purpose, and
+// no running-requests gauge, so a replay's isolation is noted as unchecked.
 func trtllmProfile() metrics.Profile {
 	sel := metrics.MustSelectors
 	counters := map[metrics.Counter][]metrics.Selector{}
@@ -40,13 +41,10 @@ func trtllmProfile() metrics.Profile {
 	}
 	counters[metrics.PromptTokens] = sel("trtllm_prompt_tokens_total")
 	counters[metrics.PromptTokensCached] = sel("trtllm_prompt_cached_tokens_total")
-	counters[metrics.GenerationTokens] = sel("trtllm_generation_tokens_total")
 	gauges := map[metrics.Gauge][]metrics.Selector{}
 	for _, g := range metrics.Gauges() {
 		gauges[g] = nil
 	}
 	gauges[metrics.KVUsage] = sel("trtllm_kv_cache_utilization")
-	gauges[metrics.RequestsRunning] = sel("trtllm_num_requests_running")
-	gauges[metrics.RequestsWaiting] = sel("trtllm_num_requests_waiting")
 	return metrics.Profile{Name: "trtllm", Counters: counters, Gauges: gauges, LazyFamilies: map[string]bool{}}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -373,12 +374,14 @@ func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
 func (r *runner) send(ctx context.Context, req plan.Request, smp *sampler) client.Result {
 	sc := r.cfg.Scenario
 	maxTokens := sc.MaxTokensFor(sc.StepByID(req.Step))
+	def, _ := engine.ByName(sc.Target.Backend)
 	return r.cfg.Chat.StreamChat(ctx, client.ChatRequest{
-		Model:       sc.Target.Model,
-		Messages:    req.Prompt.Messages,
-		MaxTokens:   maxTokens,
-		Temperature: float32(sc.Request.Temperature),
-		Timeout:     sc.Request.Timeout.Duration,
+		Model:               sc.Target.Model,
+		Messages:            req.Prompt.Messages,
+		MaxTokens:           maxTokens,
+		Temperature:         float32(sc.Request.Temperature),
+		Timeout:             sc.Request.Timeout.Duration,
+		CachedTokensDetails: def != nil && def.RequestTier,
 	}, func(p client.Progress) {
 		if p.Phase == client.PhaseDecode && p.Tokens <= 1 {
 			smp.sampleNow()
@@ -420,6 +423,8 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
 		ev.HostCachedDelta = c.Delta.Ptr(metrics.CachedFromHost)
+		ev.ReloadTokensDelta = c.Delta.Ptr(metrics.ReloadTokens)
+		ev.DiskReloadTokensDelta = c.Delta.Ptr(metrics.DiskReloadTokens)
 	} else {
 		why := req.CountersError
 		if art.DeltaScope == record.ScopeStep {
@@ -430,7 +435,11 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 			ev.InvalidReason = "none were scraped"
 		}
 	}
+	if t := req.Result.CachedTokensDetails; t != nil && !req.Result.Failed() {
+		ev.RequestTier = &verdict.TierTokens{Device: t.Device, Host: t.Host, Storage: t.Storage, StorageBackend: t.StorageBackend}
+	}
 	v := verdict.Decide(ev)
+	r.engineNotes(&v, c)
 	if r.cfg.TokenIDs != nil && (c == nil || !c.Delta.Contaminated) {
 		v = r.slotVerdict(art, req)
 	}
@@ -463,6 +472,34 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 	}
 	if v.Slot == nil && c != nil && c.Delta.Valid {
 		r.diagnose(req.Verdict, c, art.Capacity)
+	}
+}
+
+// engineNotes adds what the engine's definition says about a verdict: why its tier is
+// unknown, and its known counter traps.
+func (r *runner) engineNotes(v *verdict.Replay, c *metrics.Window) {
+	def, err := engine.ByName(r.cfg.Scenario.Target.Backend)
+	if err != nil {
+		return
+	}
+	if def.RequestTier && v.Evidence.RequestTier == nil && !v.Evidence.RequestFailed {
+		v.Notes = append(v.Notes, "the response carried no cached_tokens_details: the verdict rests on the counters alone")
+	}
+	if c == nil {
+		return
+	}
+	if def.TierUnknown != "" && v.Verdict == verdict.TierUnknown {
+		v.Notes = append(v.Notes, def.TierUnknown)
+		if d, ok := c.Delta.Value(metrics.PromptTokensCached); ok {
+			v.Notes = append(v.Notes, fmt.Sprintf("the cached prompt token counter moved by %.0f around the replay", d))
+		}
+	}
+	if def.ReloadCounterHint != "" {
+		m, okM := c.Delta.Value(metrics.MatchedTokens)
+		rl, okR := c.Delta.Value(metrics.ReloadTokens)
+		if okM && okR && m > 0 && rl == 0 {
+			v.Notes = append(v.Notes, def.ReloadCounterHint)
+		}
 	}
 }
 
