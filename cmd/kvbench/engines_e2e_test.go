@@ -248,3 +248,17 @@ func TestEngineTRTLLMTierUnknown(t *testing.T) {
 		t.Fatalf("hit counters the engine does not serve: %v %v", ev["gpu_prefix_hits_delta"], ev["external_prefix_hits_delta"])
 	}
 }
+
+// TestEngineKVBMStuckOnboardCounter: KVBM's known bug (onboard counters stay 0 while
+// matched tokens move) keeps the reload verdict from vLLM's hits, with the disagreement and
+// the upstream bug named in the notes.
+func TestEngineKVBMStuckOnboardCounter(t *testing.T) {
+	stuck := dialect(sim.DialectKVBM, func(p *sim.Profile) {
+		p.MetricValues = map[string]float64{"kvbm_onboard_blocks_h2d": 0}
+	})
+	_, req, _ := engineRun(t, "kvbm", stuck, nil)
+	v, why := verdictOf(t, req)
+	if v != "cpu_reload" || !strings.Contains(why, "reload counter did not move") || !strings.Contains(why, "known upstream bug") {
+		t.Fatalf("verdict %s: %s", v, why)
+	}
+}
