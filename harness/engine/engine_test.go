@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -124,5 +125,18 @@ func TestCapacitySetup(t *testing.T) {
 	}
 	if !VLLM.Needs(metrics.ExternalPrefixHits) || LlamaCpp.Needs(metrics.ExternalPrefixHits) {
 		t.Fatal("only counter-attributed engines need the hit counters")
+	}
+}
+
+// TestReadmeListsEveryEngine: the README's engine table has a row per definition.
+func TestReadmeListsEveryEngine(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range All() {
+		if !strings.Contains(string(data), "\n| `"+d.Name+"`") {
+			t.Errorf("README's Engines table has no row for %s", d.Name)
+		}
 	}
 }
