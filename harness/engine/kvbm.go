@@ -27,7 +27,7 @@ var KVBM = &Definition{
 	Proves:            "every verdict from vLLM's hit counters, the reload cross-checked by KVBM's onboarded blocks converted to tokens with the engine's block size",
 	Diagnoses:         []string{verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
 	Evidence:          "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total (main URL); kvbm_onboard_blocks_h2d (host->GPU, the reload), kvbm_offload_blocks_d2h (the store), kvbm_onboard_blocks_d2d (disk->GPU), kvbm_matched_tokens (KVBM URL)",
-	Pitfalls:          "KVBM counts blocks, not tokens; kvbm_offload_blocks_h2d is host->disk, not a reload; its metrics need DYN_KVBM_METRICS=true and their own URL (port 6880 by default) in target.metrics; some versions leave kvbm_onboard_blocks_h2d at 0 while kvbm_matched_tokens moves",
+	Pitfalls:          "KVBM counts blocks, not tokens; kvbm_offload_blocks_h2d is host->disk, not a reload; its metrics need DYN_KVBM_METRICS=true and their own URL (port 6880 by default) in target.metrics; some versions leave kvbm_onboard_blocks_h2d at 0 while kvbm_matched_tokens moves; newer versions add an object-storage tier (kvbm_onboard_blocks_o2d), which kvbench does not read",
 	Families:          "kvbm_",
 	FamiliesHint:      "no kvbm_* family is served: set DYN_KVBM_METRICS=true and add KVBM's own metrics URL (port 6880 by default, DYN_KVBM_METRICS_PORT) to target.metrics",
 	ReloadCounterHint: "kvbm_matched_tokens moved but kvbm_onboard_blocks_h2d and _d2d read 0: a known upstream bug leaves the onboard counters at 0 on some KVBM versions, so the reload cross-check cannot be made",

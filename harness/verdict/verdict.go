@@ -116,7 +116,9 @@ func Decide(e Evidence) Replay {
 	}
 	r := decide(e)
 	r.Notes = append(notes, r.Notes...)
-	r.Evidence = orig
+	if orig.RequestTier != nil {
+		r.Evidence = orig // the counters as read; the request's split is in RequestTier
+	}
 	r.crossCheckReload(e)
 	return r
 }
