@@ -24,6 +24,8 @@ type chatRequest struct {
 	// ending the output before that many (vLLM's sampling parameters).
 	IgnoreEOS bool `json:"ignore_eos"`
 	MinTokens *int `json:"min_tokens"`
+	// ReturnCachedTokensDetails is SGLang's ask for the cached tokens per tier (sglext).
+	ReturnCachedTokensDetails bool `json:"return_cached_tokens_details"`
 }
 
 // outputPlan is what one request generates: total tokens, of which the first reasoning
@@ -151,6 +153,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		arrival: arrival,
 		id:      fmt.Sprintf("chatcmpl-%016x%04x", seq.Digest, seq.ID&0xffff),
 	}
+	g.cachedDetails = req.ReturnCachedTokensDetails
 	if req.Stream {
 		g.stream(ctx, w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 	} else {
@@ -167,6 +170,8 @@ type generation struct {
 	first   PrefillResult
 	arrival time.Time
 	id      string
+	// cachedDetails: the request asked for SGLang's per-tier cached tokens.
+	cachedDetails bool
 }
 
 // run calls emit for each output token at its due time. It finishes the sequence in the
@@ -280,6 +285,7 @@ type chatChunk struct {
 	Model   string        `json:"model"`
 	Choices []chunkChoice `json:"choices"`
 	Usage   *chatUsage    `json:"usage,omitempty"`
+	SGLExt  *sglext       `json:"sglext,omitempty"`
 }
 
 func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeUsage bool) {
@@ -291,7 +297,11 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeU
 	_ = rc.Flush() // clients see the stream open at once, as with vLLM
 	created := time.Now().Unix()
 	write := func(choices []chunkChoice, u *chatUsage) error {
-		data, err := json.Marshal(chatChunk{g.id, "chat.completion.chunk", created, p.ServedModelName, choices, u})
+		chunk := chatChunk{ID: g.id, Object: "chat.completion.chunk", Created: created, Model: p.ServedModelName, Choices: choices, Usage: u}
+		if u != nil {
+			chunk.SGLExt = g.sglext()
+		}
+		data, err := json.Marshal(chunk)
 		if err != nil {
 			return err
 		}
@@ -374,7 +384,7 @@ func (g *generation) complete(ctx context.Context, w http.ResponseWriter) {
 		g.setReasoning(&message, reasoning.String())
 	}
 	finish := string(g.plan.finish)
-	writeJSON(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"id":      g.id,
 		"object":  "chat.completion",
 		"created": time.Now().Unix(),
@@ -386,5 +396,9 @@ func (g *generation) complete(ctx context.Context, w http.ResponseWriter) {
 			"finish_reason": finish,
 		}},
 		"usage": g.usage(),
-	})
+	}
+	if x := g.sglext(); x != nil {
+		body["sglext"] = x
+	}
+	writeJSON(w, http.StatusOK, body)
 }

@@ -110,6 +110,12 @@ func (c Counters) clone() Counters {
 // WriteMetrics writes c as vLLM V1's Prometheus text exposition, shaped by p's metric
 // switches (names, offload generations, lazy series, data-parallel engines).
 func WriteMetrics(w io.Writer, p Profile, c Counters) error {
+	switch p.Dialect {
+	case DialectSGLang:
+		return writeSGLang(w, p, c)
+	case DialectTRTLLM:
+		return writeTRTLLM(w, p, c)
+	}
 	x := exposition{model: p.ServedModelName, engines: max(p.DataParallelEngines, 1), values: p.MetricValues}
 	if len(p.OmitMetrics) > 0 {
 		x.omit = make(map[string]bool, len(p.OmitMetrics))
@@ -166,7 +172,8 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 
 	x.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
 	backend, size := "None", "None"
-	if p.CPUBlocks() > 0 {
+	if p.CPUBlocks() > 0 && p.Dialect == DialectVLLM {
+		// A connector's tier (LMCache, KVBM) is not vLLM's kv_offloading_size.
 		backend, size = "native", formatFloat(p.CPUOffloadGiB)
 	}
 	for i := 0; i < x.engines; i++ {
@@ -236,6 +243,9 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 			x.count(nil, c.StoresSkipped)
 		}
 	}
+	if p.Dialect == DialectLMCache {
+		writeLMCache(&x, p, c)
+	}
 	_, err := w.Write(x.buf.Bytes())
 	return err
 }
@@ -246,12 +256,22 @@ func (p Profile) metricFamilies() map[string]bool {
 	var b bytes.Buffer
 	_ = WriteMetrics(&b, p, newCounters())
 	names := map[string]bool{}
-	for _, line := range strings.Split(b.String(), "\n") {
+	for _, n := range familyNames(b.Bytes()) {
+		names[n] = true
+	}
+	p.dialectFamilies(names)
+	return names
+}
+
+// familyNames lists the families an exposition declares.
+func familyNames(text []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(text), "\n") {
 		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
-			names[strings.Fields(rest)[0]] = true
+			out = append(out, strings.Fields(rest)[0])
 		}
 	}
-	return names
+	return out
 }
 
 // exposition builds the text format, one series per engine label for each value.
@@ -266,6 +286,8 @@ type exposition struct {
 	skip   bool // the current family is omitted
 	pinned bool // the current family's samples all read value
 	value  float64
+	// fixed, when not nil, replaces vLLM's engine and model_name labels (other dialects).
+	fixed []string
 }
 
 func (x *exposition) family(name, typ, help string) {
@@ -317,6 +339,9 @@ func (x *exposition) histogram(labels []string, h Histogram) {
 }
 
 func (x *exposition) labels(extra []string, engine int) []string {
+	if x.fixed != nil {
+		return append(slices.Clone(x.fixed), extra...)
+	}
 	l := append([]string{"engine", strconv.Itoa(engine), "model_name", x.model}, extra...)
 	return l
 }
@@ -336,6 +361,10 @@ func (x *exposition) sample(name string, labels []string, v float64) {
 	}
 	slices.SortFunc(pairs, func(a, b pair) int { return strings.Compare(a.k, b.k) })
 	x.buf.WriteString(name)
+	if len(pairs) == 0 { // KVBM's unlabelled Rust counters
+		x.buf.WriteString(" " + formatFloat(v) + "\n")
+		return
+	}
 	x.buf.WriteByte('{')
 	for i, p := range pairs {
 		if i > 0 {

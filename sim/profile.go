@@ -77,6 +77,11 @@ type Profile struct {
 	ReasoningField     string `toml:"reasoning_field"` // "reasoning" (new vLLM) or "reasoning_content" (<= v0.11)
 	OutputSeed         uint64 `toml:"output_seed"`
 
+	// Dialect is the server the engine passes for (see Dialects): vllm, lmcache, sglang,
+	// kvbm or trtllm. TensorParallelSize gives LMCache one series per rank (worker_id).
+	Dialect            string `toml:"dialect"`
+	TensorParallelSize int    `toml:"tensor_parallel_size"`
+
 	// Metrics shape.
 	LegacyNames               bool `toml:"legacy_names"`
 	LazyOffloadSeries         bool `toml:"lazy_offload_series"`
@@ -143,6 +148,7 @@ func defaultProfile() Profile {
 		LabelledOffloadMetrics:    true,
 		DataParallelEngines:       1,
 		EnablePromptTokensDetails: true,
+		Dialect:                   DialectVLLM,
 	}
 }
 
@@ -280,6 +286,10 @@ func (p *Profile) Validate() error {
 	}
 	check(p.MetricsFault == "" || p.MetricsFault == MetricsFaultError || p.MetricsFault == MetricsFaultHang,
 		"metrics_fault %q must be %s or %s", p.MetricsFault, MetricsFaultError, MetricsFaultHang)
+	if err := checkDialect(*p); err != nil {
+		problems = append(problems, err.Error())
+	}
+	check(p.TensorParallelSize >= 0, "tensor_parallel_size %d must be >= 0", p.TensorParallelSize)
 	if len(p.OmitMetrics) > 0 || len(p.MetricValues) > 0 {
 		exposed := p.metricFamilies()
 		for _, name := range p.OmitMetrics {

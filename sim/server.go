@@ -145,6 +145,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	s.dialectRoutes(mux)
 	if len(s.profile.HangPaths) == 0 {
 		return mux
 	}

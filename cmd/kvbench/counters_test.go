@@ -124,7 +124,7 @@ func TestCountersBadInput(t *testing.T) {
 		{"garbage file", []string{garbage}, "garbage.prom"},
 		{"HTML page", []string{html.URL + "/metrics"}, "text/html"},
 		{"404", []string{missing.URL + "/metrics"}, "404 Not Found"},
-		{"unknown backend", []string{counterSample, "--backend", "sglang"}, `"sglang"`},
+		{"unknown backend", []string{counterSample, "--backend", "tgi"}, `"tgi"`},
 		{"unknown counter", []string{counterSample, "--metric", "hitz=x_total"}, "hitz"},
 		{"bad selector", []string{counterSample, "--metric", "load_bytes=x{"}, "load_bytes"},
 		{"override without =", []string{counterSample, "--metric", "load_bytes"}, "COUNTER=SELECTOR"},

@@ -232,3 +232,31 @@ func TestLoadRunDetectsChangedArtifact(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestDemoEngines runs the seed study in each engine's dialect on the embedded engine: the
+// replay is a reload wherever the engine can tell, and a cache hit of unknown tier on
+// TensorRT-LLM; every gate of the engine's own scenarios passes.
+func TestDemoEngines(t *testing.T) {
+	for engineName, want := range map[string]string{"sglang": "cpu_reload", "kvbm": "cpu_reload", "lmcache": "cpu_reload", "trtllm": "cache_hit_tier_unknown"} {
+		t.Run(engineName, func(t *testing.T) {
+			out := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"demo", "--engine", engineName, "--out", out}, &stdout, &stderr)
+			if code := exitCode(err, &stderr); code != exitOK {
+				t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
+			}
+			if !strings.Contains(stdout.String(), "speaking "+engineName) {
+				t.Errorf("stdout does not say the dialect:\n%s", stdout.String())
+			}
+			got := readJSON(t, filepath.Join(out, onlyEntry(t, out), "study.json"))
+			if v := got["replay"].(map[string]any)["verdict"]; v != want {
+				t.Errorf("replay verdict %v, want %s", v, want)
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"demo", "--engine", "llamacpp", "--out", t.TempDir()}, &bytes.Buffer{}, &stderr)
+	if code := exitCode(err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "does not speak it") {
+		t.Errorf("llamacpp on the embedded engine: exit %d: %s", code, stderr.String())
+	}
+}

@@ -158,6 +158,9 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "kvbench sim serving %s (OpenAI base URL %s/v1); interrupt to stop\n", srv.URL(), srv.URL())
 	fmt.Fprintln(stdout, srv.Profile().Summary())
+	if d := srv.Profile().Dialect; d != sim.DialectVLLM {
+		fmt.Fprintf(stdout, "speaking %s: run with --backend %s --metrics %s\n", d, d, strings.Join(srv.MetricsURLs(), " --metrics "))
+	}
 	if faults := srv.Profile().Faults(); faults != "" {
 		fmt.Fprintln(stdout, "faults: "+faults)
 	}

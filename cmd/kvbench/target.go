@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -24,7 +25,7 @@ func (t *targetFlags) register(fs *flag.FlagSet) {
 	fs.Var(&t.metrics, "metrics", "Prometheus /metrics URL; repeat for several (overrides target.metrics)")
 	fs.StringVar(&t.model, "model", "", "served model name (overrides target.model)")
 	fs.StringVar(&t.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (overrides target.api_key_env)")
-	fs.StringVar(&t.backend, "backend", "", "metric-name profile: vllm, lmcache or llamacpp (overrides target.backend)")
+	fs.StringVar(&t.backend, "backend", "", "engine (metric names and evidence): "+strings.Join(engine.Names(), ", ")+" (overrides target.backend)")
 }
 
 // apply writes the flags over sc's target and fills the derived defaults.

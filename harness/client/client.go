@@ -163,6 +163,18 @@ type ChatRequest struct {
 	ExtraBody map[string]any
 	// Timeout bounds the whole request, stream included; 0 means only ctx bounds it.
 	Timeout time.Duration
+	// CachedTokensDetails sends SGLang's "return_cached_tokens_details": true, which makes
+	// the server report the request's cached tokens per tier (Result.CachedTokensDetails).
+	CachedTokensDetails bool
+}
+
+// TierTokens is SGLang's sglext.cached_tokens_details: a request's cached prompt tokens by
+// the tier that served them.
+type TierTokens struct {
+	Device         int    `json:"device"`
+	Host           int    `json:"host"`
+	Storage        int    `json:"storage"`
+	StorageBackend string `json:"storage_backend,omitempty"`
 }
 
 // Phase names the stage of a request in a Progress report.
@@ -222,6 +234,9 @@ type Result struct {
 	PromptTokensDetailsPresent bool `json:"prompt_tokens_details_present"`
 	ReasoningTokens            *int `json:"reasoning_tokens"` // usage.completion_tokens_details
 	UsagePresent               bool `json:"usage_present"`
+	// CachedTokensDetails is the per-tier split the server sent when asked (SGLang's
+	// sglext); nil when it sent none.
+	CachedTokensDetails *TierTokens `json:"cached_tokens_details,omitempty"`
 
 	GeneratedChunks int `json:"generated_chunks"`
 	// BatchedChunks counts generated chunks that arrived in the same read as the generated

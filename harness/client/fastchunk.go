@@ -58,7 +58,7 @@ func keyMatch(key []byte, names []string) (index int, ok bool) {
 }
 
 var (
-	topLevelKeys = []string{"choices", "usage", "object", "message"}
+	topLevelKeys = []string{"choices", "usage", "object", "message", "sglext"}
 	choiceKeys   = []string{"delta", "finish_reason"}
 	deltaKeys    = []string{"content", "reasoning", "reasoning_content"}
 )
@@ -118,6 +118,8 @@ func (s *chunkScanner) topLevel(chunk *streamChunk) bool {
 			ok = s.objectName(&chunk.Object)
 		case index == 3:
 			ok = s.optionalString(&chunk.Message)
+		case index == 4:
+			ok = s.consumeLiteral("null") // SGLang's details take the slow path
 		default:
 			ok = s.skipValue()
 		}

@@ -17,7 +17,7 @@ import (
 // ReservedBodyKeys are the JSON body fields kvbench sets itself; ChatRequest.ExtraBody may
 // not name them (a scenario's extra_body is checked against the same list).
 var ReservedBodyKeys = []string{"model", "messages", "stream", "stream_options", "max_tokens",
-	"max_completion_tokens", "temperature", "ignore_eos", "min_tokens"}
+	"max_completion_tokens", "temperature", "ignore_eos", "min_tokens", "return_cached_tokens_details"}
 
 type chatBody struct {
 	Model         string            `json:"model"`
@@ -28,6 +28,8 @@ type chatBody struct {
 	StreamOptions streamOptions     `json:"stream_options"`
 	IgnoreEOS     bool              `json:"ignore_eos,omitempty"`
 	MinTokens     int               `json:"min_tokens,omitempty"`
+	// ReturnCachedTokensDetails asks SGLang for the request's cached tokens per tier.
+	ReturnCachedTokensDetails bool `json:"return_cached_tokens_details,omitempty"`
 }
 
 type streamOptions struct {
@@ -45,6 +47,8 @@ func encodeChatRequest(req ChatRequest) ([]byte, error) {
 		StreamOptions: streamOptions{IncludeUsage: true},
 		IgnoreEOS:     req.IgnoreEOS,
 		MinTokens:     req.MinTokens,
+
+		ReturnCachedTokensDetails: req.CachedTokensDetails,
 	})
 	if err != nil || len(req.ExtraBody) == 0 {
 		return body, err

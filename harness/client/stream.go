@@ -16,6 +16,10 @@ type streamChunk struct {
 	// the shape older vLLM servers use.
 	Object  string `json:"object"`
 	Message string `json:"message"`
+	// SGLExt is SGLang's extension, with the cached tokens per tier when asked for.
+	SGLExt *struct {
+		CachedTokensDetails *TierTokens `json:"cached_tokens_details"`
+	} `json:"sglext"`
 }
 
 type chunkChoice struct {
@@ -132,6 +136,10 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 	}
 	if chunk.Usage != nil {
 		a.observeUsage(chunk.Usage)
+	}
+	if chunk.SGLExt != nil && chunk.SGLExt.CachedTokensDetails != nil {
+		d := *chunk.SGLExt.CachedTokensDetails
+		res.CachedTokensDetails = &d
 	}
 	if !generated {
 		return

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
@@ -78,7 +79,25 @@ type Definition struct {
 	OneConnectionPerRequest bool
 	// ReadsSlots: the server's slot count (/props total_slots) decides attribution.
 	ReadsSlots bool
-	profile    func() metrics.Profile
+	// Evidence names the counters and fields a verdict reads; Pitfalls the known upstream
+	// traps (README).
+	Evidence string
+	Pitfalls string
+	// TierUnknown, when set, says plainly why the engine cannot tell a host hit from a GPU
+	// hit: plan prints it and every replay verdict is cache_hit_tier_unknown.
+	TierUnknown string
+	// RequestTier: a request asks the server to report its cached tokens per tier
+	// (SGLang's return_cached_tokens_details), and the verdict rests on that first.
+	RequestTier bool
+	// Families names the prefix every family of the engine's own counters starts with and
+	// what it means when none is served (AbsentFamilies): preflight says exactly that.
+	Families string
+	// FamiliesHint is what preflight says when no family with the Families prefix is served.
+	FamiliesHint string
+	// ReloadCounterHint is noted when the reload counter never moved while the engine's
+	// matched tokens did (KVBM's known bug); "" for engines without the trap.
+	ReloadCounterHint string
+	profile           func() metrics.Profile
 }
 
 var registry []*Definition
@@ -160,10 +179,40 @@ func noKeepAlive() *http.Transport {
 // Needs says whether the engine's evidence uses counter c: a missing one earns a preflight
 // warning only then.
 func (d *Definition) Needs(c metrics.Counter) bool {
-	if d.Attribution != ByCounters {
+	if d.Attribution != ByCounters || d.TierUnknown != "" || d.RequestTier {
 		return false
 	}
 	return c == metrics.GPUPrefixHits || c == metrics.ExternalPrefixHits
+}
+
+// AbsentFamilies says, from a snapshot, whether the engine's own families are all missing:
+// then FamiliesHint is the whole diagnosis (LMCache without PROMETHEUS_MULTIPROC_DIR, KVBM
+// without its metrics URL).
+func (d *Definition) AbsentFamilies(s metrics.Snapshot) bool {
+	if d.Families == "" {
+		return false
+	}
+	for _, r := range s.Counters {
+		if strings.HasPrefix(r.Source, d.Families) {
+			return false
+		}
+	}
+	for _, r := range s.Gauges {
+		if strings.HasPrefix(r.Source, d.Families) {
+			return false
+		}
+	}
+	return true
+}
+
+// ReloadNeverMoved reports KVBM's known bug from one snapshot: the engine matched tokens in
+// its tiers at some point, yet its cumulative reload counters read 0.
+func (d *Definition) ReloadNeverMoved(s metrics.Snapshot) bool {
+	if d.ReloadCounterHint == "" {
+		return false
+	}
+	m, r, k := s.Counters[metrics.MatchedTokens], s.Counters[metrics.ReloadTokens], s.Counters[metrics.DiskReloadTokens]
+	return m.Present && m.Value > 0 && r.Present && r.Value == 0 && (!k.Present || k.Value == 0)
 }
 
 // Server is a connected engine: the calls kvbench makes beyond chat and metrics.

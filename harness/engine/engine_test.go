@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,9 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	if got := strings.Join(Names(), " "); got != "vllm lmcache llamacpp" && got != "vllm llamacpp lmcache" {
+	got := Names()
+	slices.Sort(got[1:])
+	if strings.Join(got, " ") != "vllm kvbm llamacpp lmcache sglang trtllm" {
 		t.Fatalf("names %q", got)
 	}
 	if Names()[0] != Default {
@@ -25,7 +29,7 @@ func TestRegistry(t *testing.T) {
 	if d, err := ByName(""); err != nil || d.Name != "vllm" {
 		t.Fatalf(`ByName("") = %v, %v`, d, err)
 	}
-	if _, err := ByName("sglang"); err == nil || !strings.Contains(err.Error(), "sglang") || !strings.Contains(err.Error(), "llamacpp") {
+	if _, err := ByName("tgi"); err == nil || !strings.Contains(err.Error(), "tgi") || !strings.Contains(err.Error(), "llamacpp") {
 		t.Fatalf("unknown engine error %v", err)
 	}
 }
@@ -52,8 +56,9 @@ func TestDefinitionsComplete(t *testing.T) {
 				t.Errorf("incomplete definition %+v", d)
 			}
 			// A fresh copy each time: overrides of one run never leak into the next.
-			p.Counters[metrics.GPUPrefixHits] = nil
-			if q := d.Profile(); d.Name != "llamacpp" && q.Counters[metrics.GPUPrefixHits] == nil {
+			had := p.Counters[metrics.PromptTokensCached] != nil
+			p.Counters[metrics.PromptTokensCached] = nil
+			if q := d.Profile(); had && q.Counters[metrics.PromptTokensCached] == nil {
 				t.Errorf("Profile returned a shared map")
 			}
 		})
@@ -120,5 +125,18 @@ func TestCapacitySetup(t *testing.T) {
 	}
 	if !VLLM.Needs(metrics.ExternalPrefixHits) || LlamaCpp.Needs(metrics.ExternalPrefixHits) {
 		t.Fatal("only counter-attributed engines need the hit counters")
+	}
+}
+
+// TestReadmeListsEveryEngine: the README's engine table has a row per definition.
+func TestReadmeListsEveryEngine(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range All() {
+		if !strings.Contains(string(data), "\n| `"+d.Name+"`") {
+			t.Errorf("README's Engines table has no row for %s", d.Name)
+		}
 	}
 }

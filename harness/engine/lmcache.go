@@ -23,17 +23,22 @@ var LMCache = &Definition{
 		{"partial", "hits from both, or hits well below the prompt"},
 		{"recompute", "no hits beyond the shared prefix"},
 	},
-	Proves:    "every verdict from hit counters; LMCache counts no bytes, so a reload is not confirmed by data moved, and with tensor parallelism each rank counts the same tokens",
-	Diagnoses: []string{verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
-	profile:   lmcacheProfile,
+	Proves:       "every verdict from hit counters; LMCache counts no bytes, so a reload is not confirmed by data moved. With tensor parallelism each rank (worker_id) counts the same tokens: kvbench takes the max over ranks, never their sum",
+	Diagnoses:    []string{verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
+	Evidence:     "lmcache:num_hit_tokens_total (external hits, max over worker_id) with vLLM's vllm:prefix_cache_hits_total (GPU hits); lmcache:num_stored_tokens_total shows stores",
+	Pitfalls:     "LMCache's families reach vLLM's /metrics only when PROMETHEUS_MULTIPROC_DIR is set at launch; each TP rank reports the same tokens under its own worker_id",
+	Families:     "lmcache:",
+	FamiliesHint: "no lmcache:* family is served: PROMETHEUS_MULTIPROC_DIR must be set when vLLM is launched, or LMCache's metrics never reach vLLM's /metrics; external hits fall back to vLLM's own counters",
+	profile:      lmcacheProfile,
 }
 
 func init() { register(LMCache) }
 
 // lmcacheProfile is vLLM's names with LMCache's own counters as the evidence for the offload
 // tier where it has them. LMCache counts no bytes or transfer seconds for its CPU tier, so
-// those stay absent unless vLLM serves them. With tensor parallelism each LMCache worker
-// counts the same tokens under its own worker_id; the sum then grows with TP size.
+// those stay absent unless vLLM serves them. Its families carry model_name, worker_id and
+// role; with tensor parallelism each rank counts the same tokens under its own worker_id, so
+// kvbench takes the max over worker_id (summing would multiply by the TP size).
 func lmcacheProfile() metrics.Profile {
 	sel := metrics.MustSelectors
 	p := vllmProfile()
@@ -41,5 +46,14 @@ func lmcacheProfile() metrics.Profile {
 	p.Counters[metrics.ExternalPrefixQueries] = sel("lmcache:num_requested_tokens_total", "vllm:external_prefix_cache_queries_total")
 	p.Counters[metrics.ExternalPrefixHits] = sel("lmcache:num_hit_tokens_total", "vllm:external_prefix_cache_hits_total")
 	p.Counters[metrics.StoreTokens] = sel("lmcache:num_stored_tokens_total")
+	p.Counters[metrics.HostEvictions] = sel("lmcache:local_cpu_evict_count_total")
+	// LMCache's view of vLLM's own hits: a fallback where vLLM's family is missing.
+	p.Counters[metrics.GPUPrefixHits] = append(p.Counters[metrics.GPUPrefixHits], sel("lmcache:num_vllm_hit_tokens_total")...)
+	p.Gauges[metrics.HostTierUsageBytes] = sel("lmcache:local_cache_usage")
+	p.RankLabels = map[string]string{}
+	for _, f := range []string{"lmcache:num_requested_tokens_total", "lmcache:num_hit_tokens_total",
+		"lmcache:num_stored_tokens_total", "lmcache:num_vllm_hit_tokens_total", "lmcache:local_cpu_evict_count_total"} {
+		p.RankLabels[f] = "worker_id"
+	}
 	return p
 }

@@ -25,6 +25,8 @@ var VLLM = &Definition{
 	},
 	Proves:    "every verdict: the hit counters split the GPU pool from the CPU tier, and the byte counters confirm a reload moved data",
 	Diagnoses: []string{verdict.DiagStoresSkipped, verdict.DiagAllocationFailures, verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
+	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay; vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload",
+	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names across versions (both are read); vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy",
 	profile:   vllmProfile,
 }
 
@@ -63,6 +65,12 @@ func vllmProfile() metrics.Profile {
 			metrics.CachedFromDevice: sel(`vllm:prompt_tokens_cached_by_source_total{source="device"}`),
 			metrics.CachedFromHost:   sel(`vllm:prompt_tokens_cached_by_source_total{source="host"}`),
 			metrics.CachedFromDisk:   sel(`vllm:prompt_tokens_cached_by_source_total{source="disk"}`),
+			// vLLM's native offloading counts bytes, not tokens moved, and has no disk tier.
+			metrics.ReloadTokens:     nil,
+			metrics.DiskReloadTokens: nil,
+			metrics.DiskStoreTokens:  nil,
+			metrics.MatchedTokens:    nil,
+			metrics.HostEvictions:    nil,
 		},
 		Gauges: map[metrics.Gauge][]metrics.Selector{
 			metrics.KVUsage:         sel("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),

@@ -42,6 +42,17 @@ const (
 	CachedFromDevice Counter = "prompt_tokens_cached_device"
 	CachedFromHost   Counter = "prompt_tokens_cached_host"
 	CachedFromDisk   Counter = "prompt_tokens_cached_disk"
+
+	// Tier movement in tokens, for engines that count it (SGLang in tokens, KVBM in blocks
+	// converted with the block size). ReloadTokens moved host->device (the reload);
+	// DiskReloadTokens disk->device; DiskStoreTokens host->disk (not a reload); MatchedTokens
+	// are the tokens an offload manager found in its tiers; HostEvictions counts evictions
+	// from the host tier (LMCache counts them, not tokens).
+	ReloadTokens     Counter = "reload_tokens"
+	DiskReloadTokens Counter = "disk_reload_tokens"
+	DiskStoreTokens  Counter = "disk_store_tokens"
+	MatchedTokens    Counter = "matched_tokens"
+	HostEvictions    Counter = "host_tier_evictions"
 )
 
 // Gauge is the normalized name of a gauge kvbench samples.
@@ -57,6 +68,9 @@ const (
 	// OffloadPinnedUsage is vLLM's kv_offload_cpu_cache_usage_perc: the CPU tier's pinned
 	// blocks only (a full idle tier reads near 0), so it is never read as occupancy.
 	OffloadPinnedUsage Gauge = "offload_pinned_usage"
+	// HostTierUsageBytes is the host tier's occupancy in bytes where the engine serves it
+	// (LMCache's local_cache_usage).
+	HostTierUsageBytes Gauge = "host_tier_usage_bytes"
 )
 
 // Counters returns every normalized counter in a stable order.
@@ -68,12 +82,13 @@ func Counters() []Counter {
 		PromptTokensExternal, PromptTokensCached, Preemptions,
 		StoresSkipped, AllocationFailures, LookupSyncSeconds, LookupAsyncSeconds,
 		CachedFromDevice, CachedFromHost, CachedFromDisk,
+		ReloadTokens, DiskReloadTokens, DiskStoreTokens, MatchedTokens, HostEvictions,
 	}
 }
 
 // Gauges returns every normalized gauge in a stable order.
 func Gauges() []Gauge {
-	return []Gauge{KVUsage, RequestsRunning, RequestsWaiting, OffloadPinnedUsage}
+	return []Gauge{KVUsage, RequestsRunning, RequestsWaiting, OffloadPinnedUsage, HostTierUsageBytes}
 }
 
 // takesMax reports whether g combines over engines and URLs by max instead of sum.

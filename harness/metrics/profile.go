@@ -19,6 +19,15 @@ type Profile struct {
 	LazyFamilies map[string]bool
 	// CacheInfo is the info-gauge family whose labels carry the KV cache config ("" for none).
 	CacheInfo string
+	// BlockCounters are counted in KV blocks, not tokens: a snapshot multiplies them by the
+	// block size the server's cache config reports, else by BlockSize; with neither the
+	// reading is unreadable (a block count is no token count).
+	BlockCounters map[Counter]bool
+	BlockSize     int
+	// RankLabels maps a family to the label that tells tensor-parallel ranks of one replica
+	// apart: the ranks count the same tokens, so their series are maxed, not summed (series
+	// that differ in other labels still add up).
+	RankLabels map[string]string
 }
 
 // MustSelectors parses selector texts written in code; a malformed one is a programming
@@ -71,6 +80,8 @@ func (p Profile) clone() Profile {
 	out.Counters = maps.Clone(p.Counters)
 	out.Gauges = maps.Clone(p.Gauges)
 	out.LazyFamilies = maps.Clone(p.LazyFamilies)
+	out.BlockCounters = maps.Clone(p.BlockCounters)
+	out.RankLabels = maps.Clone(p.RankLabels)
 	if out.Counters == nil {
 		out.Counters = map[Counter][]Selector{}
 	}

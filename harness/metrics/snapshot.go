@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -71,9 +72,32 @@ func (p Profile) Snapshot(exps ...Exposition) Snapshot {
 		snaps[i] = p.snapshotOne(e)
 	}
 	if len(snaps) == 0 {
-		return p.snapshotOne(Exposition{})
+		return p.toTokens(p.snapshotOne(Exposition{}))
 	}
-	return Merge(snaps...)
+	return p.toTokens(Merge(snaps...))
+}
+
+// toTokens converts the block-counted readings of s to tokens, after merging: the block size
+// may come from another URL (KVBM serves its counters apart from the engine's cache config).
+func (p Profile) toTokens(s Snapshot) Snapshot {
+	block, from := s.Cache.BlockSize, "server cache config"
+	if block <= 0 {
+		block, from = p.BlockSize, "engine default"
+	}
+	for _, c := range Counters() {
+		r := s.Counters[c]
+		if !p.BlockCounters[c] || !r.Present {
+			continue
+		}
+		if block <= 0 {
+			s.Counters[c] = Reading{Source: r.Source, Unreadable: "a block count with no block size"}
+			continue
+		}
+		r.Value *= float64(block)
+		r.Source += fmt.Sprintf(" x %d tokens/block (%s)", block, from)
+		s.Counters[c] = r
+	}
+	return s
 }
 
 func (p Profile) snapshotOne(e Exposition) Snapshot {
@@ -87,10 +111,10 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 		s.Sources = []string{e.Source}
 	}
 	for _, c := range Counters() {
-		s.Counters[c] = e.read(p.Counters[c], p.LazyFamilies, false)
+		s.Counters[c] = e.read(p.Counters[c], p.LazyFamilies, p.RankLabels, false)
 	}
 	for _, g := range Gauges() {
-		s.Gauges[g] = e.read(p.Gauges[g], p.LazyFamilies, g.takesMax())
+		s.Gauges[g] = e.read(p.Gauges[g], p.LazyFamilies, p.RankLabels, g.takesMax())
 	}
 	if p.CacheInfo != "" {
 		s.Cache = e.cacheConfig(p.CacheInfo)
@@ -109,10 +133,10 @@ func (s *Snapshot) dropSingleReplica() {
 // read returns the first candidate with a matching series, summed (or maxed) over series.
 // A candidate whose value is NaN or infinite is skipped; when no other one has a number, the
 // reading is unreadable (served, but neither present nor 0).
-func (e Exposition) read(candidates []Selector, lazy map[string]bool, takeMax bool) Reading {
+func (e Exposition) read(candidates []Selector, lazy map[string]bool, ranks map[string]string, takeMax bool) Reading {
 	var unreadable Reading
 	for _, sel := range candidates {
-		if v, n := e.aggregate(sel, takeMax); n > 0 {
+		if v, n := e.aggregate(sel, ranks[sel.Metric], takeMax); n > 0 {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				if unreadable.Unreadable == "" {
 					unreadable = Reading{Source: sel.String(), Unreadable: formatValue(v)}
@@ -129,7 +153,8 @@ func (e Exposition) read(candidates []Selector, lazy map[string]bool, takeMax bo
 }
 
 // aggregate sums (or maxes) the values of sel's matching series; n is how many matched.
-func (e Exposition) aggregate(sel Selector, takeMax bool) (v float64, n int) {
+// Series that differ only in rankLabel are one replica's ranks: the max of them counts once.
+func (e Exposition) aggregate(sel Selector, rankLabel string, takeMax bool) (v float64, n int) {
 	mf := e.families[sel.Metric]
 	value := sampleValue
 	if mf == nil {
@@ -140,6 +165,10 @@ func (e Exposition) aggregate(sel Selector, takeMax bool) (v float64, n int) {
 		}
 		value = sampleSum
 	}
+	var replicas map[string]float64 // rank-free label set -> max over its ranks
+	if rankLabel != "" {
+		replicas = map[string]float64{}
+	}
 	for _, m := range mf.GetMetric() {
 		if !matches(m, sel.Labels) {
 			continue
@@ -147,6 +176,14 @@ func (e Exposition) aggregate(sel Selector, takeMax bool) (v float64, n int) {
 		x, ok := value(mf.GetType(), m)
 		if !ok {
 			continue
+		}
+		if replicas != nil {
+			key := replicaKey(m, rankLabel)
+			if old, seen := replicas[key]; seen {
+				replicas[key] = max(old, x)
+				continue
+			}
+			replicas[key] = x
 		}
 		switch {
 		case n == 0:
@@ -158,7 +195,28 @@ func (e Exposition) aggregate(sel Selector, takeMax bool) (v float64, n int) {
 		}
 		n++
 	}
+	if replicas != nil && n > 0 {
+		v = 0
+		for _, x := range replicas {
+			if takeMax {
+				v = max(v, x)
+			} else {
+				v += x
+			}
+		}
+	}
 	return v, n
+}
+
+// replicaKey is m's label set without rankLabel.
+func replicaKey(m *dto.Metric, rankLabel string) string {
+	var b strings.Builder
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() != rankLabel {
+			b.WriteString(lp.GetName() + "=" + lp.GetValue() + "\xff")
+		}
+	}
+	return b.String()
 }
 
 func sampleValue(t dto.MetricType, m *dto.Metric) (float64, bool) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
@@ -22,6 +23,9 @@ func (p *Plan) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "token counting: estimate (%d bytes per token, no server calls); real tokenizers differ\n", prompts.EstimateBytesPerToken)
 	default:
 		fmt.Fprintf(w, "token counting: server /tokenize at %s (model %s); prefix sized in %d calls\n", redact.URL(client.RootURL(sc.Target.Endpoint)), sc.Target.Model, p.PrefixCountCalls)
+	}
+	if def, err := engine.ByName(sc.Target.Backend); err == nil && def.TierUnknown != "" {
+		fmt.Fprintf(w, "tier: %s\n", def.TierUnknown)
 	}
 	if len(p.Steps) > 0 && len(p.Steps[0].Requests) > 0 {
 		pr := p.Steps[0].Requests[0].Prompt

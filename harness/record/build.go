@@ -96,9 +96,12 @@ type SequenceSection struct {
 	ReasoningOnlyFailures    int      `json:"reasoning_only_failures"`
 	FailedRequestIndices     []int    `json:"failed_request_indices"`
 
-	PromptTokens        []*int     `json:"prompt_tokens"`
-	DeltaScope          string     `json:"delta_scope"`
-	GPUToCPUBytesDelta  *float64   `json:"gpu_to_cpu_bytes_delta"`
+	PromptTokens       []*int   `json:"prompt_tokens"`
+	DeltaScope         string   `json:"delta_scope"`
+	GPUToCPUBytesDelta *float64 `json:"gpu_to_cpu_bytes_delta"`
+	// StoreTokensDelta is the GPU->host store in tokens, for engines that count tokens or
+	// blocks instead of bytes (SGLang, KVBM, LMCache); absent on vLLM's native offloading.
+	StoreTokensDelta    *float64   `json:"gpu_to_host_tokens_delta,omitempty"`
 	StoreProven         bool       `json:"store_proven"`
 	PeakBlockOccupancy  *float64   `json:"sampled_peak_block_occupancy_fraction"`
 	PeakActiveSequences *float64   `json:"sampled_engine_active_max"`
@@ -274,7 +277,9 @@ func sequenceSection(st StepArtifact, artifact string) SequenceSection {
 		s.GPUToCPUBytesAfter = c.AfterValue(metrics.StoreBytes)
 		s.CPUToGPUBytesAfter = c.AfterValue(metrics.LoadBytes)
 		s.GPUToCPUBytesDelta = c.DeltaValue(metrics.StoreBytes)
-		s.StoreProven = s.GPUToCPUBytesDelta != nil && *s.GPUToCPUBytesDelta > 0
+		s.StoreTokensDelta = c.DeltaValue(metrics.StoreTokens)
+		s.StoreProven = s.GPUToCPUBytesDelta != nil && *s.GPUToCPUBytesDelta > 0 ||
+			s.StoreTokensDelta != nil && *s.StoreTokensDelta > 0
 		s.CountersValid = c.Delta.Valid
 		s.InvalidReasons = c.Delta.InvalidReasons
 	}

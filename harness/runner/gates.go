@@ -62,8 +62,11 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 		case sec.Sequence != nil:
 			s := sec.Sequence
 			if g.RequireStore {
-				check(s.StoreProven, fmt.Sprintf("store proven (%s bytes)", record.FormatCount(s.GPUToCPUBytesDelta, "absent")),
-					fmt.Sprintf("store not proven: GPU->CPU bytes delta %s", record.FormatCount(s.GPUToCPUBytesDelta, "absent")))
+				moved := fmt.Sprintf("%s bytes", record.FormatCount(s.GPUToCPUBytesDelta, "absent"))
+				if s.StoreTokensDelta != nil {
+					moved += fmt.Sprintf(", %s tokens", record.FormatCount(s.StoreTokensDelta, "absent"))
+				}
+				check(s.StoreProven, "store proven ("+moved+")", "store not proven: GPU->CPU "+moved)
 			}
 			if g.MaxFailedRequests != nil {
 				n := len(s.FailedRequestIndices)

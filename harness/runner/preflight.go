@@ -36,6 +36,11 @@ func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
 		return Target{}, fmt.Errorf("%s: target.backend: %w", sc.Position("target.backend"), err)
 	}
 	prof := def.Profile()
+	if prof.BlockSize == 0 {
+		// Block-counted families fall back to the scenario's block size where the server
+		// reports none.
+		prof.BlockSize = sc.Server.BlockSize.Value
+	}
 	if len(sc.Target.MetricNames) > 0 {
 		if prof, err = prof.WithOverrides(sc.Target.MetricNames); err != nil {
 			return Target{}, fmt.Errorf("%s: target.metric_names: %w", sc.Position("target.metric_names"), err)
@@ -163,6 +168,15 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	}
 	if w := ReplicaWarning(snap); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
+	}
+	if def.AbsentFamilies(snap) {
+		rep.Warnings = append(rep.Warnings, def.FamiliesHint)
+	}
+	if def.ReloadNeverMoved(snap) {
+		rep.Warnings = append(rep.Warnings, def.ReloadCounterHint)
+	}
+	if def.TierUnknown != "" {
+		rep.Warnings = append(rep.Warnings, def.TierUnknown)
 	}
 	if !snap.Gauges[metrics.RequestsRunning].Present {
 		rep.Warnings = append(rep.Warnings, "no running-requests gauge: requests cannot be proven isolated")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -389,6 +390,7 @@ func (r *runner) send(ctx context.Context, req plan.Request, smp *sampler) clien
 func (r *runner) chatRequest(req plan.Request) client.ChatRequest {
 	sc := r.cfg.Scenario
 	f := sc.RequestFor(sc.StepByID(req.Step))
+	def, _ := engine.ByName(sc.Target.Backend)
 	return client.ChatRequest{
 		Model:       sc.Target.Model,
 		Messages:    req.Prompt.Messages,
@@ -398,6 +400,8 @@ func (r *runner) chatRequest(req plan.Request) client.ChatRequest {
 		MinTokens:   f.MinTokens,
 		ExtraBody:   f.ExtraBody,
 		Timeout:     sc.Request.Timeout.Duration,
+		// Engines that name the tier per request (SGLang) are asked to.
+		CachedTokensDetails: def != nil && def.RequestTier,
 	}
 }
 
@@ -434,6 +438,8 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 		ev.ExternalHitsDelta = c.Delta.Ptr(metrics.ExternalPrefixHits)
 		ev.LoadBytesDelta = c.Delta.Ptr(metrics.LoadBytes)
 		ev.HostCachedDelta = c.Delta.Ptr(metrics.CachedFromHost)
+		ev.ReloadTokensDelta = c.Delta.Ptr(metrics.ReloadTokens)
+		ev.DiskReloadTokensDelta = c.Delta.Ptr(metrics.DiskReloadTokens)
 	} else {
 		why := req.CountersError
 		if art.DeltaScope == record.ScopeStep {
@@ -444,7 +450,11 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 			ev.InvalidReason = "none were scraped"
 		}
 	}
+	if t := req.Result.CachedTokensDetails; t != nil && !req.Result.Failed() {
+		ev.RequestTier = &verdict.TierTokens{Device: t.Device, Host: t.Host, Storage: t.Storage, StorageBackend: t.StorageBackend}
+	}
 	v := verdict.Decide(ev)
+	r.engineNotes(&v, c)
 	if r.cfg.TokenIDs != nil && (c == nil || !c.Delta.Contaminated) {
 		v = r.slotVerdict(art, req)
 	}
@@ -477,6 +487,34 @@ func (r *runner) decideReplay(art *record.StepArtifact) {
 	}
 	if v.Slot == nil && c != nil && c.Delta.Valid {
 		r.diagnose(req.Verdict, c, art.Capacity, r.routing(req))
+	}
+}
+
+// engineNotes adds what the engine's definition says about a verdict: why its tier is
+// unknown, and its known counter traps.
+func (r *runner) engineNotes(v *verdict.Replay, c *metrics.Window) {
+	def, err := engine.ByName(r.cfg.Scenario.Target.Backend)
+	if err != nil {
+		return
+	}
+	if def.RequestTier && v.Evidence.RequestTier == nil && !v.Evidence.RequestFailed {
+		v.Notes = append(v.Notes, "the response carried no cached_tokens_details: the verdict rests on the counters alone")
+	}
+	if c == nil {
+		return
+	}
+	if def.TierUnknown != "" && v.Verdict == verdict.TierUnknown {
+		v.Notes = append(v.Notes, def.TierUnknown)
+		if d, ok := c.Delta.Value(metrics.PromptTokensCached); ok {
+			v.Notes = append(v.Notes, fmt.Sprintf("the cached prompt token counter moved by %.0f around the replay", d))
+		}
+	}
+	if def.ReloadCounterHint != "" {
+		m, okM := c.Delta.Value(metrics.MatchedTokens)
+		rl, okR := c.Delta.Value(metrics.ReloadTokens)
+		if okM && okR && m > 0 && rl == 0 {
+			v.Notes = append(v.Notes, def.ReloadCounterHint)
+		}
 	}
 }
 

@@ -40,6 +40,15 @@ type Evidence struct {
 	// it names the tier per token, so it stands in for external hits where those are absent
 	// and cross-checks them where both are served.
 	HostCachedDelta *float64 `json:"host_cached_tokens_delta,omitempty"`
+	// RequestTier is the replay's own cached tokens per tier, as the server reported them in
+	// its response (SGLang's cached_tokens_details): where present it is the primary evidence
+	// and the counters only cross-check it.
+	RequestTier *TierTokens `json:"request_tier,omitempty"`
+	// ReloadTokensDelta is the engine's host->GPU token counter (SGLang's load_back_tokens,
+	// KVBM's onboarded host blocks in tokens); DiskReloadTokensDelta disk->GPU. Both
+	// cross-check a reload and are never summed into the hits.
+	ReloadTokensDelta     *float64 `json:"reload_tokens_delta,omitempty"`
+	DiskReloadTokensDelta *float64 `json:"disk_reload_tokens_delta,omitempty"`
 	// SharedPrefixTokens and BlockSize bound the GPU hits a reload may still show: the
 	// shared prefix stays hot in GPU memory while the request's own blocks are evicted.
 	SharedPrefixTokens int `json:"shared_prefix_tokens"`
@@ -82,10 +91,21 @@ type Replay struct {
 	Offload   *OffloadEvidence `json:"offload_evidence,omitempty"`
 }
 
+// TierTokens is a request's cached prompt tokens by the tier that served them.
+type TierTokens struct {
+	Device         int    `json:"device"`
+	Host           int    `json:"host"`
+	Storage        int    `json:"storage"`
+	StorageBackend string `json:"storage_backend,omitempty"`
+}
+
 // Decide applies the rules to e.
 func Decide(e Evidence) Replay {
+	orig := e
 	var notes []string
-	if h := e.HostCachedDelta; h != nil {
+	if t := e.RequestTier; t != nil {
+		notes = crossCheckRequest(&e, *t)
+	} else if h := e.HostCachedDelta; h != nil {
 		switch {
 		case e.ExternalHitsDelta == nil:
 			e.ExternalHitsDelta = h
@@ -96,7 +116,51 @@ func Decide(e Evidence) Replay {
 	}
 	r := decide(e)
 	r.Notes = append(notes, r.Notes...)
+	if orig.RequestTier != nil {
+		r.Evidence = orig // the counters as read; the request's split is in RequestTier
+	}
+	r.crossCheckReload(e)
 	return r
+}
+
+// crossCheckRequest takes the request's own tier split as the hits, and notes every counter
+// that disagrees with it by more than a block: the disagreement is reported, never averaged.
+func crossCheckRequest(e *Evidence, t TierTokens) []string {
+	dev, host := float64(t.Device), float64(t.Host+t.Storage)
+	tol := float64(max(e.BlockSize, 1))
+	notes := []string{fmt.Sprintf("tiers from the response's cached_tokens_details (device %d, host %d, storage %d); the counters cross-check them", t.Device, t.Host, t.Storage)}
+	check := func(p *float64, what string, want float64, whatWant string) {
+		if p != nil && abs(*p-want) > tol {
+			notes = append(notes, fmt.Sprintf("counters disagree with the request: %s moved by %.0f but the response reports %.0f %s tokens", what, *p, want, whatWant))
+		}
+	}
+	check(e.GPUHitsDelta, "the device cached-token counter", dev, "device")
+	check(e.ExternalHitsDelta, "the host cached-token counter", float64(t.Host), "host")
+	check(e.ReloadTokensDelta, "the load-back (host->GPU) counter", float64(t.Host), "host")
+	if t.Storage > 0 {
+		notes = append(notes, fmt.Sprintf("%d tokens came from the storage tier (%s), counted with the host tier's", t.Storage, t.StorageBackend))
+	}
+	e.GPUHitsDelta, e.ExternalHitsDelta = &dev, &host
+	return notes
+}
+
+// crossCheckReload notes where the engine's reload token counter disagrees with the hits a
+// counter-decided reload rests on (the request-decided case was checked already).
+func (r *Replay) crossCheckReload(e Evidence) {
+	if d := e.DiskReloadTokensDelta; d != nil && *d > 0 {
+		r.note("%.0f tokens were onboarded from the disk tier, not the host tier", *d)
+	}
+	rt := e.ReloadTokensDelta
+	if rt == nil || e.RequestTier != nil || e.ExternalHitsDelta == nil || *e.ExternalHitsDelta <= 0 {
+		return
+	}
+	ext := *e.ExternalHitsDelta
+	switch {
+	case *rt <= 0:
+		r.note("the reload counter did not move while %.0f external hits were counted: the counters disagree", ext)
+	case abs(*rt-ext) > float64(max(e.BlockSize, 1)):
+		r.note("the reload counter moved by %.0f tokens but external hits by %.0f", *rt, ext)
+	}
 }
 
 func decide(e Evidence) Replay {
@@ -168,7 +232,9 @@ func decide(e Evidence) Replay {
 		r.Reason = fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were reloaded from the CPU tier", ext, 100*ext/prompt)
 		if e.LoadBytesDelta != nil {
 			r.Reason += fmt.Sprintf(", moving %.0f bytes CPU->GPU", *e.LoadBytesDelta)
-		} else {
+		} else if e.ReloadTokensDelta != nil && *e.ReloadTokensDelta > 0 {
+			r.Reason += fmt.Sprintf(", with %.0f tokens moved host->GPU", *e.ReloadTokensDelta)
+		} else if e.ReloadTokensDelta == nil {
 			r.note("the server exposes no CPU->GPU byte counter: the reload rests on external hits alone")
 		}
 		if gpu > 0 {
