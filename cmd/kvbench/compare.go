@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,9 +52,7 @@ func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	switch *format {
 	case "json":
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := printJSON(stdout, res); err != nil {
 			return err
 		}
 	case "markdown":
@@ -93,9 +90,7 @@ func compareSweeps(dirs []string, format string, tolerance float64, allow bool, 
 	}
 	switch format {
 	case "json":
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := printJSON(stdout, res); err != nil {
 			return err
 		}
 	case "markdown":

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,9 +98,7 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return preflightError(ctx, err)
 	}
 	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return printJSON(stdout, struct {
 			Scenario *scenarios.Scenario `json:"scenario"`
 			*plan.Plan
 		}{sc, p})

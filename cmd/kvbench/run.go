@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -136,9 +135,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		return outcome, err
 	}
 	if o.format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(outcome.Record); err != nil {
+		if err := printJSON(stdout, outcome.Record); err != nil {
 			return outcome, err
 		}
 	} else {
@@ -208,9 +205,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 		return preflightError(ctx, err)
 	}
 	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := printJSON(stdout, rep); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +21,7 @@ func init() {
 // writeOrPrint writes v atomically to out (never over an existing file), or prints it.
 func writeOrPrint(out string, v any, stdout io.Writer) error {
 	if out == "" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return printJSON(stdout, v)
 	}
 	if _, err := runs.WriteJSON(out, v); err != nil {
 		if errors.Is(err, os.ErrExist) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -45,9 +44,7 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 		}
 	}
 	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rec); err != nil {
+		if err := printJSON(stdout, rec); err != nil {
 			return err
 		}
 	} else {
