@@ -85,7 +85,7 @@ func (s *sampler) loop(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
-	var last time.Time
+	var lastKick time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -94,15 +94,15 @@ func (s *sampler) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.kick:
-			// At most one reading per interval: with many streams a kick comes with
-			// every request's first output, and a scrape per request would cost the
-			// client more than the streams do.
-			if !last.IsZero() && time.Since(last) < s.interval {
+			// At most one kicked reading per interval: with many streams a kick comes
+			// with every request's first output, and a scrape per request would cost the
+			// client more than the streams do. A tick never suppresses a kick: the
+			// reading at a request's first output is its peak.
+			if !lastKick.IsZero() && time.Since(lastKick) < s.interval {
 				continue
 			}
-			t.Reset(s.interval)
+			lastKick = time.Now()
 		}
-		last = time.Now()
 		snap, err := s.src.Snapshot(ctx)
 		s.mu.Lock()
 		if err != nil {
@@ -126,8 +126,8 @@ func (s *sampler) loop(ctx context.Context) {
 	}
 }
 
-// sampleNow asks for a reading at once without waiting for it, unless one was taken less
-// than an interval ago. The runner calls it at a request's first output, when its blocks
+// sampleNow asks for a reading at once without waiting for it, unless another kick was read
+// less than an interval ago. The runner calls it at a request's first output, when its blocks
 // are allocated: a request shorter than the interval still gets a reading at its peak.
 func (s *sampler) sampleNow() {
 	select {
