@@ -1,11 +1,14 @@
 package runs
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,5 +117,191 @@ func TestCreateRunDirNeverReuses(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(parent); len(entries) != 3 {
 		t.Fatalf("entries %v", entries)
+	}
+}
+
+// BenchmarkJournalAppend: many streams finishing requests at once, as in a 64-stream run
+// (SetParallelism(32) starts 32 goroutines per CPU, so a 2-CPU machine gets 64 streams).
+func BenchmarkJournalAppend(b *testing.B) {
+	j, err := OpenJournal(filepath.Join(b.TempDir(), JournalName("step-01-bench.json")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	var fsyncs atomic.Int64
+	j.fsync = func() error { fsyncs.Add(1); return j.f.Sync() }
+	q := record.Request{Step: "bench", PlannedTokens: 512}
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := j.Append(q); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(fsyncs.Load())/float64(b.N), "fsyncs/op")
+}
+
+// TestJournalConcurrentAppends: every one of many concurrent Appends succeeds and its
+// request reads back exactly once.
+func TestJournalConcurrentAppends(t *testing.T) {
+	path := filepath.Join(t.TempDir(), JournalName("step-01-par.json"))
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const streams, each = 64, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, streams*each)
+	for g := 0; g < streams; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if err := j.Append(record.Request{Step: "par", IndexInStep: g*each + i}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[int]bool)
+	for _, q := range got {
+		if seen[q.IndexInStep] {
+			t.Fatalf("request %d read twice", q.IndexInStep)
+		}
+		seen[q.IndexInStep] = true
+	}
+	if len(seen) != streams*each {
+		t.Fatalf("read %d requests, want %d", len(seen), streams*each)
+	}
+}
+
+// gatedJournal opens a journal whose fsync blocks until the test releases it: each call
+// sends on entered, then returns the error received from release (the real fsync if nil).
+func gatedJournal(t *testing.T) (j *Journal, entered chan struct{}, release chan error, calls *atomic.Int32) {
+	t.Helper()
+	j, err := OpenJournal(filepath.Join(t.TempDir(), JournalName("step-01-gate.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release, calls = make(chan struct{}), make(chan error), new(atomic.Int32)
+	j.fsync = func() error {
+		calls.Add(1)
+		entered <- struct{}{}
+		if err := <-release; err != nil {
+			return err
+		}
+		return j.f.Sync()
+	}
+	return j, entered, release, calls
+}
+
+// within fails the test unless ch delivers within a generous bound (no timing is asserted:
+// the bound only keeps a broken journal from hanging the test).
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10 s", what)
+		panic("unreachable")
+	}
+}
+
+// startBehindLeader starts one Append that leads an fsync and blocks in it, then n more,
+// and waits until all n+1 lines are in the file. Every Append's error arrives on the
+// returned channel.
+func startBehindLeader(t *testing.T, j *Journal, entered chan struct{}, n int) chan error {
+	t.Helper()
+	done := make(chan error, n+1)
+	go func() { done <- j.Append(record.Request{Step: "gate"}) }()
+	within(t, entered, "first fsync")
+	for i := 1; i <= n; i++ {
+		go func() { done <- j.Append(record.Request{Step: "gate", IndexInStep: i}) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		data, _ := os.ReadFile(j.Path())
+		if bytes.Count(data, []byte("\n")) == n+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lines written while an fsync ran: %d, want %d", bytes.Count(data, []byte("\n")), n+1)
+		}
+	}
+	if len(done) != 0 {
+		t.Fatalf("an Append returned before any fsync ended: %v", <-done)
+	}
+	return done
+}
+
+// TestJournalGroupCommit: Appends that wrote while an fsync ran do not return with it; the
+// next fsync covers them all, so two fsyncs serve every Append. Close waits for them.
+func TestJournalGroupCommit(t *testing.T) {
+	j, entered, release, calls := gatedJournal(t)
+	const n = 16
+	done := startBehindLeader(t, j, entered, n)
+	closed := make(chan error, 1)
+	go func() { closed <- j.Close() }()
+	release <- nil // the first fsync covers the first line only
+	if err := within(t, done, "return of the first Append"); err != nil {
+		t.Fatal(err)
+	}
+	within(t, entered, "second fsync")
+	if len(done) != 0 || len(closed) != 0 {
+		t.Fatal("an Append or Close returned before the fsync covering its line ended")
+	}
+	release <- nil
+	for i := 0; i < n; i++ {
+		if err := within(t, done, "Append's return"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := within(t, closed, "Close"); err != nil {
+		t.Fatal(err)
+	}
+	if c := calls.Load(); c != 2 {
+		t.Fatalf("%d fsyncs, want 2", c)
+	}
+	if got, err := ReadJournal(j.Path()); err != nil || len(got) != n+1 {
+		t.Fatalf("read %d requests, %v", len(got), err)
+	}
+}
+
+// TestJournalSyncErrorSticks: a failed fsync fails every Append whose line it was to cover,
+// and every later Append without another fsync.
+func TestJournalSyncErrorSticks(t *testing.T) {
+	j, entered, release, calls := gatedJournal(t)
+	const n = 8
+	done := startBehindLeader(t, j, entered, n)
+	injected := errors.New("injected EIO")
+	release <- injected
+	for i := 0; i <= n; i++ {
+		if err := within(t, done, "Append's return"); !errors.Is(err, injected) {
+			t.Fatalf("Append covered by the failed fsync: %v", err)
+		}
+	}
+	if err := j.Append(record.Request{Step: "gate"}); !errors.Is(err, injected) {
+		t.Fatalf("Append after the failed fsync: %v", err)
+	}
+	if c := calls.Load(); c != 1 {
+		t.Fatalf("%d fsyncs, want 1", c)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
