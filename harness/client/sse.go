@@ -126,31 +126,62 @@ func (r *eventReader) release() {
 // read reads once more from the body and returns the time the bytes arrived. At the end
 // of the body, an unterminated last line is completed so that next still returns it.
 func (r *eventReader) read(dog *chunkWatchdog) (time.Time, error) {
-	if r.start > 0 {
-		r.end = copy(r.buf, r.buf[r.start:r.end])
-		r.start = 0
+	free, err := r.space()
+	if err != nil {
+		return time.Now(), err
 	}
-	if r.end == len(r.buf) {
-		if len(r.buf) >= maxEventBytes {
-			return time.Now(), errEventTooLarge
-		}
-		grown := make([]byte, 2*len(r.buf))
-		copy(grown, r.buf[:r.end])
-		r.buf = grown
-	}
-	n, err := r.body.Read(r.buf[r.end:])
+	n, err := r.body.Read(free)
 	now := time.Now()
 	if n > 0 {
 		r.end += n
 		r.reads++
 		dog.touch(now)
 	}
-	r.eof = err == io.EOF
-	if r.eof && r.end > r.start && r.buf[r.end-1] != '\n' {
+	if err == io.EOF {
+		r.endOfBody()
+	}
+	return now, err
+}
+
+// push appends body bytes another reader brought (the event loop's, which counts reads).
+func (r *eventReader) push(p []byte) error {
+	for len(p) > 0 {
+		free, err := r.space()
+		if err != nil {
+			return err
+		}
+		n := copy(free, p)
+		r.end += n
+		p = p[n:]
+	}
+	return nil
+}
+
+// space moves the bytes not yet split to the buffer's start and returns its free part,
+// growing the buffer when a line fills it.
+func (r *eventReader) space() ([]byte, error) {
+	if r.start > 0 {
+		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.start = 0
+	}
+	if r.end == len(r.buf) {
+		if len(r.buf) >= maxEventBytes {
+			return nil, errEventTooLarge
+		}
+		grown := make([]byte, 2*len(r.buf))
+		copy(grown, r.buf[:r.end])
+		r.buf = grown
+	}
+	return r.buf[r.end:], nil
+}
+
+// endOfBody completes an unterminated last line, so that next still returns it.
+func (r *eventReader) endOfBody() {
+	r.eof = true
+	if r.end > r.start && r.buf[r.end-1] != '\n' {
 		r.buf = append(r.buf[:r.end], '\n')
 		r.end++
 	}
-	return now, err
 }
 
 // next returns the payload of the next complete data line, "data:" and the spaces after

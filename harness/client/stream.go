@@ -204,7 +204,8 @@ func (a *streamAccumulator) report(phase string, now time.Time) {
 	a.progress(Progress{Phase: phase, Tokens: a.res.GeneratedChunks, Elapsed: now.Sub(a.start)})
 }
 
-// finish fills the fields known only at the end and sends the last progress report.
+// finish fills the fields known only at the end; the caller sends the last progress
+// report (doneProgress) once the Result is final.
 func (a *streamAccumulator) finish() {
 	res := a.res
 	end := time.Now()
@@ -220,7 +221,6 @@ func (a *streamAccumulator) finish() {
 	res.InterTokenMS = gapSpread(a.gaps)
 	res.DecodeTokensPerSecond = DecodeTokensPerSecond(res.OutputTokens, res.TimeToFirstOutputMS, res.EndToEndMS)
 	res.EffectivePrefillTokensPerSecond = EffectivePrefillTokensPerSecond(res.PromptTokens, res.TimeToFirstOutputMS)
-	a.report(PhaseDone, end)
 }
 
 // gapSpread summarizes measured gaps; nil when there are none.
