@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/anvil-serving/kvbench/harness/client"
 )
 
 // engineProcessEnv makes the test binary serve the embedded engine from the profile file it
@@ -135,8 +137,9 @@ func selfCPU() time.Duration {
 // tokens each with ignore_eos) against the embedded engine in a separate process, and
 // reports the client's CPU per 1,000 output tokens from getrusage of this process, which
 // holds only the client. Target at 64 streams: at most half the CPU of vLLM's benchmark
-// client on the same machine, and within 2x of a minimal C client on epoll (about 5-6 ms per
-// 1k tokens), i.e. at most ~12 ms per 1k tokens.
+// client on the same machine, and within 2x of a minimal C client on epoll (5-6 ms per 1k
+// tokens on a 2-core VM), i.e. about 11 ms per 1k tokens. The net-http cases measure the
+// fallback transport (KVBENCH_CLIENT_TRANSPORT=net/http) beside the event loop.
 //
 // Other figures: client-cores and engine-cores are each process's CPU time over the
 // wall time (engine from /proc); ttft-err is the time to first output minus the engine's
@@ -148,11 +151,14 @@ func BenchmarkClientCPU(b *testing.B) {
 	for _, tc := range []struct {
 		name                  string
 		requests, concurrency int
+		transport             string
 	}{
-		{"c64", 1920, 64},
-		{"c256", 1024, 256},
+		{"c64/loop", 1920, 64, ""},
+		{"c64/net-http", 1920, 64, client.TransportNetHTTP},
+		{"c256/loop", 1024, 256, ""},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			b.Setenv(client.TransportEnv, tc.transport)
 			url, pid := startEngineProcess(b)
 			scenario := filepath.Join(b.TempDir(), "clientcost.toml")
 			if err := os.WriteFile(scenario, []byte(fmt.Sprintf(`name = "clientcost-%s"
@@ -170,7 +176,7 @@ id = "streams"
 requests = %d
 planned_context_tokens = [96]
 concurrency = %d
-`, tc.name, tc.requests, tc.concurrency)), 0o644); err != nil {
+`, strings.ReplaceAll(tc.name, "/", "-"), tc.requests, tc.concurrency)), 0o644); err != nil {
 				b.Fatal(err)
 			}
 			var cpu, engineCPU, wall time.Duration

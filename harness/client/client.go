@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -74,7 +75,18 @@ const (
 	TransportAuto = ""
 	// TransportNetHTTP always uses net/http.
 	TransportNetHTTP = "net/http"
+	// TransportEnv set to TransportNetHTTP makes TransportAuto mean net/http too: a way
+	// to compare the two, or to step around the loop, without a flag in every command.
+	TransportEnv = "KVBENCH_CLIENT_TRANSPORT"
 )
+
+// TransportName says which transport serves c's chat streams: "event loop" or "net/http".
+func (c *Client) TransportName() string {
+	if c.loop != nil {
+		return "event loop"
+	}
+	return TransportNetHTTP
+}
 
 // Client streams chat completions and calls a server's helper endpoints. It is safe for
 // concurrent use.
@@ -128,6 +140,9 @@ func New(cfg Config) *Client {
 		chunkTimeout:     orDefault(cfg.ChunkTimeout, DefaultChunkTimeout),
 	}
 	c.tokenizeTimeout = orDefault(cfg.TokenizeTimeout, c.callTimeout)
+	if cfg.Transport == TransportAuto && os.Getenv(TransportEnv) == TransportNetHTTP {
+		cfg.Transport = TransportNetHTTP
+	}
 	if cfg.Transport == TransportAuto && cfg.HTTPClient == nil {
 		c.loop = newLoopTarget(c.chatURL, header)
 	}
