@@ -217,6 +217,9 @@ func (l *eventLoop) forget(s *loopStream) {
 func (l *eventLoop) run() {
 	events := make([]syscall.EpollEvent, 256)
 	for {
+		// Each Read looks at the epoll descriptor before it parks: only a wait that began
+		// with nothing ready is sure to be woken by the next event (Go's netpoller
+		// registers descriptors edge-triggered).
 		n := 0
 		err := l.wait.Read(func(fd uintptr) bool {
 			var err error
