@@ -43,7 +43,8 @@ func register(c command) { commands[c.name] = c }
 // stopSignals end a run the way Ctrl-C does: the context is cancelled, what was measured is
 // written, the status is interrupted. SIGPIPE is among them so that `kvbench run ... | head`
 // does not kill the process on its next console line: caught, a write to the closed pipe
-// returns an error instead, and the run stops with its records.
+// returns an error instead, and the run stops with its records. A SIGPIPE while stdout and
+// stderr are open came from a socket (a server that reset a connection) and is ignored.
 var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
 
 func main() {
@@ -65,6 +66,9 @@ func withStopSignals(parent context.Context) (context.Context, func()) {
 		for {
 			select {
 			case sig := <-ch:
+				if sig == syscall.SIGPIPE && !brokenPipe(1, 2) {
+					continue // a server's closed connection, not our stdout or stderr
+				}
 				cancel(fmt.Errorf("received %s", signalName(sig)))
 			case <-done:
 				return
