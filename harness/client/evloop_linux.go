@@ -328,6 +328,9 @@ func (c *Client) streamOnLoop(ctx, reqCtx context.Context, cancelCause context.C
 // first token. The loop writes the rest. A pooled connection the server has reset fails
 // its first write before the server saw any of the request, so a fresh one is dialed.
 func (c *Client) send(ctx context.Context, req []byte) (*rawConn, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err // a pooled connection would carry the request all the same
+	}
 	for {
 		conn, reused, err := c.loop.get(ctx)
 		if err != nil {
@@ -415,13 +418,12 @@ func (s *loopStream) read() {
 	}
 	wasHead := s.resp.HeadDone
 	s.fed = 0
-	if err := s.resp.feed(s.conn.buf[:n], s.body); err != nil {
-		s.fail(s.resp.HeadDone, err)
-		return
-	}
+	// A framing error ends the stream, but only after what came before it in this read:
+	// net/http hands those bytes on too.
+	feedErr := s.resp.feed(s.conn.buf[:n], s.body)
 	if s.over { // draining past [DONE]
-		if s.resp.done() {
-			s.release(s.resp.Reusable)
+		if feedErr != nil || s.resp.done() {
+			s.release(feedErr == nil && s.resp.Reusable)
 		}
 		return
 	}
@@ -434,20 +436,20 @@ func (s *loopStream) read() {
 		s.ev.reads++ // chunks of one read share its time: their gaps are not measurable
 		s.dog.touch(now)
 	}
-	if !s.resp.HeadDone {
-		return
-	}
-	if !s.ok() {
-		if s.resp.done() || len(s.errBody) >= maxErrorBody {
+	switch {
+	case !s.resp.HeadDone:
+		if feedErr != nil {
+			s.fail(false, feedErr)
+		}
+	case !s.ok():
+		if feedErr != nil || s.resp.done() || len(s.errBody) >= maxErrorBody {
 			s.httpStatusError()
 		}
-		return
-	}
-	if s.c.handleEvents(s.ev, s.acc, now) {
-		s.end(s.ev.done)
-		return
-	}
-	if s.resp.done() {
+	case s.c.handleEvents(s.ev, s.acc, now):
+		s.end(s.ev.done && feedErr == nil)
+	case feedErr != nil:
+		s.fail(true, feedErr)
+	case s.resp.done():
 		s.bodyEnded(now)
 	}
 }
@@ -512,6 +514,12 @@ func (s *loopStream) fail(streaming bool, err error) {
 		s.release(false)
 		return
 	}
+	if streaming && !s.ok() {
+		// A non-2xx answer whose body broke or stalled is still that answer, as with
+		// net/http, which keeps what it read of the body.
+		s.httpStatusError()
+		return
+	}
 	if streaming {
 		s.c.recordStreamError(s.ctx, s.reqCtx, s.acc.res, s.acc.chunks, err, s.resp.ContentType)
 	} else {
@@ -546,7 +554,9 @@ func (s *loopStream) release(reuse bool) {
 	s.closed = true
 	defer close(s.released)
 	s.t.loop.forget(s)
-	if reuse && s.writeErr == nil {
+	// A request not sent whole (the server answered early) leaves the server waiting for
+	// the rest: the next request's bytes would be taken for it.
+	if reuse && s.writeErr == nil && len(s.unsent) == 0 {
 		s.t.put(s.conn)
 		return
 	}

@@ -169,6 +169,9 @@ func (p *h1Response) takeLine(in []byte) (line, rest []byte, ok bool, err error)
 		p.line = append(p.line, in...)
 		return nil, nil, false, nil
 	}
+	if len(p.line)+i > maxLineBytes { // a read that brings the whole line is held to the same bound
+		return nil, nil, false, fmt.Errorf("%w: a line longer than %d bytes", errBadChunk, maxLineBytes)
+	}
 	line, rest = in[:i], in[i+1:]
 	if len(p.line) > 0 {
 		line = append(p.line, line...)
@@ -189,6 +192,9 @@ func (p *h1Response) feedHead(in []byte) ([]byte, error) {
 		return nil, nil
 	}
 	end += from + 4
+	if end > maxHeadBytes { // a read that brings the whole head is held to the same bound
+		return nil, fmt.Errorf("response head longer than %d bytes", maxHeadBytes)
+	}
 	rest := in[len(in)-(len(p.head)-end):]
 	head := string(p.head[:end-4])
 	p.head = p.head[:0]
@@ -213,7 +219,10 @@ func (p *h1Response) parseHead(head string) error {
 	p.Status, p.StatusText = code, status
 	p.Reusable = proto != "HTTP/1.0"
 	length, chunked := int64(-1), false
-	for _, f := range strings.Split(fields, "\r\n") {
+	for f := range strings.SplitSeq(fields, "\r\n") {
+		if f == "" {
+			continue // a head of the status line alone
+		}
 		name, value, ok := strings.Cut(f, ":")
 		if !ok {
 			return fmt.Errorf("malformed header line %q", snippet([]byte(f)))
@@ -229,7 +238,8 @@ func (p *h1Response) parseHead(head string) error {
 			}
 			length = n
 		case "transfer-encoding":
-			chunked = strings.EqualFold(strings.TrimSpace(value[strings.LastIndexByte(value, ',')+1:]), "chunked")
+			// Only chunked alone: "gzip, chunked" would hand compressed bytes to the events.
+			chunked = strings.EqualFold(value, "chunked")
 			if !chunked {
 				return fmt.Errorf("unsupported Transfer-Encoding %q", snippet([]byte(value)))
 			}

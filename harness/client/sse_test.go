@@ -64,6 +64,10 @@ func TestEventReaderSplitsDataLines(t *testing.T) {
 
 // Events that share a read have no measurable gap: they are counted, not timed as 0.
 func TestStreamChatCountsBatchedChunks(t *testing.T) {
+	eachTransport(t, testStreamChatCountsBatchedChunks)
+}
+
+func testStreamChatCountsBatchedChunks(t *testing.T, cfg Config) {
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
 		writeEvents(w, roleChunk(), deltaChunk("content", "a"))
@@ -75,7 +79,7 @@ func TestStreamChatCountsBatchedChunks(t *testing.T) {
 		writeEvents(w, burst...)
 		writeEvents(w, finishChunk("stop"), usageChunk(3, 7, ""), "[DONE]")
 	})
-	res := newTestClient(srv).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
+	res := transportClient(t, cfg, srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
 	if res.Failed() || res.GeneratedChunks != 7 {
 		t.Fatalf("kind %q, %d chunks: %s", res.ErrorKind, res.GeneratedChunks, res.Error)
 	}
@@ -93,6 +97,10 @@ func TestStreamChatCountsBatchedChunks(t *testing.T) {
 
 // After [DONE] the client reads the end of the body, so the connection is reused.
 func TestStreamChatReusesConnections(t *testing.T) {
+	eachTransport(t, testStreamChatReusesConnections)
+}
+
+func testStreamChatReusesConnections(t *testing.T, cfg Config) {
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
@@ -106,7 +114,7 @@ func TestStreamChatReusesConnections(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := newTestClient(srv)
+	c := transportClient(t, cfg, srv.URL)
 	const requests = 20
 	for i := range requests {
 		if res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil); res.Failed() {
