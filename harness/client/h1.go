@@ -258,6 +258,8 @@ func (p *h1Response) parseHead(head string) error {
 		p.state = h1Done
 	case chunked:
 		p.state = h1ChunkSize
+		// Both framings: chunked wins, and the connection is not trusted again (RFC 9112 6.3).
+		p.Reusable = p.Reusable && length < 0
 	case length >= 0:
 		p.state, p.left = h1Length, length
 		if length == 0 {

@@ -120,6 +120,11 @@ func TestH1ResponseValid(t *testing.T) {
 			want: h1Outcome{body: "abc", status: 200, statusText: "200 OK", headDone: true, done: true},
 		},
 		{
+			name: "Content-Length and chunked: chunked wins, no reuse",
+			in:   "HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+			want: h1Outcome{body: "ok", status: 200, statusText: "200 OK", headDone: true, done: true},
+		},
+		{
 			name: "status line without a reason",
 			in:   "HTTP/1.1 200\r\nContent-Length: 1\r\n\r\nx",
 			want: h1Outcome{body: "x", status: 200, statusText: "200", headDone: true, reusable: true, done: true},
