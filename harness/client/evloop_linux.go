@@ -223,7 +223,7 @@ func (l *eventLoop) run() {
 		n := 0
 		err := l.wait.Read(func(fd uintptr) bool {
 			var err error
-			n, err = syscall.EpollWait(int(fd), events, 0)
+			n, err = epollPoll(int(fd), events)
 			return n > 0 || (err != nil && err != syscall.EINTR)
 		})
 		if err != nil || n <= 0 {
@@ -353,8 +353,30 @@ func sendNoSignal(fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, errno := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
 		syscall.MSG_NOSIGNAL, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// The loop's system calls never block (its sockets are non-blocking, its epoll_wait does
+// not wait), so they are made raw: through syscall.Syscall each would tell the runtime it
+// may block, which wakes the runtime's monitor thread at nearly every batch of tokens.
+
+func rawRead(fd int, p []byte) (int, error) {
+	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// epollPoll is epoll_wait without waiting.
+func epollPoll(epfd int, events []syscall.EpollEvent) (int, error) {
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), 0, 0, 0)
 	if errno != 0 {
 		return 0, errno
 	}
@@ -401,7 +423,7 @@ func (s *loopStream) ready(events uint32) {
 // read reads once (the loop's epoll is level-triggered: bytes left for later wake it
 // again) and feeds what came to the parser and the events to the accumulator.
 func (s *loopStream) read() {
-	n, err := syscall.Read(s.conn.fd, s.conn.buf)
+	n, err := rawRead(s.conn.fd, s.conn.buf)
 	now := time.Now()
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:
