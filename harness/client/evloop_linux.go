@@ -353,6 +353,7 @@ func sendNoSignal(fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	raceReleaseIO(fd)
 	n, _, errno := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
 		syscall.MSG_NOSIGNAL, 0, 0)
 	if errno != 0 {
@@ -364,14 +365,7 @@ func sendNoSignal(fd int, p []byte) (int, error) {
 // The loop's system calls never block (its sockets are non-blocking, its epoll_wait does
 // not wait), so they are made raw: through syscall.Syscall each would tell the runtime it
 // may block, which wakes the runtime's monitor thread at nearly every batch of tokens.
-
-func rawRead(fd int, p []byte) (int, error) {
-	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
+// (rawRead is in rawio_linux.go, beside its race-detector twin.)
 
 // epollPoll is epoll_wait without waiting.
 func epollPoll(epfd int, events []syscall.EpollEvent) (int, error) {
