@@ -217,12 +217,12 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 	return nil
 }
 
-// isTerminal reports whether w is a character device (live console lines).
+// isTerminal reports whether w is a terminal (live console lines).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
 	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && isTTY(f.Fd())
 }
