@@ -121,11 +121,10 @@ func (t *loopTarget) get(ctx context.Context) (c *rawConn, reused bool, err erro
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
 		// An idle connection has nothing to read: a close or stray bytes disqualify it.
-		var b [1]byte
-		if _, _, err := syscall.Recvfrom(c.fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT); err == syscall.EAGAIN {
+		if peekIdle(c.fd) {
 			return c, true, nil
 		}
-		syscall.Close(c.fd)
+		closeRaw(c.fd)
 	}
 }
 
@@ -136,7 +135,7 @@ func (t *loopTarget) put(c *rawConn) {
 		t.idle = append(t.idle, c)
 		return
 	}
-	syscall.Close(c.fd)
+	closeRaw(c.fd)
 }
 
 // eventLoop is the process's one epoll instance and the goroutine that waits on it.
@@ -194,7 +193,7 @@ func (l *eventLoop) add(s *loopStream, events uint32) error {
 	l.streams[s.id] = s
 	l.mu.Unlock()
 	ev := syscall.EpollEvent{Events: events, Fd: int32(uint32(s.id)), Pad: int32(uint32(s.id >> 32))}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, s.conn.fd, &ev); err != nil {
+	if err := epollCtl(l.epfd, syscall.EPOLL_CTL_ADD, s.conn.fd, &ev); err != nil {
 		l.forget(s)
 		return err
 	}
@@ -203,12 +202,12 @@ func (l *eventLoop) add(s *loopStream, events uint32) error {
 
 func (l *eventLoop) modify(s *loopStream, events uint32) error {
 	ev := syscall.EpollEvent{Events: events, Fd: int32(uint32(s.id)), Pad: int32(uint32(s.id >> 32))}
-	return syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, s.conn.fd, &ev)
+	return epollCtl(l.epfd, syscall.EPOLL_CTL_MOD, s.conn.fd, &ev)
 }
 
 // forget takes s's connection out of the loop; the caller then closes or pools it.
 func (l *eventLoop) forget(s *loopStream) {
-	syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, s.conn.fd, nil)
+	epollCtl(l.epfd, syscall.EPOLL_CTL_DEL, s.conn.fd, nil)
 	l.mu.Lock()
 	delete(l.streams, s.id)
 	l.mu.Unlock()
@@ -216,16 +215,17 @@ func (l *eventLoop) forget(s *loopStream) {
 
 func (l *eventLoop) run() {
 	events := make([]syscall.EpollEvent, 256)
+	n := 0
+	// Each Read looks at the epoll descriptor before it parks: only a wait that began with
+	// nothing ready is sure to be woken by the next event (Go's netpoller registers
+	// descriptors edge-triggered).
+	poll := func(fd uintptr) bool {
+		var err error
+		n, err = epollPoll(int(fd), events)
+		return n > 0 || (err != nil && err != syscall.EINTR)
+	}
 	for {
-		// Each Read looks at the epoll descriptor before it parks: only a wait that began
-		// with nothing ready is sure to be woken by the next event (Go's netpoller
-		// registers descriptors edge-triggered).
-		n := 0
-		err := l.wait.Read(func(fd uintptr) bool {
-			var err error
-			n, err = epollPoll(int(fd), events)
-			return n > 0 || (err != nil && err != syscall.EINTR)
-		})
+		err := l.wait.Read(poll)
 		if err != nil || n <= 0 {
 			// Neither can happen to a descriptor the loop never closes; not spun on.
 			time.Sleep(10 * time.Millisecond)
@@ -298,7 +298,7 @@ func (c *Client) streamOnLoop(ctx, reqCtx context.Context, cancelCause context.C
 	err = t.loop.add(s, events)
 	s.mu.Unlock()
 	if err != nil {
-		syscall.Close(conn.fd)
+		closeRaw(conn.fd)
 		c.recordOpenError(ctx, reqCtx, res, err)
 		acc.finish()
 		progress(doneProgress(res))
@@ -340,7 +340,7 @@ func (c *Client) send(ctx context.Context, req []byte) (*rawConn, int, error) {
 		if err == nil || err == syscall.EAGAIN {
 			return conn, max(n, 0), nil
 		}
-		syscall.Close(conn.fd)
+		closeRaw(conn.fd)
 		if !reused {
 			return nil, 0, fmt.Errorf("sending the request: %w", err)
 		}
@@ -366,6 +366,26 @@ func sendNoSignal(fd int, p []byte) (int, error) {
 // not wait), so they are made raw: through syscall.Syscall each would tell the runtime it
 // may block, which wakes the runtime's monitor thread at nearly every batch of tokens.
 // (rawRead is in rawio_linux.go, beside its race-detector twin.)
+
+func epollCtl(epfd, op, fd int, ev *syscall.EpollEvent) error {
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd),
+		uintptr(unsafe.Pointer(ev)), 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// peekIdle says whether an idle connection has nothing to read (no close, no stray bytes).
+func peekIdle(fd int) bool {
+	var b [1]byte
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return errno == syscall.EAGAIN
+}
+
+// closeRaw closes a socket of the loop's (closing a TCP socket without SO_LINGER never blocks).
+func closeRaw(fd int) { syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0) }
 
 // epollPoll is epoll_wait without waiting.
 func epollPoll(epfd int, events []syscall.EpollEvent) (int, error) {
@@ -576,7 +596,7 @@ func (s *loopStream) release(reuse bool) {
 		s.t.put(s.conn)
 		return
 	}
-	syscall.Close(s.conn.fd)
+	closeRaw(s.conn.fd)
 }
 
 // abort ends the stream when its context is done (a cancel, the request timeout, a header
