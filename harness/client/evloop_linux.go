@@ -36,8 +36,13 @@ type loopTarget struct {
 	idle []*rawConn
 }
 
-// maxIdleConns bounds the connections a target keeps for later requests.
-const maxIdleConns = 4096
+// Bounds on the connections a target keeps for later requests: how many, and for how long
+// (as net/http's default transport; servers close theirs sooner, and a connection the
+// server closed would otherwise sit half-closed at the bottom of the pool).
+const (
+	maxIdleConns = 4096
+	maxIdleTime  = 90 * time.Second
+)
 
 // newLoopTarget returns the loop's view of chatURL, or nil where net/http must serve it:
 // HTTPS, credentials in the URL, a proxy from the environment, or no epoll.
@@ -66,8 +71,9 @@ func newLoopTarget(chatURL string, header http.Header) *loopTarget {
 
 // rawConn is a connection outside Go's netpoller: a non-blocking socket only the loop reads.
 type rawConn struct {
-	fd  int
-	buf []byte // what one read brings
+	fd        int
+	buf       []byte    // what one read brings
+	idleSince time.Time // when it was pooled
 }
 
 const readBufferBytes = 16 << 10
@@ -128,14 +134,26 @@ func (t *loopTarget) get(ctx context.Context) (c *rawConn, reused bool, err erro
 	}
 }
 
+// put pools c, and closes the connections idle for longer than maxIdleTime: the pool is a
+// stack, so they are at its bottom.
 func (t *loopTarget) put(c *rawConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.idle) < maxIdleConns {
-		t.idle = append(t.idle, c)
+	now := time.Now()
+	old := 0
+	for old < len(t.idle) && now.Sub(t.idle[old].idleSince) > maxIdleTime {
+		closeRaw(t.idle[old].fd)
+		old++
+	}
+	if old > 0 {
+		t.idle = append(t.idle[:0], t.idle[old:]...)
+	}
+	if len(t.idle) >= maxIdleConns {
+		closeRaw(c.fd)
 		return
 	}
-	closeRaw(c.fd)
+	c.idleSince = now
+	t.idle = append(t.idle, c)
 }
 
 // eventLoop is the process's one epoll instance and the goroutine that waits on it.
@@ -575,7 +593,7 @@ func (s *loopStream) end(keep bool) {
 	switch {
 	case keep && s.resp.done():
 		s.release(s.resp.Reusable)
-	case keep: // read on past [DONE] for the body's end, within drainTimeout
+	case keep && s.resp.Reusable: // read on past [DONE] for the body's end, within drainTimeout
 		time.AfterFunc(drainTimeout, s.abort)
 	default:
 		s.release(false)

@@ -902,3 +902,41 @@ func TestStreamManyConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleConnectionsExpire: pooling a connection closes those idle for longer than
+// maxIdleTime, which a server has usually closed by then, and keeps the others.
+func TestIdleConnectionsExpire(t *testing.T) {
+	socket := func() int {
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		syscall.Close(fds[1])
+		return fds[0]
+	}
+	open := func(fd int) bool {
+		_, err := fcntlGetFD(fd)
+		return err == nil
+	}
+	stale := &rawConn{fd: socket(), idleSince: time.Now().Add(-2 * maxIdleTime)}
+	recent := &rawConn{fd: socket(), idleSince: time.Now()}
+	fresh := &rawConn{fd: socket()}
+	tgt := &loopTarget{idle: []*rawConn{stale, recent}}
+	tgt.put(fresh)
+	if open(stale.fd) || !open(recent.fd) || !open(fresh.fd) {
+		t.Fatalf("open after put: stale %v, recent %v, fresh %v; want false, true, true", open(stale.fd), open(recent.fd), open(fresh.fd))
+	}
+	if len(tgt.idle) != 2 || tgt.idle[0] != recent || tgt.idle[1] != fresh {
+		t.Fatalf("pool holds %d connections, want the recent and the fresh one", len(tgt.idle))
+	}
+	syscall.Close(recent.fd)
+	syscall.Close(fresh.fd)
+}
+
+func fcntlGetFD(fd int) (int, error) {
+	r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), nil
+}
