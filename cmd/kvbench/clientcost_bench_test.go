@@ -141,6 +141,9 @@ func selfCPU() time.Duration {
 // tokens on a 2-core VM), i.e. about 11 ms per 1k tokens. The net-http cases measure the
 // fallback transport (KVBENCH_CLIENT_TRANSPORT=net/http) beside the event loop.
 //
+// step-cpu is the same from the step record's client cost: the streaming step alone,
+// without the run's preflight and the writing of its records.
+//
 // Other figures: client-cores and engine-cores are each process's CPU time over the
 // wall time (engine from /proc); ttft-err is the time to first output minus the engine's
 // 50 ms; batched-% is the share of generated chunks that arrived in the same read as the
@@ -179,7 +182,7 @@ concurrency = %d
 `, strings.ReplaceAll(tc.name, "/", "-"), tc.requests, tc.concurrency)), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			var cpu, engineCPU, wall time.Duration
+			var cpu, stepCPU, engineCPU, wall time.Duration
 			var tokens, chunks, batched int
 			var ttftErr []float64
 			for b.Loop() {
@@ -196,12 +199,14 @@ concurrency = %d
 					b.Fatalf("run: %v", err)
 				}
 				b.StopTimer()
-				t, c, bt, errs := readClientCostStep(b, out, tc.requests)
+				t, c, bt, errs, sc := readClientCostStep(b, out, tc.requests)
 				tokens, chunks, batched, ttftErr = tokens+t, chunks+c, batched+bt, append(ttftErr, errs...)
+				stepCPU += sc
 				b.StartTimer()
 			}
 			slices.Sort(ttftErr)
 			b.ReportMetric(float64(cpu.Microseconds())/float64(tokens), "client-cpu-ms/1k-tokens")
+			b.ReportMetric(float64(stepCPU.Microseconds())/float64(tokens), "step-cpu-ms/1k-tokens")
 			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "client-cores")
 			b.ReportMetric(engineCPU.Seconds()/wall.Seconds(), "engine-cores")
 			b.ReportMetric(ttftErr[len(ttftErr)/2], "ttft-err-p50-ms")
@@ -213,7 +218,7 @@ concurrency = %d
 
 // readClientCostStep reads the step artifact of the run under out: output tokens,
 // generated and batched chunks, and each request's time-to-first-output error.
-func readClientCostStep(b *testing.B, out string, want int) (tokens, chunks, batched int, ttftErr []float64) {
+func readClientCostStep(b *testing.B, out string, want int) (tokens, chunks, batched int, ttftErr []float64, stepCPU time.Duration) {
 	b.Helper()
 	entries, err := os.ReadDir(out)
 	if err != nil || len(entries) != 1 {
@@ -224,6 +229,9 @@ func readClientCostStep(b *testing.B, out string, want int) (tokens, chunks, bat
 		b.Fatal(err)
 	}
 	var art struct {
+		Client *struct {
+			CPUMS float64 `json:"cpu_ms"`
+		} `json:"client"`
 		Requests []struct {
 			Result struct {
 				ErrorKind       string   `json:"error_kind"`
@@ -240,6 +248,10 @@ func readClientCostStep(b *testing.B, out string, want int) (tokens, chunks, bat
 	if len(art.Requests) != want {
 		b.Fatalf("%d requests recorded, want %d", len(art.Requests), want)
 	}
+	if art.Client == nil {
+		b.Fatal("the step records no client cost")
+	}
+	stepCPU = time.Duration(art.Client.CPUMS * float64(time.Millisecond))
 	for i, q := range art.Requests {
 		r := q.Result
 		if r.ErrorKind != "" || r.TTFO == nil || r.OutputTokens != 100 {
@@ -250,5 +262,5 @@ func readClientCostStep(b *testing.B, out string, want int) (tokens, chunks, bat
 		batched += r.BatchedChunks
 		ttftErr = append(ttftErr, *r.TTFO-engineTTFTMS)
 	}
-	return tokens, chunks, batched, ttftErr
+	return tokens, chunks, batched, ttftErr, stepCPU
 }

@@ -104,6 +104,19 @@ type Request struct {
 	Replica *metrics.Attribution `json:"replica,omitempty"`
 }
 
+// ClientCost is the CPU time kvbench's own process spent during a step (user and system,
+// all its threads): a client that takes the cores it shares with the server skews the very
+// timings it measures.
+type ClientCost struct {
+	CPUMS float64 `json:"cpu_ms"`
+	// Cores is CPU time over the step's wall time.
+	Cores float64 `json:"cores"`
+	// CPUMSPer1kOutputTokens is null when the step produced no output tokens.
+	CPUMSPer1kOutputTokens *float64 `json:"cpu_ms_per_1k_output_tokens"`
+	// Transport read the chat streams: "event loop" or "net/http".
+	Transport string `json:"transport,omitempty"`
+}
+
 // StepArtifact is the raw record of one step: the source of truth the run record's section
 // is computed from.
 type StepArtifact struct {
@@ -118,6 +131,8 @@ type StepArtifact struct {
 	DeltaScope string          `json:"delta_scope"`
 	StartedAt  time.Time       `json:"started_at"`
 	EndedAt    time.Time       `json:"ended_at"`
+	// Client is what the step cost kvbench itself; absent where the system does not say.
+	Client *ClientCost `json:"client,omitempty"`
 	// Interrupted: the run was stopped during this step; Requests holds what was measured.
 	Interrupted bool      `json:"interrupted"`
 	Requests    []Request `json:"requests"`

@@ -178,6 +178,13 @@ func (c *Console) StepDone(a record.StepArtifact) {
 	if a.Interrupted {
 		c.Printf("  interrupted: %d requests measured", len(a.Requests))
 	}
+	if cc := a.Client; cc != nil {
+		per := ""
+		if cc.CPUMSPer1kOutputTokens != nil {
+			per = fmt.Sprintf(", %.1f ms per 1k output tokens", *cc.CPUMSPer1kOutputTokens)
+		}
+		c.Printf("  client (kvbench) CPU: %.0f ms, %.2f cores%s", cc.CPUMS, cc.Cores, per)
+	}
 }
 
 func b2i(b bool) int {

@@ -219,6 +219,8 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 		DeltaScope:  record.ScopeRequest,
 		StartedAt:   r.cfg.Now().UTC(),
 	}
+	cpu0, cpuRead := processCPU()
+	wall0 := time.Now()
 	if st.Step.Replay != nil {
 		art.Kind = "replay"
 	}
@@ -259,10 +261,30 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 	}
 	art.Interrupted = ctx.Err() != nil
 	art.EndedAt = r.cfg.Now().UTC()
+	if cpu1, ok := processCPU(); ok && cpuRead {
+		art.Client = r.clientCost(cpu1-cpu0, time.Since(wall0), art.Requests)
+	}
 	if art.Kind == "replay" {
 		r.decideReplay(&art)
 	}
 	return art
+}
+
+// clientCost is what a step of reqs cost kvbench's process: cpu over wall time.
+func (r *runner) clientCost(cpu, wall time.Duration, reqs []record.Request) *record.ClientCost {
+	c := &record.ClientCost{CPUMS: ms(cpu), Cores: cpu.Seconds() / max(wall.Seconds(), 1e-9)}
+	tokens := 0
+	for _, q := range reqs {
+		tokens += q.Result.OutputTokens
+	}
+	if tokens > 0 {
+		v := ms(cpu) * 1000 / float64(tokens)
+		c.CPUMSPer1kOutputTokens = &v
+	}
+	if t, ok := r.cfg.Chat.(interface{ TransportName() string }); ok {
+		c.Transport = t.TransportName()
+	}
+	return c
 }
 
 // isolatedRequest sends one request alone: idle server, scrape, request, idle, scrape.
