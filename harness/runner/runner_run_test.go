@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -651,5 +652,27 @@ func TestRunSlotAttribution(t *testing.T) {
 				t.Errorf("slot attribution %+v, want %d host-cache tokens", v.Slot, 296-64)
 			}
 		})
+	}
+}
+
+// TestStepRecordsClientCost: each step says what it cost kvbench's process, per 1k of the
+// output tokens its requests reported.
+func TestStepRecordsClientCost(t *testing.T) {
+	m := newFakeMetrics()
+	chat := &fakeChat{m: m, reply: offloadServer(m)}
+	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
+	for _, art := range out.Artifacts {
+		cc := art.Client
+		if cc == nil {
+			t.Fatalf("step %s: no client cost", art.Step)
+		}
+		tokens := 0
+		for _, q := range art.Requests {
+			tokens += q.Result.OutputTokens
+		}
+		if cc.CPUMS < 0 || cc.Cores < 0 || tokens == 0 || cc.CPUMSPer1kOutputTokens == nil ||
+			math.Abs(*cc.CPUMSPer1kOutputTokens-cc.CPUMS*1000/float64(tokens)) > 1e-9 {
+			t.Fatalf("step %s: client cost %+v for %d output tokens", art.Step, *cc, tokens)
+		}
 	}
 }
