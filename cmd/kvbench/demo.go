@@ -116,7 +116,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		fmt.Fprintln(stdout)
-		r.outcome, err = runScenario(ctx, sc, runOptions{out: dir, format: "text"}, stdout, stderr)
+		r.outcome, err = runScenario(ctx, sc, runOptions{out: dir, format: "text", engineInProcess: true}, stdout, stderr)
 		if err != nil {
 			return err
 		}

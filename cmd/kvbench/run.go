@@ -33,6 +33,8 @@ type runOptions struct {
 	// cpuProfile and memProfile name pprof files written around the whole run.
 	cpuProfile string
 	memProfile string
+	// engineInProcess: the server is the demo's embedded engine, in this process.
+	engineInProcess bool
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -129,6 +131,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	cfg := runner.NewConfig(sc, t, rep, p, runner.Settings{
 		ResultsDir: o.out, KvbenchVersion: kvbenchVersion(), Console: con,
 		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,
+		EngineInProcess: o.engineInProcess,
 	})
 	outcome, err := runner.Run(ctx, cfg)
 	if err != nil {

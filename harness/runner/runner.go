@@ -52,6 +52,9 @@ type Config struct {
 	// ProbeSecrets passes probes the variables whose names look secret (see ProbeEnv).
 	ProbeSecrets bool
 	Console      *Console
+	// EngineInProcess: the server runs in this process (the demo's embedded engine), whose
+	// CPU time is then not the client's alone, so steps record no client cost.
+	EngineInProcess bool
 	// Repeat is how many times the steps run (0 or 1: once). Repetition k > 0 runs the plan
 	// Replan(k) returns (see RepetitionPlanner).
 	Repeat int
@@ -261,7 +264,7 @@ func (r *runner) runStep(ctx context.Context, st plan.Step) record.StepArtifact 
 	}
 	art.Interrupted = ctx.Err() != nil
 	art.EndedAt = r.cfg.Now().UTC()
-	if cpu1, ok := processCPU(); ok && cpuRead {
+	if cpu1, ok := processCPU(); ok && cpuRead && !r.cfg.EngineInProcess {
 		art.Client = r.clientCost(cpu1-cpu0, time.Since(wall0), art.Requests)
 	}
 	if art.Kind == "replay" {

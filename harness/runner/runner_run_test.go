@@ -676,3 +676,16 @@ func TestStepRecordsClientCost(t *testing.T) {
 		}
 	}
 }
+
+// TestNoClientCostWithEngineInProcess: when the engine shares the process (the demo), its
+// CPU time is not the client's, and steps record none.
+func TestNoClientCostWithEngineInProcess(t *testing.T) {
+	m := newFakeMetrics()
+	cfg := newConfig(t, unitScenario, &fakeChat{m: m, reply: offloadServer(m)}, m)
+	cfg.EngineInProcess = true
+	for _, art := range run(t, context.Background(), cfg).Artifacts {
+		if art.Client != nil {
+			t.Fatalf("step %s records a client cost with the engine in process: %+v", art.Step, *art.Client)
+		}
+	}
+}

@@ -85,31 +85,34 @@ type Settings struct {
 	NoProbes       bool
 	ProbeSecrets   bool
 	Console        *Console
+	// EngineInProcess: see Config.EngineInProcess.
+	EngineInProcess bool
 }
 
 // NewConfig is the run configuration for a preflighted server: the plan, the clients and
 // everything preflight resolved about the server's KV capacity.
 func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.Plan, s Settings) Config {
 	cfg := Config{
-		Scenario:       sc,
-		Plan:           p,
-		Chat:           t.Client,
-		Metrics:        t.Metrics,
-		ResultsDir:     s.ResultsDir,
-		KvbenchVersion: s.KvbenchVersion,
-		ServerVersion:  rep.ServerVersion,
-		ModelRoot:      rep.ModelRoot,
-		Cache:          RecordCache(sc, rep),
-		Setup:          rep.Setup,
-		BlockSize:      rep.BlockSize,
-		Preflight:      rep,
-		Slots:          rep.Slots,
-		NoProbes:       s.NoProbes,
-		ProbeSecrets:   s.ProbeSecrets,
-		Console:        s.Console,
-		Repeat:         sc.Repeat,
-		Replan:         RepetitionPlanner(sc, t),
-		TokenIDs:       t.Engine.TokenIDs(),
+		Scenario:        sc,
+		Plan:            p,
+		Chat:            t.Client,
+		Metrics:         t.Metrics,
+		ResultsDir:      s.ResultsDir,
+		KvbenchVersion:  s.KvbenchVersion,
+		ServerVersion:   rep.ServerVersion,
+		ModelRoot:       rep.ModelRoot,
+		Cache:           RecordCache(sc, rep),
+		Setup:           rep.Setup,
+		BlockSize:       rep.BlockSize,
+		Preflight:       rep,
+		Slots:           rep.Slots,
+		NoProbes:        s.NoProbes,
+		ProbeSecrets:    s.ProbeSecrets,
+		Console:         s.Console,
+		EngineInProcess: s.EngineInProcess,
+		Repeat:          sc.Repeat,
+		Replan:          RepetitionPlanner(sc, t),
+		TokenIDs:        t.Engine.TokenIDs(),
 	}
 	return cfg
 }
