@@ -212,7 +212,7 @@ func (g *generation) run(ctx context.Context, emit func(i int, last bool) error)
 			return err
 		}
 		i++
-		due = due.Add(g.seq.InterTokenDelay)
+		due = due.Add(e.InterTokenDelay(g.seq))
 	}
 	return nil
 }

@@ -216,6 +216,14 @@ func (e *Engine) Finish(s *Sequence, reason FinishReason) {
 	e.schedule()
 }
 
+// InterTokenDelay is seq's time between output tokens, read under the engine's lock: a
+// readmission after preemption recomputes it while the sequence's generation runs.
+func (e *Engine) InterTokenDelay(seq *Sequence) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return seq.InterTokenDelay
+}
+
 // ObserveLatency records one request's client-visible timings in the histograms.
 func (e *Engine) ObserveLatency(ttft, e2e time.Duration) {
 	e.mu.Lock()
