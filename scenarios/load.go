@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 	"io/fs"
 	"maps"
 	"os"
@@ -373,8 +374,12 @@ func (s *Scenario) validate() []Problem {
 		if _, ok := seen[g.Step]; !ok {
 			bad(key+".step", "%q is not a step of this scenario", g.Step)
 		}
-		if g.Verdict != "" {
-			oneOf(key+".verdict", g.Verdict, Verdicts...)
+		if _, ok := verdict.Parse(string(g.Verdict)); g.Verdict != "" && (!ok || g.Verdict == verdict.Invalid) {
+			var words []string
+			for _, v := range verdict.Expectable {
+				words = append(words, string(v))
+			}
+			bad(key+".verdict", "%q is not one of %s", g.Verdict, strings.Join(words, ", "))
 		}
 		if g.MinCachedFraction < 0 || g.MinCachedFraction > 1 {
 			bad(key+".min_cached_fraction", "must be between 0 and 1")

@@ -6,6 +6,7 @@ package scenarios
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 	"maps"
 	"strconv"
 	"strings"
@@ -150,19 +151,16 @@ type ReplayRef struct {
 	Request int    `toml:"request" json:"request"`
 }
 
-// Verdicts a gate can expect of a replayed request.
-var Verdicts = []string{"cpu_reload", "gpu_hit", "partial", "recompute", "cache_hit_tier_unknown"}
-
 // Gate is an expectation checked at the end of a run; a failed gate exits with its own code.
 type Gate struct {
-	Step                   string  `toml:"step" json:"step"`
-	Verdict                string  `toml:"verdict" json:"verdict,omitempty"`
-	MinCachedFraction      float64 `toml:"min_cached_fraction" json:"min_cached_fraction,omitempty"`
-	MaxTimeToFirstOutputMS float64 `toml:"max_time_to_first_output_ms" json:"max_time_to_first_output_ms,omitempty"`
-	MinDecodeTokensPerSec  float64 `toml:"min_decode_tokens_per_second" json:"min_decode_tokens_per_second,omitempty"`
-	RequireStore           bool    `toml:"require_store" json:"require_store,omitempty"`
-	RequireValidSetup      bool    `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
-	MaxFailedRequests      *int    `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
+	Step                   string          `toml:"step" json:"step"`
+	Verdict                verdict.Verdict `toml:"verdict" json:"verdict,omitempty"`
+	MinCachedFraction      float64         `toml:"min_cached_fraction" json:"min_cached_fraction,omitempty"`
+	MaxTimeToFirstOutputMS float64         `toml:"max_time_to_first_output_ms" json:"max_time_to_first_output_ms,omitempty"`
+	MinDecodeTokensPerSec  float64         `toml:"min_decode_tokens_per_second" json:"min_decode_tokens_per_second,omitempty"`
+	RequireStore           bool            `toml:"require_store" json:"require_store,omitempty"`
+	RequireValidSetup      bool            `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
+	MaxFailedRequests      *int            `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
 	// Implicit marks the gate kvbench adds to a step whose requests failed when no gate of
 	// the scenario sets max_failed_requests for it (never written in a scenario file).
 	Implicit bool `toml:"-" json:"implicit,omitempty"`

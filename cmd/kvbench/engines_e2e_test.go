@@ -106,8 +106,18 @@ func verdictOf(t *testing.T, req map[string]any) (string, string) {
 	return v["verdict"].(string), v["reason"].(string) + " || " + strings.Join(notes, " | ")
 }
 
+// evidence is what a replay's verdict weighed, read from its request: each counter's delta
+// under "<normalized name>_delta" (missing where the engine serves no such counter), and
+// usage's prompt tokens.
 func evidence(req map[string]any) map[string]any {
-	return req["verdict"].(map[string]any)["evidence"].(map[string]any)
+	ev := map[string]any{"prompt_tokens": req["result"].(map[string]any)["prompt_tokens"]}
+	counters, _ := req["counters"].(map[string]any)["counters"].(map[string]any)
+	for name, c := range counters {
+		if d := c.(map[string]any)["delta"]; d != nil {
+			ev[name+"_delta"] = d
+		}
+	}
+	return ev
 }
 
 // TestEngineVLLMReload: the default dialect, for the table's completeness.

@@ -57,7 +57,7 @@ func TestLlamaCppPromptCacheTiers(t *testing.T) {
 			r := section(t, rec, "replay")
 			prompt, cached := num(t, r, "prompt_tokens"), num(t, r, "cached_prompt_tokens")
 			slot := r["evidence"].(map[string]any)["slot_attribution"].(map[string]any)
-			common := num(t, slot["evidence"].(map[string]any), "common_prefix_with_previous_prompt")
+			common := num(t, slot, "common_prefix_with_previous_prompt")
 			cold, replay := num(t, r, "original_time_to_first_output_ms"), num(t, r, "time_to_first_output_ms")
 			t.Logf("%s: prompt %v, cached %v, common prefix %v, TTFT cold %.1f ms, replay %.1f ms", c.scenario, prompt, cached, common, cold, replay)
 			if r["verdict"] != c.verdict {
@@ -86,7 +86,7 @@ func TestLlamaCppPromptCacheTiers(t *testing.T) {
 						t.Errorf("%s: planned %v, server counted %v", name, planned, p)
 					}
 					cachedTok, _ := res["cached_prompt_tokens"].(float64) // null (absent) reads as 0 only for this sum
-					counters := req["counters"].(map[string]any)["delta"].(map[string]any)["counters"].(map[string]any)
+					counters := req["counters"].(map[string]any)["counters"].(map[string]any)
 					cachedDelta := counters["prompt_tokens_cached"].(map[string]any)["delta"].(float64)
 					computedDelta := counters["prompt_tokens_local_compute"].(map[string]any)["delta"].(float64)
 					if cachedDelta != cachedTok || computedDelta != p-cachedTok {
@@ -177,6 +177,22 @@ func TestLlamaCppEngineModel(t *testing.T) {
 		interp, _ := r["interpretation"].(string)
 		if r["verdict"] != "cpu_reload" || r["setup_valid"] != "yes" || !strings.Contains(interp, "valid host-tier reload setup") || strings.Contains(interp, "GPU KV pool") {
 			t.Fatalf("verdict %v (%v), setup_valid %v: %s", r["verdict"], r["verdict_reason"], r["setup_valid"], interp)
+		}
+	})
+
+	// The run exactly: no bytes per token of prompt state in the scenario, so the
+	// capacity math cannot tell; the replay's own slot attribution shows the host-RAM
+	// restore, and evidence beats computation.
+	t.Run("valid setup shown by the replay", func(t *testing.T) {
+		sc := strings.Replace(ramReplayScenario(200), "store_bytes_per_token = 523\n", "", 1)
+		rec, stderr, code := runJSON(t, ctx, "run", writeScenario(t, sc), "--endpoint", endpoint, "--out", t.TempDir())
+		if code != exitOK {
+			t.Fatalf("exit %d: %s\nserver log:\n%s", code, stderr, srv.LogTail(40))
+		}
+		r := section(t, rec, "replay")
+		reason, _ := r["setup_reason"].(string)
+		if r["verdict"] != "cpu_reload" || r["setup_valid"] != "yes" || !strings.HasPrefix(reason, "shown by the replay: ") || !strings.Contains(reason, "host-RAM prompt cache") {
+			t.Fatalf("verdict %v, setup_valid %v: %s", r["verdict"], r["setup_valid"], reason)
 		}
 	})
 

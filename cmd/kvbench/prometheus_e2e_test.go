@@ -224,7 +224,7 @@ scrape_configs:
 	// The verdict series: one per known verdict, 1 for the record's; the labels are the
 	// grouping key's (job, scenario, endpoint, ci) and the step's.
 	got := query(t, prom, `kvbench_replay_verdict{ci="run"} == 1`, 1)[0]
-	want := map[string]string{"job": "kvbench", "scenario": "nightly-tiny", "endpoint": endpoint, "ci": "run", "step": "replay", "verdict": replay.Verdict}
+	want := map[string]string{"job": "kvbench", "scenario": "nightly-tiny", "endpoint": endpoint, "ci": "run", "step": "replay", "verdict": string(replay.Verdict)}
 	for k, v := range want {
 		if got.Metric[k] != v {
 			t.Errorf("verdict series label %s = %q, want %q (labels %v)", k, got.Metric[k], v, got.Metric)

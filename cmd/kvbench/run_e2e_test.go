@@ -495,7 +495,7 @@ concurrency = 2
 			t.Fatal("a request of a concurrent step carries its own counter delta")
 		}
 	}
-	queries := art["counters"].(map[string]any)["delta"].(map[string]any)["counters"].(map[string]any)["gpu_prefix_queries"].(map[string]any)
+	queries := art["counters"].(map[string]any)["counters"].(map[string]any)["gpu_prefix_queries"].(map[string]any)
 	var prompts float64
 	for _, q := range art["requests"].([]any) {
 		prompts += q.(map[string]any)["result"].(map[string]any)["prompt_tokens"].(float64)

@@ -71,7 +71,7 @@ func TestIsolationCleanOnQuietServer(t *testing.T) {
 	dir := filepath.Join(out, onlyEntry(t, out))
 	for _, name := range []string{"step-01-sequence.json", "step-02-replay.json"} {
 		for i, q := range readArtifact(t, dir, name)["requests"].([]any) {
-			d := q.(map[string]any)["counters"].(map[string]any)["delta"].(map[string]any)
+			d := q.(map[string]any)["counters"].(map[string]any)
 			iso, _ := d["isolation"].(string)
 			if d["contaminated"] == true || !strings.HasPrefix(iso, "clean: prompt_tokens moved by ") || !strings.Contains(iso, "generation_tokens moved by ") {
 				t.Errorf("%s request %d: isolation %q contaminated %v", name, i, iso, d["contaminated"])

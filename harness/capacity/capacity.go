@@ -56,6 +56,8 @@ type Setup struct {
 	GPUKVTokens       int     `json:"gpu_kv_tokens"`
 	GPUKVTokensSource string  `json:"gpu_kv_tokens_source"`
 	CPUOffloadGiB     float64 `json:"cpu_offload_gib"`
+	// CPUOffloadGiBSource names where the host tier's size came from.
+	CPUOffloadGiBSource string `json:"cpu_offload_gib_source,omitempty"`
 	// HostTierUnit is the unit the engine's flag sizes the host tier in ("GiB", "MiB"), for
 	// sentences only: CPUOffloadGiB always holds GiB.
 	HostTierUnit       string  `json:"host_tier_unit,omitempty"`
@@ -252,3 +254,38 @@ func (a *Assessment) Reasons() []string {
 }
 
 func joinFindings(f []string) string { return strings.Join(f, " ") }
+
+// Figures is what one source says about a server's KV capacity: the scenario's [server]
+// table, the server itself (its cache config, its slots), or what the run measured. A zero
+// field is unknown to that source.
+type Figures struct {
+	// Source names where the figures come from ("scenario", "server (vllm:cache_config_info)",
+	// "measured"), for the record.
+	Source             string  `json:"source"`
+	GPUKVTokens        int     `json:"gpu_kv_tokens,omitempty"`
+	CPUOffloadGiB      float64 `json:"cpu_offload_gib,omitempty"`
+	StoreBytesPerToken float64 `json:"store_bytes_per_token,omitempty"`
+	Slots              int     `json:"slots,omitempty"`
+}
+
+// Resolve combines what the sources say, in order of precedence, lowest first: the scenario,
+// then the server, then what the run measured. Each figure comes from the last source that
+// knows it and names that source; topology and the host tier's unit are the engine's.
+func Resolve(topology Topology, hostTierUnit string, sources ...Figures) Setup {
+	s := Setup{Topology: topology, HostTierUnit: hostTierUnit}
+	for _, f := range sources {
+		if f.GPUKVTokens > 0 {
+			s.GPUKVTokens, s.GPUKVTokensSource = f.GPUKVTokens, f.Source
+		}
+		if f.CPUOffloadGiB > 0 {
+			s.CPUOffloadGiB, s.CPUOffloadGiBSource = f.CPUOffloadGiB, f.Source
+		}
+		if f.StoreBytesPerToken > 0 {
+			s.StoreBytesPerToken, s.StoreBytesSource = f.StoreBytesPerToken, f.Source
+		}
+		if f.Slots > 0 {
+			s.Slots = f.Slots
+		}
+	}
+	return s
+}

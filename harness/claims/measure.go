@@ -55,12 +55,11 @@ func Measure(rs []*runs.Run, e Expectation) Measured {
 	return m
 }
 
-// section is repetition k's section for step, recomputed from that repetition's artifacts.
+// section is repetition k's section for step, as loading the run derived it from that
+// repetition's artifacts.
 func section(r *runs.Run, k int, step string) (record.Section, bool) {
-	for _, s := range record.BuildSections(r.Repetitions[k].Steps, nil) {
-		if s.Step == step {
-			return s, true
-		}
+	if s := r.RepSection(k, step); s != nil {
+		return *s, true
 	}
 	return record.Section{}, false
 }

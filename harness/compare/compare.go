@@ -14,6 +14,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // Schema is the schema of kvbench compare's JSON output.
@@ -188,8 +189,8 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 			res.Steps = append(res.Steps, st)
 			continue
 		}
-		if bst.Kind == "replay" {
-			st.Verdict = compareVerdicts(baseline.Verdicts(id), candidate.Verdicts(id))
+		if bst.Kind == record.KindReplay {
+			st.Verdict = compareVerdicts(words(baseline.Verdicts(id)), words(candidate.Verdicts(id)))
 			if st.Verdict.Status == stats.Regressed {
 				res.Findings = append(res.Findings, fmt.Sprintf("%s: verdict %s", id, st.Verdict.Why))
 			}
@@ -239,6 +240,15 @@ func compareVerdicts(b, c []string) *Verdict {
 		v.Why = "the candidate's repetitions disagree: " + strings.Join(c, ", ")
 	}
 	return v
+}
+
+// words are verdicts as the comparison prints them.
+func words(vs []verdict.Verdict) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }
 
 func unique(xs []string) []string {

@@ -20,6 +20,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/llamacpp"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -48,7 +49,7 @@ const (
 
 // Support is one verdict an engine can reach and the evidence it rests on there.
 type Support struct {
-	Verdict  string
+	Verdict  verdict.Verdict
 	Evidence string
 }
 
@@ -155,10 +156,15 @@ func ByName(name string) (*Definition, error) {
 // Profile returns a fresh copy of the engine's metric names.
 func (d *Definition) Profile() metrics.Profile { return d.profile() }
 
-// CapacitySetup stamps the engine's topology on s, for the capacity math.
-func (d *Definition) CapacitySetup(s capacity.Setup) capacity.Setup {
-	s.Topology, s.HostTierUnit = d.Topology, d.HostTierUnit
-	return s
+// Resolve is the capacity setup the sources give, in the engine's topology (see
+// capacity.Resolve for the precedence).
+func (d *Definition) Resolve(sources ...capacity.Figures) capacity.Setup {
+	return capacity.Resolve(d.Topology, d.HostTierUnit, sources...)
+}
+
+// Traits is what the engine's definition tells a verdict about its evidence.
+func (d *Definition) Traits() verdict.Engine {
+	return verdict.Engine{BySlot: d.Attribution == BySlot, RequestTier: d.RequestTier, TierUnknown: d.TierUnknown, ReloadCounterHint: d.ReloadCounterHint}
 }
 
 // HTTPClient returns the HTTP client for the engine's chat stream: nil means the client

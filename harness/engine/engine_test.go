@@ -116,11 +116,11 @@ func TestTokenizeDialects(t *testing.T) {
 }
 
 func TestCapacitySetup(t *testing.T) {
-	s := LlamaCpp.CapacitySetup(capacity.Setup{GPUKVTokens: 16384, CPUOffloadGiB: 0.5})
-	if s.Topology != capacity.SingleSlot || s.HostTierUnit != "MiB" || s.GPUKVTokens != 16384 {
+	s := LlamaCpp.Resolve(capacity.Figures{Source: "scenario", GPUKVTokens: 16384, CPUOffloadGiB: 0.5})
+	if s.Topology != capacity.SingleSlot || s.HostTierUnit != "MiB" || s.GPUKVTokens != 16384 || s.GPUKVTokensSource != "scenario" {
 		t.Fatalf("llama.cpp setup %+v", s)
 	}
-	if s := VLLM.CapacitySetup(capacity.Setup{}); s.Topology != capacity.SharedPool {
+	if s := VLLM.Resolve(); s.Topology != capacity.SharedPool {
 		t.Fatalf("vLLM setup %+v", s)
 	}
 	if !VLLM.Needs(metrics.ExternalPrefixHits) || LlamaCpp.Needs(metrics.ExternalPrefixHits) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // LlamaCpp is llama.cpp's llama-server (--metrics) with its host-RAM prompt cache.
@@ -17,11 +18,11 @@ var LlamaCpp = &Definition{
 	CachedTokens: "usage.prompt_tokens_details.cached_tokens (timings.cache_n)",
 	Attribution:  BySlot,
 	Verdicts: []Support{
-		{"cpu_reload", "with one slot, cached tokens beyond the common token prefix with the slot's previous prompt (they can only come from the host-RAM cache)"},
-		{"gpu_hit", "with one slot, cached tokens within that common prefix (the live slot)"},
-		{"partial", "host-RAM tokens that cover only part of the prompt"},
-		{"recompute", "only the common prefix reused"},
-		{"cache_hit_tier_unknown", "more than one slot (-np > 1): the slot's previous prompt is unknown"},
+		{verdict.CPUReload, "with one slot, cached tokens beyond the common token prefix with the slot's previous prompt (they can only come from the host-RAM cache)"},
+		{verdict.GPUHit, "with one slot, cached tokens within that common prefix (the live slot)"},
+		{verdict.Partial, "host-RAM tokens that cover only part of the prompt"},
+		{verdict.Recompute, "only the common prefix reused"},
+		{verdict.TierUnknown, "more than one slot (-np > 1): the slot's previous prompt is unknown"},
 	},
 	Proves:                  "with -np 1, where a replay's cached tokens came from, by token ids; it has no tier counters, so with more slots only that tokens were cached (cache_hit_tier_unknown)",
 	OneConnectionPerRequest: true,

@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // TRTLLM is TensorRT-LLM's trtllm-serve with KV block reuse and a host tier.
@@ -17,7 +18,7 @@ var TRTLLM = &Definition{
 	CachedTokens: "usage.prompt_tokens_details.cached_tokens, where served; trtllm_prompt_cached_tokens_total otherwise",
 	Attribution:  ByCounters,
 	Verdicts: []Support{
-		{"cache_hit_tier_unknown", "cached prompt tokens (usage or trtllm_prompt_cached_tokens_total) prove a cache hit; nothing says whether the host or the GPU tier served it"},
+		{verdict.TierUnknown, "cached prompt tokens (usage or trtllm_prompt_cached_tokens_total) prove a cache hit; nothing says whether the host or the GPU tier served it"},
 	},
 	Proves:       "that a replay hit the cache and how much of it, never from which tier: cache_hit_tier_unknown",
 	Evidence:     "trtllm_prompt_cached_tokens_total and trtllm_prompt_tokens_total around the replay, and usage's cached tokens",

@@ -21,6 +21,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -116,13 +117,13 @@ func TestOpenMetricsCarriesTheRecordsValues(t *testing.T) {
 	ones := 0
 	for _, m := range got["kvbench_replay_verdict"].GetMetric() {
 		v := m.GetGauge().GetValue()
-		isSeen := hasLabels(m, map[string]string{"verdict": sec.Verdict})
+		isSeen := hasLabels(m, map[string]string{"verdict": string(sec.Verdict)})
 		if isSeen && v != 1 || !isSeen && v != 0 {
 			t.Errorf("verdict sample %v = %v (record: %s)", m.GetLabel(), v, sec.Verdict)
 		}
 		ones += int(v)
 	}
-	if ones != 1 || len(got["kvbench_replay_verdict"].GetMetric()) < len(scenarios.Verdicts) {
+	if ones != 1 || len(got["kvbench_replay_verdict"].GetMetric()) < len(verdict.All) {
 		t.Errorf("verdict enum: %d ones over %d samples", ones, len(got["kvbench_replay_verdict"].GetMetric()))
 	}
 	if v := sample(t, got, "kvbench_cached_fraction", map[string]string{"step": "replay"}).GetGauge().GetValue(); !near(v, *sec.CachedFraction) {
@@ -168,7 +169,7 @@ func TestOpenMetricsCarriesTheRecordsValues(t *testing.T) {
 	if n != 5 {
 		t.Errorf("%d requests with a time to first output, want 5", n)
 	}
-	if v := sample(t, got, "kvbench_repeats_verdict_count", map[string]string{"step": "replay", "verdict": sec.Verdict}).GetGauge().GetValue(); v != 2 {
+	if v := sample(t, got, "kvbench_repeats_verdict_count", map[string]string{"step": "replay", "verdict": string(sec.Verdict)}).GetGauge().GetValue(); v != 2 {
 		t.Errorf("verdict %s in %v repetitions, want 2 (verdicts %v)", sec.Verdict, v, r.Verdicts("replay"))
 	}
 }
@@ -184,6 +185,7 @@ func TestAbsentIsNotZero(t *testing.T) {
 			st.Requests[0].Result.CachedPromptTokens = nil
 		}
 	}
+	r.Derive(r.Repetitions) // the view is derived from the steps once
 	fams, err := Families(r, Identity(r))
 	if err != nil {
 		t.Fatal(err)

@@ -131,8 +131,14 @@ func Names() []string {
 	return out
 }
 
-// verdicts are the values kvbench_replay_verdict enumerates: a gate's verdicts and invalid.
-var verdicts = append(append([]string{}, scenarios.Verdicts...), verdict.Invalid)
+// verdicts are the values kvbench_replay_verdict enumerates: every verdict word.
+var verdicts = func() []string {
+	var out []string
+	for _, v := range verdict.All {
+		out = append(out, string(v))
+	}
+	return out
+}()
 
 // runStatuses are the values kvbench_run_status enumerates.
 var runStatuses = []string{record.StatusCompleted, record.StatusInterrupted}
@@ -142,11 +148,10 @@ var runStatuses = []string{record.StatusCompleted, record.StatusInterrupted}
 func Families(r *runs.Run, extra []Label) ([]*dto.MetricFamily, error) {
 	b := &builder{fams: map[string]*dto.MetricFamily{}, extra: extra}
 	b.run(r)
-	steps := r.Repetitions[0].Steps
-	for _, s := range record.BuildSections(steps, nil) {
+	for _, s := range r.Sections {
 		b.section(s)
 	}
-	for _, st := range steps {
+	for _, st := range r.Repetitions[0].Steps {
 		b.requests(st)
 	}
 	b.gates(r.Gates)
@@ -170,16 +175,15 @@ func (b *builder) run(r *runs.Run) {
 	if t, err := time.Parse(time.RFC3339, r.ObservedAt); err == nil {
 		b.gauge("kvbench_run_timestamp_seconds", ptr(float64(t.Unix())))
 	}
-	store, load := record.MeasuredBytesPerToken(r.Repetitions[0].Steps)
-	b.gauge("kvbench_offload_store_bytes_per_token", store)
-	b.gauge("kvbench_offload_load_bytes_per_token", load)
+	b.gauge("kvbench_offload_store_bytes_per_token", r.Cache.StoreBytesPerTokenMeasured)
+	b.gauge("kvbench_offload_load_bytes_per_token", r.Cache.LoadBytesPerTokenMeasured)
 }
 
 func (b *builder) section(s record.Section) {
 	step := []string{"step", s.Step}
 	if rp := s.Replay; rp != nil {
 		if rp.Verdict != "" {
-			b.enum("kvbench_replay_verdict", "verdict", verdicts, rp.Verdict, step...)
+			b.enum("kvbench_replay_verdict", "verdict", verdicts, string(rp.Verdict), step...)
 		}
 		b.gauge("kvbench_cached_fraction", rp.CachedFraction, step...)
 		b.gauge("kvbench_offload_load_bytes", rp.CPUToGPUBytesDelta, step...)
@@ -195,7 +199,7 @@ func (b *builder) section(s record.Section) {
 	}
 }
 
-func (b *builder) requests(st record.StepArtifact) {
+func (b *builder) requests(st record.Step) {
 	for _, q := range st.Requests {
 		l := []string{"step", st.Step, "request", strconv.Itoa(q.IndexInStep)}
 		res := q.Result
@@ -255,7 +259,7 @@ func (b *builder) repeats(r *runs.Run) {
 		counts := map[string]float64{}
 		vs := r.Verdicts(id)
 		for _, v := range vs {
-			counts[v]++
+			counts[string(v)]++
 			if v != vs[0] {
 				agree = 0
 			}

@@ -37,40 +37,12 @@ func TestReadingJSON(t *testing.T) {
 	}
 }
 
-func TestCounterDeltaJSON(t *testing.T) {
-	tests := []struct {
-		cd   CounterDelta
-		want string
-	}{
-		{CounterDelta{Before: present(0, "l (lazy, no series yet)"), After: present(8, "l"), Delta: 8, Present: true},
-			`{"before":0,"after":8,"delta":8,"present":true,"decreased":false,"source":"l","source_before":"l (lazy, no series yet)"}`},
-		{CounterDelta{Before: Reading{}, After: present(8, "x")},
-			`{"before":null,"after":8,"delta":null,"present":false,"decreased":false,"source":"x"}`},
-		{CounterDelta{Before: present(9, "x"), After: present(2, "x"), Delta: -7, Present: true, Decreased: true, Reason: "r"},
-			`{"before":9,"after":2,"delta":-7,"present":true,"decreased":true,"reason":"r","source":"x"}`},
-	}
-	for _, tt := range tests {
-		got, err := json.Marshal(tt.cd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != tt.want {
-			t.Errorf("Marshal = %s\nwant      %s", got, tt.want)
-		}
-		var back CounterDelta
-		if err := json.Unmarshal(got, &back); err != nil || !reflect.DeepEqual(back, tt.cd) {
-			t.Errorf("round trip of %s = %+v, %v", got, back, err)
-		}
-	}
-}
-
 // The record shapes are a contract with scripts: a golden file shows every change.
-func TestSnapshotAndDeltaJSONGolden(t *testing.T) {
+func TestSnapshotJSONGolden(t *testing.T) {
 	p := mustProfile(t, "vllm")
 	sample := readSample(t)
-	before := p.Snapshot(mustParse(t, dropLines(sample, engineZero), "before.prom")) // HELP/TYPE only
 	after := p.Snapshot(mustParse(t, sample, "after.prom"))
-	for name, v := range map[string]any{"snapshot.json": after, "delta.json": Diff(before, after)} {
+	for name, v := range map[string]any{"snapshot.json": after} {
 		got, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			t.Fatal(err)

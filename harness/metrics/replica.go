@@ -95,22 +95,23 @@ func (e Exposition) perEngine(sel Selector) (map[string]float64, bool) {
 	return out, len(out) > 0
 }
 
-// Replica names the replica whose activity counters (prompt tokens, prefix-cache queries)
-// moved in w. It is nil when the server has one replica: there is nothing to attribute.
-func (w *Window) Replica() *Attribution {
-	if w == nil || (len(w.Before.Replicas) < 2 && len(w.After.Replicas) < 2) {
+// ReplicaMoved names the replica whose activity counters (prompt tokens, prefix-cache
+// queries) moved from before to after. It is nil when the server has one replica: there is
+// nothing to attribute.
+func ReplicaMoved(before, after Snapshot) *Attribution {
+	if len(before.Replicas) < 2 && len(after.Replicas) < 2 {
 		return nil
 	}
-	before := map[string]ReplicaReading{}
-	for _, r := range w.Before.Replicas {
-		before[r.Replica] = r
+	prev := map[string]ReplicaReading{}
+	for _, r := range before.Replicas {
+		prev[r.Replica] = r
 	}
 	var moved, went []string
 	var how string
-	for _, r := range w.After.Replicas {
+	for _, r := range after.Replicas {
 		for _, c := range activityCounters {
 			a, okA := r.Counters[c]
-			b, okB := before[r.Replica].Counters[c]
+			b, okB := prev[r.Replica].Counters[c]
 			if !okA || !okB {
 				continue
 			}

@@ -43,7 +43,7 @@ func TestReplicaFromEngineLabels(t *testing.T) {
 	if got := after.Counters[PromptTokens]; got.Value != 1650 || !got.Present {
 		t.Fatalf("summed prompt tokens %+v", got)
 	}
-	a := NewWindow(before, after).Replica()
+	a := ReplicaMoved(before, after)
 	if !a.Known() || a.Replica != "http://127.0.0.1:8000/metrics engine=1" || !strings.Contains(a.By, "+1500") {
 		t.Fatalf("attribution %+v", a)
 	}
@@ -52,11 +52,11 @@ func TestReplicaFromEngineLabels(t *testing.T) {
 func TestReplicaFromMetricsURLs(t *testing.T) {
 	one := engineText(map[string][2]float64{"0": {10, 10}})
 	moved := engineText(map[string][2]float64{"0": {900, 900}})
-	a := NewWindow(replicaSnap(t, one, one), replicaSnap(t, moved, one)).Replica()
+	a := ReplicaMoved(replicaSnap(t, one, one), replicaSnap(t, moved, one))
 	if a.Replica != "http://127.0.0.1:8000/metrics engine=0" {
 		t.Fatalf("attribution %+v", a)
 	}
-	a = NewWindow(replicaSnap(t, one, one), replicaSnap(t, one, moved)).Replica()
+	a = ReplicaMoved(replicaSnap(t, one, one), replicaSnap(t, one, moved))
 	if a.Replica != "http://127.0.0.1:8001/metrics engine=0" {
 		t.Fatalf("attribution %+v", a)
 	}
@@ -73,14 +73,14 @@ func TestReplicaUnknownOrOmitted(t *testing.T) {
 		{"several moved", map[string][2]float64{"0": {20, 20}, "1": {30, 30}}, "several replicas' counters moved"},
 		{"restart", map[string][2]float64{"0": {0, 0}, "1": {30, 30}}, "went down"},
 	} {
-		a := NewWindow(replicaSnap(t, engineText(base)), replicaSnap(t, engineText(c.after))).Replica()
+		a := ReplicaMoved(replicaSnap(t, engineText(base)), replicaSnap(t, engineText(c.after)))
 		if a.Known() || a.Replica != Unknown || !strings.Contains(a.By, c.want) {
 			t.Errorf("%s: %+v, want unknown because %q", c.name, a, c.want)
 		}
 	}
 	// One replica: nothing to attribute, and the snapshot's JSON is as it always was.
 	single := replicaSnap(t, engineText(map[string][2]float64{"0": {10, 10}}))
-	if a := NewWindow(single, replicaSnap(t, engineText(map[string][2]float64{"0": {99, 99}}))).Replica(); a != nil {
+	if a := ReplicaMoved(single, replicaSnap(t, engineText(map[string][2]float64{"0": {99, 99}}))); a != nil {
 		t.Errorf("one replica attributed: %+v", a)
 	}
 	data, _ := json.Marshal(single)

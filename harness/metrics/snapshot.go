@@ -25,6 +25,15 @@ type Reading struct {
 	Unreadable string
 }
 
+// Ptr is the reading as a pointer, nil when absent: absent is never 0.
+func (r Reading) Ptr() *float64 {
+	if !r.Present {
+		return nil
+	}
+	v := r.Value
+	return &v
+}
+
 // Snapshot is every normalized reading of one target at one moment, summed over engines and
 // over the target's metrics URLs.
 type Snapshot struct {
@@ -371,3 +380,5 @@ func combine(acc, r Reading, takeMax bool) Reading {
 	}
 	return acc
 }
+
+func formatValue(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -80,7 +80,11 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 		p.Steps = append(p.Steps, sp)
 	}
 	p.PrefixCountCalls = b.PrefixCountCalls()
-	p.Replays = AssessReplays(sc, ScenarioSetup(sc), p.Tokens(), p.TokenCounting)
+	def, err := engine.ByName(sc.Target.Backend)
+	if err != nil {
+		return nil, err
+	}
+	p.Replays = AssessReplays(sc, ScenarioSetup(sc, def), p.Tokens(), p.TokenCounting)
 	return p, nil
 }
 
@@ -95,21 +99,19 @@ func (p *Plan) Tokens() map[int]int {
 	return tokens
 }
 
-// ScenarioSetup is the capacity setup the scenario states (zero where it says "server"), in
-// its engine's topology.
-func ScenarioSetup(sc *scenarios.Scenario) capacity.Setup {
-	s := capacity.Setup{CPUOffloadGiB: sc.Server.CPUOffloadGiB, StoreBytesPerToken: sc.Server.StoreBytesPerToken}
-	if def, err := engine.ByName(sc.Target.Backend); err == nil {
-		s = def.CapacitySetup(s)
-	}
+// ScenarioFigures is what the scenario's [server] table says of the server's capacity (zero
+// where it says "server" or nothing): the lowest layer of capacity.Resolve.
+func ScenarioFigures(sc *scenarios.Scenario) capacity.Figures {
+	f := capacity.Figures{Source: "scenario", CPUOffloadGiB: sc.Server.CPUOffloadGiB, StoreBytesPerToken: sc.Server.StoreBytesPerToken}
 	if sc.Server.GPUKVTokens.Known() {
-		s.GPUKVTokens = sc.Server.GPUKVTokens.Value
-		s.GPUKVTokensSource = "scenario"
+		f.GPUKVTokens = sc.Server.GPUKVTokens.Value
 	}
-	if s.StoreBytesPerToken > 0 {
-		s.StoreBytesSource = "scenario"
-	}
-	return s
+	return f
+}
+
+// ScenarioSetup is the capacity setup the scenario alone states, in its engine's topology.
+func ScenarioSetup(sc *scenarios.Scenario, def *engine.Definition) capacity.Setup {
+	return def.Resolve(ScenarioFigures(sc))
 }
 
 // AssessReplays does the capacity math of every replay step. tokens holds each prompt's

@@ -1,9 +1,10 @@
-// Package record defines what a kvbench run writes: one raw artifact per step (every request
-// with its timings, usage, prompt identity, counters before/after/delta, sampled peaks and
-// verdict) and the run record, schema anvil-serving.kv-offload-replay/v1, whose sections are
-// computed from the artifacts and keep the field names of the seed records in
-// testdata/reference (schemas: docs/records.md). Files are written atomically and never over
-// an earlier run's.
+// Package record owns what a kvbench run writes: every field of every file (the step
+// artifacts, the request journal's lines, the run record run.json of schema
+// anvil-serving.kv-offload-replay/v1, the study and sweep records) is a type of this package,
+// with plain fields; producers convert their own types at the edge. It also holds the
+// arithmetic that turns the raw step artifacts into a run's one derived view (Assemble,
+// Derive): the sections of run.json, which keep the field names of the seed records, the
+// measured bytes per token and the repeats summary. Schemas: docs/records.md.
 package record
 
 import (
@@ -11,17 +12,25 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
-	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/verdict"
-	"github.com/anvil-serving/kvbench/prompts"
-	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// Schemas written by kvbench.
+// Schemas written by kvbench. StepSchemaV1 is the step file of kvbench before the record
+// owned its schema; readers still accept it (see legacy.go).
 const (
-	RunSchema  = "anvil-serving.kv-offload-replay/v1"
-	StepSchema = "anvil-serving.kvbench-step/v1"
+	RunSchema    = "anvil-serving.kv-offload-replay/v1"
+	StepSchema   = "anvil-serving.kvbench-step/v2"
+	StepSchemaV1 = "anvil-serving.kvbench-step/v1"
+)
+
+// IsStepSchema reports whether s is a step file's schema this kvbench reads.
+func IsStepSchema(s string) bool { return s == StepSchema || s == StepSchemaV1 }
+
+// Step kinds.
+const (
+	KindSequence     = "sequence"
+	KindReplay       = "replay"
+	KindConversation = "conversation"
 )
 
 // Delta scopes: with concurrency 1 each request is isolated and has its own counter deltas;
@@ -30,6 +39,141 @@ const (
 	ScopeRequest = "request"
 	ScopeStep    = "step"
 )
+
+// StepArtifact is the raw record of one step, written once when the step ends: the source
+// of truth its section in run.json is computed from. Each number is written once: an
+// isolated step's span over all its requests is derived from theirs (Assemble), not stored.
+type StepArtifact struct {
+	Schema      string `json:"schema"`
+	Scenario    string `json:"scenario"`
+	Step        string `json:"step"`
+	Kind        string `json:"kind"`
+	Concurrency int    `json:"concurrency"`
+	// Sent is the JSON body every request of the step sent, its messages left out
+	// (max_tokens, temperature, stream_options, ignore_eos, min_tokens, extra_body).
+	Sent       json.RawMessage `json:"sent,omitempty"`
+	DeltaScope string          `json:"delta_scope"`
+	StartedAt  time.Time       `json:"started_at"`
+	EndedAt    time.Time       `json:"ended_at"`
+	// Client is what the step cost kvbench itself; absent where the system does not say.
+	Client *ClientCost `json:"client,omitempty"`
+	// Interrupted: the run was stopped during this step; Requests holds what was measured.
+	Interrupted bool      `json:"interrupted"`
+	Requests    []Request `json:"requests"`
+	// Counters, CountersError and Samples belong to a step whose requests overlapped (scope
+	// step): read before its first request and after its last, and sampled while they ran.
+	Counters      *Counters `json:"counters,omitempty"`
+	CountersError string    `json:"counters_error,omitempty"`
+	Samples       *Samples  `json:"samples,omitempty"`
+	// Conversation is a conversation step's counter series.
+	Conversation *ConversationTrace `json:"conversation,omitempty"`
+}
+
+// Request is one sent request with everything measured about it; a journal line is one.
+type Request struct {
+	Step          string     `json:"step"`
+	IndexInStep   int        `json:"index_in_step"`
+	Ordinal       int        `json:"ordinal"`
+	Replay        bool       `json:"replay,omitempty"`
+	ReplayOf      *ReplayRef `json:"replay_of,omitempty"`
+	PlannedTokens int        `json:"planned_tokens"`
+	Prompt        Prompt     `json:"prompt"`
+	Result        Result     `json:"result"`
+	Isolation     *Isolation `json:"isolation,omitempty"`
+	// Counters are the scrapes around an isolated request; nil when the step's scope is
+	// "step", or when a scrape failed (CountersError says why).
+	Counters      *Counters `json:"counters,omitempty"`
+	CountersError string    `json:"counters_error,omitempty"`
+	// Samples are the gauge readings while an isolated request ran.
+	Samples *Samples `json:"samples,omitempty"`
+	Verdict *Verdict `json:"verdict,omitempty"` // replays only
+	Turn    *Turn    `json:"turn,omitempty"`    // conversations only
+	// Replica is the replica whose counters moved around this request (the one that served
+	// it); omitted when the server has one replica or the request was not isolated.
+	Replica *Replica `json:"replica,omitempty"`
+}
+
+// ReplayRef names the request a replay resends.
+type ReplayRef struct {
+	Step    string `json:"step"`
+	Request int    `json:"request"`
+}
+
+// Prompt is a sent prompt's identity and how its size was reached (not its text).
+type Prompt struct {
+	Tokens             int    `json:"tokens"`
+	TokenCounting      string `json:"token_counting"`
+	CountCalls         int    `json:"count_calls"`
+	WithinTolerance    bool   `json:"within_tolerance"`
+	ToleranceTokens    int    `json:"tolerance_tokens"`
+	SharedPrefixTokens int    `json:"shared_prefix_tokens"`
+	SharedPrefixSHA256 string `json:"shared_prefix_sha256"`
+	Identity           string `json:"identity"`
+	ExpectedAnswer     string `json:"expected_answer"`
+}
+
+// Result is everything measured about one streamed request (docs/domain.md, "Timing").
+// Durations are milliseconds on the monotonic clock from the request start; a nil pointer
+// (JSON null) means absent or unknown, never 0.
+type Result struct {
+	StartedAt                 time.Time `json:"started_at"`
+	Model                     string    `json:"model"`
+	TimeToFirstOutputMS       *float64  `json:"time_to_first_output_ms"`
+	TimeToFirstVisibleTokenMS *float64  `json:"time_to_first_visible_token_ms"`
+	// EndToEndMS runs to the last chunk carrying generated text, not the usage chunk;
+	// StreamMS to the end of the stream.
+	EndToEndMS         *float64 `json:"end_to_end_ms"`
+	StreamMS           float64  `json:"stream_ms"`
+	OutputTokens       int      `json:"output_tokens"`
+	OutputTokensSource string   `json:"output_tokens_source"`
+	PromptTokens       *int     `json:"prompt_tokens"`
+	// CachedPromptTokens is usage.prompt_tokens_details.cached_tokens; nil means unknown.
+	CachedPromptTokens         *int        `json:"cached_prompt_tokens"`
+	PromptTokensDetailsPresent bool        `json:"prompt_tokens_details_present"`
+	ReasoningTokens            *int        `json:"reasoning_tokens"`
+	UsagePresent               bool        `json:"usage_present"`
+	CachedTokensDetails        *TierTokens `json:"cached_tokens_details,omitempty"`
+	GeneratedChunks            int         `json:"generated_chunks"`
+	// BatchedChunks arrived in the same read as the generated chunk before them: their gaps
+	// were not measurable, and InterTokenMS leaves them out.
+	BatchedChunks                   int      `json:"batched_chunks"`
+	InterTokenMS                    *Spread  `json:"inter_token_ms"`
+	ReasoningChunks                 int      `json:"reasoning_chunks"`
+	ReasoningBytes                  int      `json:"reasoning_bytes"`
+	ContentChunks                   int      `json:"content_chunks"`
+	ContentBytes                    int      `json:"content_bytes"`
+	VisibleAnswer                   bool     `json:"visible_answer"`
+	ReasoningOnly                   bool     `json:"reasoning_only"`
+	FinishReason                    string   `json:"finish_reason"`
+	DecodeTokensPerSecond           *float64 `json:"decode_tokens_per_second"`
+	EffectivePrefillTokensPerSecond *float64 `json:"effective_prefill_tokens_per_second"`
+	HTTPStatus                      int      `json:"http_status"`
+	Error                           string   `json:"error"`
+	ErrorKind                       string   `json:"error_kind"`
+	Answer                          string   `json:"answer"`
+	AnswerTruncated                 bool     `json:"answer_truncated"`
+}
+
+// Failed reports whether the request ended with an error.
+func (r *Result) Failed() bool { return r.ErrorKind != "" }
+
+// TierTokens is a request's cached prompt tokens by the tier that served them (SGLang's
+// cached_tokens_details).
+type TierTokens struct {
+	Device         int    `json:"device"`
+	Host           int    `json:"host"`
+	Storage        int    `json:"storage"`
+	StorageBackend string `json:"storage_backend,omitempty"`
+}
+
+// Spread summarizes measured durations in milliseconds (nearest-rank percentiles).
+type Spread struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	P90    float64 `json:"p90"`
+	P99    float64 `json:"p99"`
+	Max    float64 `json:"max"`
+}
 
 // Sample is one reading of the KV usage and running gauges during a request.
 type Sample struct {
@@ -50,7 +194,10 @@ type Samples struct {
 }
 
 // Merge folds o into s (peaks are maxima, series concatenate).
-func (s *Samples) Merge(o Samples) {
+func (s *Samples) Merge(o *Samples) {
+	if o == nil {
+		return
+	}
 	if s.IntervalMS == 0 {
 		s.IntervalMS = o.IntervalMS
 	}
@@ -83,25 +230,23 @@ type Isolation struct {
 	TimedOutAfter  bool    `json:"timed_out_after"`
 }
 
-// Request is one sent request with everything measured about it.
-type Request struct {
-	Step          string               `json:"step"`
-	IndexInStep   int                  `json:"index_in_step"`
-	Ordinal       int                  `json:"ordinal"`
-	Replay        bool                 `json:"replay,omitempty"`
-	ReplayOf      *scenarios.ReplayRef `json:"replay_of,omitempty"`
-	PlannedTokens int                  `json:"planned_tokens"`
-	Prompt        prompts.Prompt       `json:"prompt"`
-	Result        client.Result        `json:"result"`
-	Isolation     *Isolation           `json:"isolation,omitempty"`
-	Counters      *metrics.Window      `json:"counters,omitempty"` // nil when the step's scope is "step"
-	CountersError string               `json:"counters_error,omitempty"`
-	Samples       Samples              `json:"samples"`
-	Verdict       *verdict.Replay      `json:"verdict,omitempty"` // replays only
-	Turn          *Turn                `json:"turn,omitempty"`    // conversations only
-	// Replica is the replica whose counters moved around this request (the one that served
-	// it); omitted when the server has one replica or the request was not isolated.
-	Replica *metrics.Attribution `json:"replica,omitempty"`
+// Replica says which replica served a request: the one whose activity counters moved in its
+// window ("unknown" when none could be told), and how that was decided.
+type Replica struct {
+	Replica string `json:"replica"`
+	By      string `json:"by"`
+}
+
+// UnknownReplica is the replica of a window whose counters do not name one.
+const UnknownReplica = "unknown"
+
+// Known reports whether r names one replica.
+func (r *Replica) Known() bool { return r != nil && r.Replica != UnknownReplica && r.Replica != "" }
+
+// Turn names the user and turn (both from 0) of a conversation step's request.
+type Turn struct {
+	User int `json:"user"`
+	Turn int `json:"turn"`
 }
 
 // ClientCost is the CPU time kvbench's own process spent during a step (user and system,
@@ -113,36 +258,88 @@ type ClientCost struct {
 	Cores float64 `json:"cores"`
 	// CPUMSPer1kOutputTokens is null when the step produced no output tokens.
 	CPUMSPer1kOutputTokens *float64 `json:"cpu_ms_per_1k_output_tokens"`
-	// Transport read the chat streams: "event loop" or "net/http".
-	Transport string `json:"transport,omitempty"`
 }
 
-// StepArtifact is the raw record of one step: the source of truth the run record's section
-// is computed from.
-type StepArtifact struct {
-	Schema      string `json:"schema"`
-	Scenario    string `json:"scenario"`
-	Step        string `json:"step"`
-	Kind        string `json:"kind"` // "sequence", "replay" or "conversation"
-	Concurrency int    `json:"concurrency"`
-	// Sent is the JSON body every request of the step sent, its messages left out
-	// (max_tokens, temperature, stream_options, ignore_eos, min_tokens, extra_body).
-	Sent       json.RawMessage `json:"sent,omitempty"`
-	DeltaScope string          `json:"delta_scope"`
-	StartedAt  time.Time       `json:"started_at"`
-	EndedAt    time.Time       `json:"ended_at"`
-	// Client is what the step cost kvbench itself; absent where the system does not say.
-	Client *ClientCost `json:"client,omitempty"`
-	// Interrupted: the run was stopped during this step; Requests holds what was measured.
-	Interrupted bool      `json:"interrupted"`
-	Requests    []Request `json:"requests"`
-	// Counters span the whole step: before its first request, after its last.
-	Counters *metrics.Window `json:"counters,omitempty"`
-	// CountersError says why the step's counters are missing: a scrape failed.
-	CountersError string  `json:"counters_error,omitempty"`
-	Samples       Samples `json:"samples"`
-	// Capacity is the replay's capacity math with measured tokens and bytes.
-	Capacity *capacity.Assessment `json:"capacity,omitempty"`
-	// Conversation is a conversation step's counter series.
-	Conversation *ConversationTrace `json:"conversation,omitempty"`
+// Verdict is the decision on a replayed request (verdict.Decide) as the record keeps it:
+// the words and the derived numbers; the counters it read are the request's own, not
+// written again.
+type Verdict struct {
+	Verdict   verdict.Verdict `json:"verdict"`
+	Reason    string          `json:"reason"`
+	DecidedBy string          `json:"decided_by,omitempty"`
+	Notes     []string        `json:"notes,omitempty"`
+	// HitCoverage = (GPU + host hits) / prompt tokens.
+	HitCoverage *float64 `json:"hit_coverage,omitempty"`
+	UsageAgrees *bool    `json:"usage_agrees_with_counters,omitempty"`
+	// ExpectedLoadBytes = host hits x expected bytes per token; MeasuredLoadBytesPerToken =
+	// load bytes / host hits.
+	ExpectedLoadBytes         *float64         `json:"expected_load_bytes,omitempty"`
+	MeasuredLoadBytesPerToken *float64         `json:"measured_load_bytes_per_token,omitempty"`
+	Slot                      *SlotAttribution `json:"slot_attribution,omitempty"`
+	Diagnosis                 []Diagnosis      `json:"diagnosis,omitempty"`
+	Offload                   *OffloadEvidence `json:"offload_evidence,omitempty"`
+	SetupValid                capacity.Answer  `json:"setup_valid"`
+	SetupReason               string           `json:"setup_reason"`
+	Interpretation            string           `json:"interpretation"`
+	// Capacity is the capacity math of the replay with the tokens the server counted.
+	Capacity *Capacity `json:"capacity,omitempty"`
+	legacy   bool      // read from a v1 record: setup validity and interpretation to rebuild
+}
+
+// SlotAttribution is a slot-attributed replay's split between the live slot and the
+// host-RAM cache.
+type SlotAttribution struct {
+	LiveTokens   *int `json:"live_slot_tokens"`
+	HostTokens   *int `json:"host_cache_tokens"`
+	CommonPrefix *int `json:"common_prefix_with_previous_prompt"`
+	Slots        int  `json:"slots"`
+	Tolerance    int  `json:"tolerance_tokens"`
+}
+
+// Diagnosis is one cause a recompute or partial replay is traced to.
+type Diagnosis struct {
+	Cause  string `json:"cause"`
+	Detail string `json:"detail"`
+}
+
+// OffloadEvidence is the run's offload evidence up to a replay the diagnosis read.
+type OffloadEvidence struct {
+	StoreBytes         *float64 `json:"store_bytes_delta"`
+	StoresSkipped      *float64 `json:"stores_skipped_delta"`
+	AllocationFailures *float64 `json:"allocation_failures_delta"`
+	TierHoldsSequence  string   `json:"cpu_tier_holds_sequence,omitempty"`
+	TierTokens         float64  `json:"cpu_tier_tokens,omitempty"`
+	UniqueTokens       int      `json:"unique_tokens,omitempty"`
+	RoutedElsewhere    *bool    `json:"routed_elsewhere,omitempty"`
+	OriginalReplica    string   `json:"original_replica,omitempty"`
+	ReplayReplica      string   `json:"replay_replica,omitempty"`
+}
+
+// Capacity is a replay's capacity math (capacity.Assess) as the record keeps it.
+type Capacity struct {
+	Setup             Setup           `json:"setup"`
+	UniqueTokens      int             `json:"unique_tokens_since_replayed_request"`
+	HostTokensNeeded  int             `json:"host_tier_tokens_needed,omitempty"`
+	TokenCounting     string          `json:"token_counting"`
+	GPUPoolBytes      float64         `json:"gpu_pool_bytes,omitempty"`
+	CPUTierBytes      float64         `json:"cpu_tier_bytes"`
+	CPUTierTokens     float64         `json:"cpu_tier_tokens,omitempty"`
+	EvictionPressure  capacity.Answer `json:"eviction_pressure"`
+	TierLargerThanGPU capacity.Answer `json:"cpu_tier_larger_than_gpu_pool"`
+	TierHoldsSequence capacity.Answer `json:"cpu_tier_holds_sequence"`
+	CanProveReload    capacity.Answer `json:"can_prove_reload"`
+	Findings          []string        `json:"findings"`
+}
+
+// Setup is the KV capacity a replay was sized against, each figure with its source.
+type Setup struct {
+	Topology            capacity.Topology `json:"topology,omitempty"`
+	Slots               int               `json:"slots,omitempty"`
+	GPUKVTokens         int               `json:"gpu_kv_tokens"`
+	GPUKVTokensSource   string            `json:"gpu_kv_tokens_source"`
+	CPUOffloadGiB       float64           `json:"cpu_offload_gib"`
+	CPUOffloadGiBSource string            `json:"cpu_offload_gib_source,omitempty"`
+	HostTierUnit        string            `json:"host_tier_unit,omitempty"`
+	StoreBytesPerToken  float64           `json:"store_bytes_per_token"`
+	StoreBytesSource    string            `json:"store_bytes_per_token_source"`
 }

@@ -7,15 +7,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
-// KindConversation is a conversation step artifact's kind.
-const KindConversation = "conversation"
-
-// Turn names the user and turn (both from 0) of a conversation step's request.
-type Turn struct {
-	User int `json:"user"`
-	Turn int `json:"turn"`
-}
-
 // ConversationTrace is what a conversation step adds to its artifact: the counters read at a
 // fixed interval while the users chatted (per-request deltas mean nothing when requests
 // overlap), each point holding what moved since the previous reading.
@@ -66,13 +57,8 @@ const (
 // SplitTiers reads a delta's tier split: the server's by-source prompt counters where it
 // has them (they exclude re-admissions after preemption), else prefix-cache queries and hits,
 // recompute being queries minus both hits. A counter the server lacks stays nil.
-func SplitTiers(d metrics.Delta) TierSplit {
-	ptr := func(c metrics.Counter) *float64 {
-		if v, ok := d.Value(c); ok {
-			return &v
-		}
-		return nil
-	}
+func SplitTiers(d *Counters) TierSplit {
+	ptr := d.Delta
 	if local, ext, comp := ptr(metrics.PromptTokensLocalCacheHit), ptr(metrics.PromptTokensExternal), ptr(metrics.PromptTokensLocalCompute); local != nil && comp != nil {
 		t := TierSplit{Source: TierBySource, GPUHitTokens: local, HostHitTokens: ext, RecomputeTokens: comp}
 		total := *local + *comp
@@ -192,7 +178,7 @@ type TTFTPoint struct {
 }
 
 // ConversationOf computes a conversation step's section from its artifact.
-func ConversationOf(st StepArtifact, artifact string) ConversationSection {
+func ConversationOf(st Step, artifact string) ConversationSection {
 	s := ConversationSection{Artifact: artifact, Requests: len(st.Requests), Interrupted: st.Interrupted, CountersValid: true, Series: []SeriesPoint{}, TTFTSeries: []TTFTPoint{}}
 	if tr := st.Conversation; tr != nil {
 		s.Users, s.Turns, s.ScrapeIntervalMS = tr.Users, tr.Turns, tr.ScrapeIntervalMS
@@ -239,18 +225,18 @@ func ConversationOf(st StepArtifact, artifact string) ConversationSection {
 		return 0
 	})
 	s.TTFTMS = PercentilesOf(ttfts)
-	if c := st.Counters; c != nil {
-		s.Tiers = SplitTiers(c.Delta).Shares()
-		s.Preemptions = c.DeltaValue(metrics.Preemptions)
-		s.StoreBytesDelta = c.DeltaValue(metrics.StoreBytes)
-		s.LoadBytesDelta = c.DeltaValue(metrics.LoadBytes)
-		s.CountersValid = c.Delta.Valid
-		s.InvalidReasons = c.Delta.InvalidReasons
+	if c := st.Span; c != nil {
+		s.Tiers = SplitTiers(c).Shares()
+		s.Preemptions = c.Delta(metrics.Preemptions)
+		s.StoreBytesDelta = c.Delta(metrics.StoreBytes)
+		s.LoadBytesDelta = c.Delta(metrics.LoadBytes)
+		s.CountersValid = c.Valid
+		s.InvalidReasons = c.InvalidReasons
 	}
-	if st.CountersError != "" {
+	if st.SpanError != "" {
 		s.CountersValid = false
-		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.CountersError)
+		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.SpanError)
 	}
-	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Samples.PeakKVUsage, st.Samples.PeakRunning
+	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
 	return s
 }

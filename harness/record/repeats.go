@@ -12,17 +12,6 @@ import (
 // be reset, so sending the same bytes again would turn the cold sequence into cache hits.
 const SeedRule = "repetition k builds its prompts with seed = prompt.seed + k: the same shapes with fresh bytes, so every repetition's sequence is cold and its replay meaningful"
 
-// Repetition is one pass over a scenario's steps; repetition 0 is the run's main record.
-type Repetition struct {
-	Index int   `json:"repetition"`
-	Seed  int64 `json:"seed"`
-	// Steps are the repetition's artifacts, in step order.
-	Steps []StepArtifact `json:"-"`
-	// Artifacts are the files the steps were written to.
-	Artifacts []string `json:"artifacts"`
-	Status    string   `json:"status"`
-}
-
 // RepeatMetrics are the per-request measurements summarized across repetitions.
 type RepeatMetrics struct {
 	TimeToFirstOutputMS             stats.Summary `json:"time_to_first_output_ms"`
@@ -41,12 +30,12 @@ type RepeatRequest struct {
 // RepeatStep summarizes one step across repetitions. For a replay, Verdicts lists each
 // repetition's verdict in order: a disagreement is reported, never averaged away.
 type RepeatStep struct {
-	Step          string          `json:"-"`
-	Kind          string          `json:"kind"`
-	Requests      []RepeatRequest `json:"requests"`
-	Verdicts      []string        `json:"verdicts,omitempty"`
-	VerdictsAgree *bool           `json:"verdicts_agree,omitempty"`
-	StoreBytes    stats.Summary   `json:"gpu_to_cpu_bytes_delta"`
+	Step          string            `json:"-"`
+	Kind          string            `json:"kind"`
+	Requests      []RepeatRequest   `json:"requests"`
+	Verdicts      []verdict.Verdict `json:"verdicts,omitempty"`
+	VerdictsAgree *bool             `json:"verdicts_agree,omitempty"`
+	StoreBytes    stats.Summary     `json:"gpu_to_cpu_bytes_delta"`
 }
 
 // RepeatsSection is the run record's "repeats" section.
@@ -80,10 +69,7 @@ var RequestMetrics = map[string]RequestMetric{
 // LoadBytesPerToken is a request's CPU->GPU bytes over its external prefix-cache hits; nil
 // when either counter is absent, the request's counters were step-scoped, or nothing loaded.
 func LoadBytesPerToken(r Request) *float64 {
-	if r.Counters == nil {
-		return nil
-	}
-	return r.Counters.Delta.PerToken(metrics.LoadBytes, metrics.ExternalPrefixHits)
+	return r.Counters.PerToken(metrics.LoadBytes, metrics.ExternalPrefixHits)
 }
 
 // BuildRepeats summarizes reps (repetition 0 first) step by step and request by request.
@@ -96,8 +82,8 @@ func BuildRepeats(reps []Repetition) RepeatsSection {
 		st := RepeatStep{Step: first.Step, Kind: first.Kind, Requests: []RepeatRequest{}}
 		var store []*float64
 		for _, rep := range reps {
-			if si < len(rep.Steps) && rep.Steps[si].Counters != nil {
-				store = append(store, rep.Steps[si].Counters.DeltaValue(metrics.StoreBytes))
+			if si < len(rep.Steps) && rep.Steps[si].Span != nil {
+				store = append(store, rep.Steps[si].Span.Delta(metrics.StoreBytes))
 			} else {
 				store = append(store, nil)
 			}
@@ -125,9 +111,9 @@ func BuildRepeats(reps []Repetition) RepeatsSection {
 			}
 			st.Requests = append(st.Requests, rr)
 		}
-		if first.Kind == "replay" {
+		if first.Kind == KindReplay {
 			for _, rep := range reps {
-				st.Verdicts = append(st.Verdicts, StepVerdict(rep.Steps, si))
+				st.Verdicts = append(st.Verdicts, rep.Verdict(first.Step))
 			}
 			agree := true
 			for _, v := range st.Verdicts {
@@ -144,13 +130,18 @@ func BuildRepeats(reps []Repetition) RepeatsSection {
 	return rs
 }
 
-// StepVerdict is the verdict of step si's replayed request, "missing" when the repetition
-// stopped before it.
-func StepVerdict(steps []StepArtifact, si int) string {
-	if si >= len(steps) || len(steps[si].Requests) == 0 || steps[si].Requests[0].Verdict == nil {
-		return "missing"
+// Missing stands for the verdict of a replay a repetition stopped before.
+const Missing verdict.Verdict = "missing"
+
+// Verdict is the verdict of step id's replayed request in this repetition, from its derived
+// section; Missing when the repetition stopped before sending it.
+func (rep Repetition) Verdict(id string) verdict.Verdict {
+	for i, st := range rep.Steps {
+		if st.Step == id && len(st.Requests) > 0 && i < len(rep.Sections) && rep.Sections[i].Replay != nil {
+			return rep.Sections[i].Replay.Verdict
+		}
 	}
-	return steps[si].Requests[0].Verdict.Verdict
+	return Missing
 }
 
 // RepeatSteps are the steps' summaries; their JSON is an object keyed by step id.

@@ -3,26 +3,28 @@ package record
 import (
 	"testing"
 
-	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
-func replayArtifact(ttft float64, v string) StepArtifact {
+func replayStep(ttft float64, v verdict.Verdict) Step {
 	prompt, cached := 1000, 990
-	return StepArtifact{Step: "replay", Kind: "replay", Requests: []Request{{
+	return Assemble(StepArtifact{Step: "replay", Kind: KindReplay, DeltaScope: ScopeRequest, Requests: []Request{{
 		Step:    "replay",
-		Result:  client.Result{TimeToFirstOutputMS: &ttft, PromptTokens: &prompt, CachedPromptTokens: &cached},
-		Verdict: &verdict.Replay{Verdict: v},
-	}}}
+		Result:  Result{TimeToFirstOutputMS: &ttft, PromptTokens: &prompt, CachedPromptTokens: &cached},
+		Verdict: &Verdict{Verdict: v},
+	}}})
 }
 
 // TestBuildRepeats: medians and spreads per metric, and a verdict disagreement reported as
 // such rather than averaged away.
 func TestBuildRepeats(t *testing.T) {
 	reps := []Repetition{
-		{Index: 0, Seed: 5, Steps: []StepArtifact{replayArtifact(100, "cpu_reload")}},
-		{Index: 1, Seed: 6, Steps: []StepArtifact{replayArtifact(120, "cpu_reload")}},
-		{Index: 2, Seed: 7, Steps: []StepArtifact{replayArtifact(90, "recompute")}},
+		{Index: 0, Seed: 5, Steps: []Step{replayStep(100, verdict.CPUReload)}},
+		{Index: 1, Seed: 6, Steps: []Step{replayStep(120, verdict.CPUReload)}},
+		{Index: 2, Seed: 7, Steps: []Step{replayStep(90, verdict.Recompute)}},
+	}
+	for i := range reps {
+		reps[i].Sections = BuildSections(reps[i].Steps, nil)
 	}
 	rs := BuildRepeats(reps)
 	if rs.Count != 3 || rs.VerdictsAgree || len(rs.Disagreements) != 1 || rs.Disagreements[0] != "replay: [cpu_reload cpu_reload recompute]" {
@@ -45,5 +47,14 @@ func TestBuildRepeats(t *testing.T) {
 	}
 	if *st.VerdictsAgree {
 		t.Fatal("verdicts_agree with a recompute among cpu_reloads")
+	}
+	// A repetition that stopped before the replay says so.
+	short := Repetition{Index: 3, Steps: []Step{Assemble(StepArtifact{Step: "replay", Kind: KindReplay})}}
+	short.Sections = BuildSections(short.Steps, nil)
+	if v := short.Verdict("replay"); v != Missing {
+		t.Fatalf("unsent replay: %s", v)
+	}
+	if v := reps[0].Verdict("nope"); v != Missing {
+		t.Fatalf("no such step: %s", v)
 	}
 }

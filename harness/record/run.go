@@ -47,6 +47,11 @@ type Run struct {
 	References []scenarios.Source
 	Kvbench    Kvbench
 	Scenario   *scenarios.Scenario
+	// Repetitions are the steps the derived parts were computed from (Derive); a record
+	// decoded from run.json alone has none.
+	Repetitions []Repetition
+	// repeated: more than one pass was asked for, so the record has a repeats section.
+	repeated bool
 }
 
 // Section is one step's section: exactly one of Sequence, Replay and Conversation is set.

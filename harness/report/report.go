@@ -165,41 +165,35 @@ func runData(r *runs.Run) RunData {
 		Repetitions: len(r.Repetitions), StudyRole: r.Scenario.Study.Role,
 		Verdicts: []VerdictRow{}, Requests: []RequestPoint{}, Steps: []StepBytes{}, KVUsage: []UsagePoint{},
 	}
-	if cs, ok := r.ControlSection(); ok {
-		rd.StudyKey, rd.Control = r.Scenario.Study.Key, &cs
+	if r.Control != nil {
+		rd.StudyKey, rd.Control = r.Scenario.Study.Key, r.Control
 	}
 	for _, id := range r.ReplayStepIDs() {
-		sec, _ := r.Replay(0, id)
-		vs := r.Verdicts(id)
+		sec := r.Replay(id)
+		var vs []string
 		agree := true
-		for _, v := range vs {
-			agree = agree && v == vs[0]
+		for _, v := range r.Verdicts(id) {
+			vs = append(vs, string(v))
+			agree = agree && v == sec.Verdict
 		}
-		rd.Verdicts = append(rd.Verdicts, VerdictRow{Step: id, Verdict: sec.Verdict, Repetitions: vs, Agree: agree, Reason: sec.VerdictReason,
+		rd.Verdicts = append(rd.Verdicts, VerdictRow{Step: id, Verdict: string(sec.Verdict), Repetitions: vs, Agree: agree, Reason: sec.VerdictReason,
 			SetupValid: string(sec.SetupValid), CachedFraction: sec.CachedFraction, Interpretation: sec.Interpretation})
 	}
 	for _, st := range r.Repetitions[0].Steps {
 		for _, q := range st.Requests {
 			rd.Requests = append(rd.Requests, RequestPoint{
-				Label: fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep), Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == "replay",
+				Label: fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep), Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == record.KindReplay,
 				TTFTMS: q.Result.TimeToFirstOutputMS, CachedFraction: record.RequestMetrics["cached_fraction"](q),
 			})
-			for _, s := range q.Samples.Series {
-				if s.KVUsage != nil {
-					rd.KVUsage = append(rd.KVUsage, UsagePoint{TMS: s.AtMS, KVUsage: *s.KVUsage})
-				}
-			}
 		}
 		sb := StepBytes{Step: st.Step}
-		if c := st.Counters; c != nil {
-			sb.StoreBytes, sb.LoadBytes = c.DeltaValue(metrics.StoreBytes), c.DeltaValue(metrics.LoadBytes)
+		if c := st.Span; c != nil {
+			sb.StoreBytes, sb.LoadBytes = c.Delta(metrics.StoreBytes), c.Delta(metrics.LoadBytes)
 		}
 		rd.Steps = append(rd.Steps, sb)
-		if st.DeltaScope == record.ScopeStep { // concurrent step: samples are the step's
-			for _, s := range st.Samples.Series {
-				if s.KVUsage != nil {
-					rd.KVUsage = append(rd.KVUsage, UsagePoint{TMS: s.AtMS, KVUsage: *s.KVUsage})
-				}
+		for _, s := range st.Sampled.Series {
+			if s.KVUsage != nil {
+				rd.KVUsage = append(rd.KVUsage, UsagePoint{TMS: s.AtMS, KVUsage: *s.KVUsage})
 			}
 		}
 	}

@@ -48,15 +48,21 @@ type artifact struct {
 				KVUsage *float64 `json:"kv_usage"`
 			} `json:"series"`
 		} `json:"samples"`
-	} `json:"requests"`
-	Counters struct {
-		Delta struct {
+		// An isolated request's counters; a step's span runs from its first request's
+		// before to its last one's after.
+		Counters struct {
 			Counters map[string]struct {
-				Delta   float64 `json:"delta"`
-				Present bool    `json:"present"`
+				Before float64 `json:"before"`
+				After  float64 `json:"after"`
 			} `json:"counters"`
-		} `json:"delta"`
-	} `json:"counters"`
+		} `json:"counters"`
+	} `json:"requests"`
+}
+
+// span is counter c's change over the artifact's requests.
+func (a artifact) span(c string) float64 {
+	first, last := a.Requests[0], a.Requests[len(a.Requests)-1]
+	return last.Counters.Counters[c].After - first.Counters.Counters[c].Before
 }
 
 func readArtifact(t *testing.T, dir, name string) artifact {
@@ -92,7 +98,7 @@ func TestCollectTakesItsNumbersFromTheArtifacts(t *testing.T) {
 		t.Fatalf("verdicts %+v", rd.Verdicts)
 	}
 	v := rd.Verdicts[0]
-	if v.Step != "replay" || v.Verdict != "cpu_reload" || v.Verdict != rec.Verdict || !v.Agree || !slices.Equal(v.Repetitions, []string{"cpu_reload"}) {
+	if v.Step != "replay" || v.Verdict != "cpu_reload" || v.Verdict != string(rec.Verdict) || !v.Agree || !slices.Equal(v.Repetitions, []string{"cpu_reload"}) {
 		t.Errorf("verdict row %+v, record %q", v, rec.Verdict)
 	}
 	if v.SetupValid != "yes" || v.SetupValid != string(rec.SetupValid) || v.Interpretation != rec.Interpretation || v.Interpretation == "" || v.Reason != rec.VerdictReason {
@@ -121,9 +127,9 @@ func TestCollectTakesItsNumbersFromTheArtifacts(t *testing.T) {
 			labels = append(labels, fmt.Sprintf("%s[%d]", a.Step, j))
 		}
 		sb := rd.Steps[i]
-		store, load := a.Counters.Delta.Counters["store_bytes"], a.Counters.Delta.Counters["load_bytes"]
-		if sb.Step != a.Step || sb.StoreBytes == nil || *sb.StoreBytes != store.Delta || sb.LoadBytes == nil || *sb.LoadBytes != load.Delta {
-			t.Errorf("step %s bytes %v/%v, artifact %v/%v", a.Step, sb.StoreBytes, sb.LoadBytes, store.Delta, load.Delta)
+		store, load := a.span("store_bytes"), a.span("load_bytes")
+		if sb.Step != a.Step || sb.StoreBytes == nil || *sb.StoreBytes != store || sb.LoadBytes == nil || *sb.LoadBytes != load {
+			t.Errorf("step %s bytes %v/%v, artifact %v/%v", a.Step, sb.StoreBytes, sb.LoadBytes, store, load)
 		}
 	}
 	if len(rd.Requests) != 7 || len(rd.Requests) != len(ttft) {
@@ -157,6 +163,7 @@ func TestCollectVerdictsAcrossRepetitions(t *testing.T) {
 	}
 	// Repetitions that disagree are flagged; the row's verdict stays repetition 0's.
 	c.Repetitions[1].Steps[1].Requests[0].Verdict.Verdict = "partial"
+	c.Derive(c.Repetitions) // the view is derived from the steps once
 	d = Collect("t", "g", []*runs.Run{c}, nil)
 	v := d.Runs[0].Verdicts[0]
 	if v.Agree || v.Verdict != "recompute" || !slices.Equal(v.Repetitions, []string{"recompute", "partial"}) {

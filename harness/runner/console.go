@@ -7,13 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
 )
 
-// Console reports a run as it goes: on a terminal one live line per request (phase, tokens,
-// elapsed), rewritten in place; elsewhere plain lines a log can keep. A nil writer is quiet.
+// Console is the sink that reports a run to a person as it goes: on a terminal one live line
+// per request (state, tokens, elapsed), rewritten in place; elsewhere plain lines a log can
+// keep. A nil Console, or one with a nil writer, is quiet. It never stops a run: a console
+// that cannot write stays quiet, and the records are the result.
 type Console struct {
 	w    io.Writer
 	tty  bool
@@ -21,17 +22,36 @@ type Console struct {
 	live bool // a live line is on screen
 	// prefilling is the request whose prefill is being ticked (the client reports nothing
 	// between sending and the first output, which on a 150k prompt can be a minute).
-	prefilling *plan.Request
-	// onDone runs first in RequestDone, the one call every path makes when a request ends:
-	// the runner journals the request there.
-	onDone func(record.Request)
+	prefilling *events.RequestProgress
 }
+
+var _ events.Sink = (*Console)(nil)
 
 // tickInterval is how often a prefilling request's elapsed time is redrawn.
 const tickInterval = 250 * time.Millisecond
 
 // NewConsole writes to w; tty selects live lines.
 func NewConsole(w io.Writer, tty bool) *Console { return &Console{w: w, tty: tty} }
+
+// Handle shows e.
+func (c *Console) Handle(e events.Event) error {
+	if c == nil || c.w == nil {
+		return nil
+	}
+	switch e := e.(type) {
+	case events.Note:
+		c.Printf("%s", e.Text)
+	case events.StepStarted:
+		c.Printf("step %s: %s", e.Step, e.Describes)
+	case events.RequestProgress:
+		c.progress(e)
+	case events.RequestDone:
+		c.requestDone(e.Request)
+	case events.StepDone:
+		c.stepDone(e.Step)
+	}
+	return nil
+}
 
 // Printf writes a plain line.
 func (c *Console) Printf(format string, args ...any) {
@@ -52,7 +72,7 @@ func (c *Console) clearLive() {
 }
 
 func (c *Console) liveLine(text string) {
-	if c == nil || c.w == nil || !c.tty {
+	if !c.tty {
 		return
 	}
 	c.mu.Lock()
@@ -61,83 +81,54 @@ func (c *Console) liveLine(text string) {
 	c.live = true
 }
 
-// withRequestDone returns a console writing where c does that hands every finished request
-// to f before printing it.
-func (c *Console) withRequestDone(f func(record.Request)) *Console {
-	return &Console{w: c.w, tty: c.tty, onDone: f}
-}
-
-// StepStart announces a step.
-func (c *Console) StepStart(st plan.Step) {
-	kind := fmt.Sprintf("%d requests, concurrency %d", len(st.Requests), st.Step.Concurrency)
-	if st.Step.Replay != nil {
-		kind = fmt.Sprintf("replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
-	}
-	if st.Step.IsConversation() {
-		kind = fmt.Sprintf("conversation, %d users x %d turns", st.Step.Users, st.Step.Turns)
-	}
-	c.Printf("step %s: %s", st.ID, kind)
-}
-
-// Waiting shows that a request waits for the server to be idle.
-func (c *Console) Waiting(req plan.Request) {
-	c.liveLine(fmt.Sprintf("  [%d] %d/%d tokens  waiting for idle", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens))
-}
-
-// Sending shows a request of a concurrent step going out (plain mode only logs completions).
-func (c *Console) Sending(req plan.Request) {
-	c.liveLine(fmt.Sprintf("  [%d] %d/%d tokens  sent", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens))
-}
-
-// Progress updates a request's live line.
-func (c *Console) Progress(req plan.Request, p client.Progress) {
-	if c == nil || !c.tty {
+// progress updates a request's live line.
+func (c *Console) progress(p events.RequestProgress) {
+	if !c.tty {
 		return
 	}
 	c.mu.Lock()
 	switch {
-	case p.Phase == client.PhasePrefill && c.prefilling == nil:
-		c.prefilling = &req
-		go c.tickPrefill(&req, time.Now().Add(-p.Elapsed))
-	case p.Phase != client.PhasePrefill:
+	case p.State == events.Prefilling && c.prefilling == nil:
+		c.prefilling = &p
+		go c.tickPrefill(&p, time.Now().Add(-p.Elapsed))
+	case p.State != events.Prefilling:
 		c.prefilling = nil
 	}
 	c.mu.Unlock()
-	if p.Phase != client.PhaseDone {
-		c.liveLine(progressText(req, p))
-	}
+	c.liveLine(progressText(p, p.Elapsed))
 }
 
-func (c *Console) tickPrefill(req *plan.Request, start time.Time) {
+func (c *Console) tickPrefill(p *events.RequestProgress, start time.Time) {
 	t := time.NewTicker(tickInterval)
 	defer t.Stop()
 	for range t.C {
 		c.mu.Lock()
-		if c.prefilling != req {
+		if c.prefilling != p {
 			c.mu.Unlock()
 			return
 		}
 		// Drawn under the same lock as the check, so no tick lands after the closing line.
-		fmt.Fprint(c.w, "\r\033[K"+progressText(*req, client.Progress{Phase: client.PhasePrefill, Elapsed: time.Since(start)}))
+		fmt.Fprint(c.w, "\r\033[K"+progressText(*p, time.Since(start)))
 		c.live = true
 		c.mu.Unlock()
 	}
 }
 
-func progressText(req plan.Request, p client.Progress) string {
-	return fmt.Sprintf("  [%d] %d/%d tokens  %6.1fs  %-7s  %d tokens out", req.IndexInStep, req.PlannedTokens, req.Prompt.Tokens, p.Elapsed.Seconds(), p.Phase, p.Tokens)
+func progressText(p events.RequestProgress, elapsed time.Duration) string {
+	switch p.State {
+	case events.Waiting:
+		return fmt.Sprintf("  [%d] %d/%d tokens  waiting for idle", p.IndexInStep, p.PlannedTokens, p.PromptTokens)
+	case events.Sent:
+		return fmt.Sprintf("  [%d] %d/%d tokens  sent", p.IndexInStep, p.PlannedTokens, p.PromptTokens)
+	}
+	return fmt.Sprintf("  [%d] %d/%d tokens  %6.1fs  %-7s  %d tokens out", p.IndexInStep, p.PlannedTokens, p.PromptTokens, elapsed.Seconds(), p.State, p.Tokens)
 }
 
-// RequestDone prints a request's closing line.
-func (c *Console) RequestDone(r record.Request) {
-	if c != nil && c.onDone != nil {
-		c.onDone(r)
-	}
-	if c != nil {
-		c.mu.Lock()
-		c.prefilling = nil
-		c.mu.Unlock()
-	}
+// requestDone prints a request's closing line.
+func (c *Console) requestDone(r record.Request) {
+	c.mu.Lock()
+	c.prefilling = nil
+	c.mu.Unlock()
 	res := r.Result
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
 		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
@@ -160,25 +151,25 @@ func (c *Console) RequestDone(r record.Request) {
 	c.Printf("%s", line)
 }
 
-// StepDone prints a replay's verdict, and why the step's counters are missing or invalid.
-func (c *Console) StepDone(a record.StepArtifact) {
-	for _, r := range a.Requests {
-		if r.Verdict != nil {
-			c.Printf("  verdict %s: %s", r.Verdict.Verdict, r.Verdict.Reason)
-			for _, d := range r.Verdict.Diagnosis {
+// stepDone prints a replay's verdict, and why the step's counters are missing or invalid.
+func (c *Console) stepDone(s record.Step) {
+	for _, r := range s.Requests {
+		if v := r.Verdict; v != nil {
+			c.Printf("  verdict %s: %s", v.Verdict, v.Reason)
+			for _, d := range v.Diagnosis {
 				c.Printf("  diagnosis %s: %s", d.Cause, d.Detail)
 			}
 		}
 	}
-	if a.CountersError != "" {
-		c.Printf("  step counters not read: %s", a.CountersError)
-	} else if a.Counters != nil && !a.Counters.Delta.Valid {
-		c.Printf("  step counters invalid: %s", strings.Join(a.Counters.Delta.InvalidReasons, "; "))
+	if s.SpanError != "" {
+		c.Printf("  step counters not read: %s", s.SpanError)
+	} else if s.Span != nil && !s.Span.Valid {
+		c.Printf("  step counters invalid: %s", strings.Join(s.Span.InvalidReasons, "; "))
 	}
-	if a.Interrupted {
-		c.Printf("  interrupted: %d requests measured", len(a.Requests))
+	if s.Interrupted {
+		c.Printf("  interrupted: %d requests measured", len(s.Requests))
 	}
-	if cc := a.Client; cc != nil {
+	if cc := s.Client; cc != nil {
 		per := ""
 		if cc.CPUMSPer1kOutputTokens != nil {
 			per = fmt.Sprintf(", %.1f ms per 1k output tokens", *cc.CPUMSPer1kOutputTokens)

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
 )
 
@@ -34,9 +33,7 @@ func (l *lockedBuffer) String() string {
 func TestConsoleTicksPrefill(t *testing.T) {
 	var out lockedBuffer
 	c := NewConsole(&out, true)
-	req := plan.Request{}
-	req.IndexInStep, req.PlannedTokens = 2, 150000
-	c.Progress(req, client.Progress{Phase: client.PhasePrefill})
+	c.Handle(events.RequestProgress{IndexInStep: 2, PlannedTokens: 150000, State: events.Prefilling})
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(out.String(), "prefill") < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -44,7 +41,7 @@ func TestConsoleTicksPrefill(t *testing.T) {
 	if n := strings.Count(out.String(), "prefill"); n < 3 {
 		t.Fatalf("%d prefill redraws in 10 s:\n%q", n, out.String())
 	}
-	c.RequestDone(record.Request{IndexInStep: 2, PlannedTokens: 150000})
+	c.Handle(events.RequestDone{Request: record.Request{IndexInStep: 2, PlannedTokens: 150000}})
 	final := out.String()
 	time.Sleep(3 * tickInterval)
 	if after := out.String(); after != final {
@@ -59,8 +56,8 @@ func TestConsoleTicksPrefill(t *testing.T) {
 func TestConsolePlain(t *testing.T) {
 	var out bytes.Buffer
 	c := NewConsole(&out, false)
-	c.Progress(plan.Request{}, client.Progress{Phase: client.PhasePrefill})
-	c.RequestDone(record.Request{})
+	c.Handle(events.RequestProgress{State: events.Prefilling})
+	c.Handle(events.RequestDone{})
 	if strings.Contains(out.String(), "\033") || strings.Count(out.String(), "\n") != 1 {
 		t.Fatalf("%q", out.String())
 	}

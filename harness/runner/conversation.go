@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -21,7 +22,7 @@ const scrapeTimeout = 10 * time.Second
 // turns in order (the whole history, then the answer appended), while a scraper reads the
 // counters at a fixed interval. Requests overlap, so only the step's counters and the
 // interval series mean anything; each turn is journaled the moment it ends.
-func (r *runner) runConversationStep(ctx context.Context, st plan.Step, art *record.StepArtifact) {
+func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, art *record.StepArtifact) {
 	cs := st.Step
 	sc := r.cfg.Scenario
 	art.Kind = record.KindConversation
@@ -55,10 +56,11 @@ func (r *runner) runConversationStep(ctx context.Context, st plan.Step, art *rec
 	}()
 	var got []record.Request
 	for rec := range results {
-		r.cfg.Console.RequestDone(rec)
+		r.emit(events.RequestDone{Repetition: k, Request: rec})
 		got = append(got, rec)
 	}
-	art.Samples = smp.finish()
+	samples := smp.finish()
+	art.Samples = &samples
 	trace.Series, trace.ScrapeErrors = scr.finish()
 	after, _, _, _, errAfter := waitIdle(context.WithoutCancel(ctx), r.cfg.Metrics, idle)
 	sort.Slice(got, func(i, j int) bool { return got[i].IndexInStep < got[j].IndexInStep })
@@ -71,9 +73,9 @@ func (r *runner) runConversationStep(ctx context.Context, st plan.Step, art *rec
 		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
 	}
 	if art.CountersError == "" {
-		art.Counters = metrics.NewWindow(before, after)
+		art.Counters = record.NewCounters(before, after)
 		if why := scr.reset(); why != "" {
-			art.Counters.Delta.InvalidateAll(metrics.InvalidReset, why)
+			art.Counters.InvalidateAll(metrics.InvalidReset, why)
 		}
 	}
 }
@@ -106,7 +108,7 @@ func (r *runner) converse(ctx context.Context, st plan.Step, user int, system st
 		}
 		res := r.send(ctx, req, nopSampler)
 		rec := r.newRequest(st, req)
-		rec.Result = res
+		rec.Result = record.ResultOf(res)
 		rec.Turn = &record.Turn{User: user, Turn: turn}
 		out <- rec
 		if res.Failed() || ctx.Err() != nil {
@@ -202,13 +204,13 @@ func (s *scraper) reset() string { return s.resetWhy }
 
 // point is the interval from a to b.
 func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
-	d := metrics.Diff(a, b)
+	d := record.NewCounters(a, b)
 	p := record.SeriesPoint{AtMS: at}
 	if !d.Valid {
 		p.Invalid = fmt.Sprintf("interval ending at %.0f ms: %s", at, d.InvalidReasons[0])
 	} else {
 		record.SplitTiers(d).Point(&p)
-		p.StoreBytes, p.LoadBytes, p.Preemptions = d.Ptr(metrics.StoreBytes), d.Ptr(metrics.LoadBytes), d.Ptr(metrics.Preemptions)
+		p.StoreBytes, p.LoadBytes, p.Preemptions = d.Delta(metrics.StoreBytes), d.Delta(metrics.LoadBytes), d.Delta(metrics.Preemptions)
 	}
 	gauge := func(g metrics.Gauge) *float64 {
 		if r := b.Gauges[g]; r.Present {

@@ -57,10 +57,10 @@ func TestConversationCarriesAnswers(t *testing.T) {
 		return res
 	}}
 	out := run(t, context.Background(), newConfig(t, conversationScenario, chat, m))
-	if out.Interrupted || len(out.Artifacts) != 1 {
-		t.Fatalf("interrupted %v, %d artifacts", out.Interrupted, len(out.Artifacts))
+	if out.Interrupted || len(out.Steps) != 1 {
+		t.Fatalf("interrupted %v, %d artifacts", out.Interrupted, len(out.Steps))
 	}
-	art := out.Artifacts[0]
+	art := out.Steps[0]
 	if art.Kind != "conversation" || len(art.Requests) != 12 || art.DeltaScope != "step" {
 		t.Fatalf("kind %s, %d requests, scope %s", art.Kind, len(art.Requests), art.DeltaScope)
 	}
@@ -111,8 +111,8 @@ func TestConversationStopsOnCancel(t *testing.T) {
 	if !out.Interrupted || out.Record.Status != "interrupted" {
 		t.Fatalf("interrupted %v, status %s", out.Interrupted, out.Record.Status)
 	}
-	got := len(out.Artifacts[0].Requests)
-	if got < 5 || got >= 12 || !out.Artifacts[0].Interrupted {
+	got := len(out.Steps[0].Requests)
+	if got < 5 || got >= 12 || !out.Steps[0].Interrupted {
 		t.Fatalf("%d requests recorded after a cancel at the 5th of 12", got)
 	}
 }

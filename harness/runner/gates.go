@@ -32,7 +32,7 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 		case sec.Replay != nil:
 			s := sec.Replay
 			if g.Verdict != "" {
-				check(s.Verdict == g.Verdict, "verdict "+s.Verdict, fmt.Sprintf("verdict %s, want %s (%s)", s.Verdict, g.Verdict, s.VerdictReason))
+				check(s.Verdict == g.Verdict, "verdict "+string(s.Verdict), fmt.Sprintf("verdict %s, want %s (%s)", s.Verdict, g.Verdict, s.VerdictReason))
 			}
 			if g.MinCachedFraction > 0 {
 				check(s.CachedFraction != nil && *s.CachedFraction >= g.MinCachedFraction,

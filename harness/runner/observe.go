@@ -165,10 +165,10 @@ const isolationSlack = 1
 // reports, the server was idle before and after it, and no second request ran during it.
 // Evidence of another request contaminates the window; a check that cannot be made leaves it
 // "unchecked", never assumed clean.
-func checkIsolation(w *metrics.Window, res client.Result, iso record.Isolation, samples record.Samples) {
+func checkIsolation(w *record.Counters, res record.Result, iso record.Isolation, samples record.Samples) {
 	var foreign, checked, unchecked []string
 	tokens := func(c metrics.Counter, usage *int, what string) {
-		d, ok := w.Delta.Value(c)
+		d, ok := w.Value(c)
 		switch {
 		case usage == nil:
 			unchecked = append(unchecked, "usage reports no "+what)
@@ -203,10 +203,10 @@ func checkIsolation(w *metrics.Window, res client.Result, iso record.Isolation, 
 	}
 	switch {
 	case len(foreign) > 0:
-		w.Delta.Contaminate(strings.Join(foreign, "; "))
+		w.Contaminate(strings.Join(foreign, "; "))
 	case len(checked) > 0 && iso.IdleCheck == "gauges":
-		w.Delta.Isolation = "clean: " + strings.Join(checked, "; ")
+		w.Isolation = "clean: " + strings.Join(checked, "; ")
 	default:
-		w.Delta.Isolation = "unchecked: " + strings.Join(unchecked, "; ")
+		w.Isolation = "unchecked: " + strings.Join(unchecked, "; ")
 	}
 }

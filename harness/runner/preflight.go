@@ -106,9 +106,12 @@ type PreflightReport struct {
 	CachedTokensReported string              `json:"cached_tokens_reported"`
 	Cache                metrics.CacheConfig `json:"server_cache_config"`
 	Setup                capacity.Setup      `json:"capacity_setup"`
-	Slots                int                 `json:"slots,omitempty"` // llama.cpp: /props total_slots
-	BlockSize            int                 `json:"block_size"`
-	Capacity             []plan.Replay       `json:"capacity"`
+	// CapacitySources are what each source said of the capacity, lowest precedence first;
+	// Setup is what they resolve to (capacity.Resolve).
+	CapacitySources []capacity.Figures `json:"capacity_sources"`
+	Slots           int                `json:"slots,omitempty"` // llama.cpp: /props total_slots
+	BlockSize       int                `json:"block_size"`
+	Capacity        []plan.Replay      `json:"capacity"`
 	// Problems make the scenario unrunnable here; run refuses them unless --force.
 	Problems []string `json:"problems"`
 	Warnings []string `json:"warnings"`
@@ -215,13 +218,15 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	rep.CachedTokensReported = cachedTokensReported(ctx, t.Client, sc.Target.Model)
 
-	rep.Setup, rep.BlockSize = ResolveSetup(sc, snap.Cache)
-	rep.Setup = def.CapacitySetup(rep.Setup)
-	rep.Setup.Slots = rep.Slots
-	if sizes.SlotContext > 0 {
-		// One slot's live cache, as the server sizes it (-c divided among the slots).
-		rep.Setup.GPUKVTokens, rep.Setup.GPUKVTokensSource = sizes.SlotContext, "server ("+sizes.Source+")"
+	rep.BlockSize = sc.Server.BlockSize.Value
+	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
+		rep.BlockSize = snap.Cache.BlockSize
 	}
+	rep.CapacitySources = []capacity.Figures{plan.ScenarioFigures(sc), ServerFigures(snap.Cache)}
+	if f, ok := slotFigures(sizes, rep.Slots); ok {
+		rep.CapacitySources = append(rep.CapacitySources, f)
+	}
+	rep.Setup = def.Resolve(rep.CapacitySources...)
 	if rep.Setup.GPUKVTokens == 0 {
 		msg := "the GPU KV pool size is unknown (no vllm:cache_config_info and none in [server])"
 		if sc.Server.GPUKVTokens.FromServer {
@@ -273,29 +278,23 @@ func cachedTokensReported(ctx context.Context, c *client.Client, model string) s
 	}
 }
 
-// ResolveSetup takes the GPU pool, block size and CPU tier from the server's cache config
-// when it reports them, else from the scenario, and says which.
-func ResolveSetup(sc *scenarios.Scenario, cc metrics.CacheConfig) (capacity.Setup, int) {
-	s := plan.ScenarioSetup(sc)
-	block := sc.Server.BlockSize.Value
-	if cc.Present && cc.GPUKVTokens > 0 {
-		s.GPUKVTokens, s.GPUKVTokensSource = cc.GPUKVTokens, "server ("+cc.Source+")"
+// ServerFigures is what the server's cache config says of its capacity: the GPU pool in
+// tokens and the CPU tier's size, summed over engines.
+func ServerFigures(cc metrics.CacheConfig) capacity.Figures {
+	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc)}
+	if cc.Present {
+		f.GPUKVTokens = cc.GPUKVTokens
 	}
-	if cc.Present && cc.BlockSize > 0 {
-		block = cc.BlockSize
-	}
-	if gib := offloadGiB(cc); gib > 0 {
-		s.CPUOffloadGiB = gib
-	}
-	return s, block
+	return f
 }
 
-func offloadGiB(cc metrics.CacheConfig) float64 {
-	total := 0.0
-	for _, e := range cc.Engines {
-		total += e.KVOffloadingSizeGiB
+// slotFigures is what a slot engine reports of itself: one slot's live context and the slot
+// count; ok is false when it reports neither.
+func slotFigures(z engine.Sizes, slots int) (capacity.Figures, bool) {
+	if z.SlotContext <= 0 && slots <= 0 {
+		return capacity.Figures{}, false
 	}
-	return total
+	return capacity.Figures{Source: "server (" + z.Source + ")", GPUKVTokens: z.SlotContext, Slots: slots}, true
 }
 
 // RecordCache is the record's cache section for a resolved setup.
@@ -307,13 +306,13 @@ func RecordCache(sc *scenarios.Scenario, rep *PreflightReport) record.Cache {
 		BlockSize:              rep.BlockSize,
 		BlockSizeSource:        "scenario",
 		CPUOffloadGiB:          rep.Setup.CPUOffloadGiB,
-		CPUOffloadGiBSource:    "scenario",
+		CPUOffloadGiBSource:    rep.Setup.CPUOffloadGiBSource,
+	}
+	if c.CPUOffloadGiBSource == "" {
+		c.CPUOffloadGiBSource = "scenario"
 	}
 	if rep.Cache.Present && rep.Cache.BlockSize > 0 {
 		c.BlockSizeSource = "server (" + rep.Cache.Source + ")"
-	}
-	if offloadGiB(rep.Cache) > 0 {
-		c.CPUOffloadGiBSource = "server (" + rep.Cache.Source + ")"
 	}
 	if len(rep.Cache.Engines) > 0 {
 		if dt := rep.Cache.Engines[0].CacheDtype; dt != "" {
@@ -332,4 +331,14 @@ func sourceOrAbsent(r metrics.Reading) string {
 		return "absent"
 	}
 	return r.Source
+}
+
+// offloadGiB is the CPU tier the cache config reports (vLLM's kv_offloading_size), summed
+// over engines; 0 when unset.
+func offloadGiB(cc metrics.CacheConfig) float64 {
+	total := 0.0
+	for _, e := range cc.Engines {
+		total += e.KVOffloadingSizeGiB
+	}
+	return total
 }

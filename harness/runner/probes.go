@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -17,12 +19,13 @@ import (
 // maxProbeOutput bounds what a probe may print; a runaway probe must not fill the record.
 const maxProbeOutput = 1 << 20
 
-// runProbes runs the probes of one phase ("before" or "after"). A failing or non-JSON probe is
-// recorded as such and never loses the run.
-// Each runs with env as its whole environment.
-func runProbes(ctx context.Context, probes []scenarios.Probe, when string, con *Console, env []string) []record.ProbeResult {
+// runProbes runs the probes of one phase ("before" or "after"), each with the probe
+// environment as its whole environment. A failing or non-JSON probe is recorded as such and
+// never loses the run.
+func (r *runner) runProbes(ctx context.Context, when string) []record.ProbeResult {
 	var out []record.ProbeResult
-	for _, p := range probes {
+	env := probeEnv(r.cfg)
+	for _, p := range r.cfg.Scenario.Probes {
 		if p.When != when {
 			continue
 		}
@@ -31,7 +34,7 @@ func runProbes(ctx context.Context, probes []scenarios.Probe, when string, con *
 		if !res.OK {
 			status = "failed: " + res.Error
 		}
-		con.Printf("probe %s (%s): %s", p.Name, when, status)
+		r.emit(events.Note{Text: fmt.Sprintf("probe %s (%s): %s", p.Name, when, status)})
 		out = append(out, res)
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -24,7 +25,8 @@ func TestRunProbes(t *testing.T) {
 		probe("missing", "before", time.Minute, "/nonexistent/kvbench-probe"),
 		probe("later", "after", time.Minute, "sh", "-c", "echo {}"),
 	}
-	got := runProbes(context.Background(), probes, "before", NewConsole(io.Discard, false), nil)
+	r := &runner{cfg: Config{Scenario: &scenarios.Scenario{Probes: probes}}, sinks: []events.Sink{NewConsole(io.Discard, false)}}
+	got := r.runProbes(context.Background(), "before")
 	if len(got) != 5 {
 		t.Fatalf("%d probe results, want the 5 before-probes", len(got))
 	}

@@ -3,18 +3,14 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
-
-// ArtifactName is the file of repetition k's step i (0-based); see runs.ArtifactName.
-func ArtifactName(k, i int, id string) string { return runs.ArtifactName(k, i, id) }
 
 // RepetitionPlanner returns the planner of repetition k: the scenario's prompts rebuilt with
 // seed = prompt.seed + k, counted on the server like the first plan. A server's caches cannot
@@ -31,13 +27,13 @@ func RepetitionPlanner(sc *scenarios.Scenario, t Target) func(ctx context.Contex
 	}
 }
 
-// runRepetitions runs the plan Repeat times; r.artifacts ends as repetition 0's steps, and
-// r.info gets every repetition. A repetition that cannot be planned ends the run with what
-// was measured and says why in the stop reason; a write failure ends it through r.fail.
+// runRepetitions runs the plan Repeat times. A repetition that cannot be planned ends the
+// run with what was measured and says why in the stop reason; a write failure ends it
+// through r.fail.
 func (r *runner) runRepetitions(ctx context.Context) {
 	info := r.info
 	n := max(r.cfg.Repeat, 1)
-	for k := 0; k < n && ctx.Err() == nil; k++ {
+	for k := 0; k < n && ctx.Err() == nil && r.failure() == nil; k++ {
 		p := r.cfg.Plan
 		if k > 0 {
 			if r.cfg.Replan == nil {
@@ -47,95 +43,70 @@ func (r *runner) runRepetitions(ctx context.Context) {
 			var err error
 			if p, err = r.cfg.Replan(ctx, k); err != nil {
 				info.Status, info.StopReason = record.StatusFailed, fmt.Sprintf("repetition %d of %d could not run: %v", k+1, n, err)
-				r.cfg.Console.Printf("FAILED: %s", info.StopReason)
+				r.emit(events.Note{Text: "FAILED: " + info.StopReason})
 				break
 			}
 		}
 		seed := r.cfg.Scenario.RepetitionSeed(k)
 		if n > 1 {
-			r.cfg.Console.Printf("repetition %d of %d (prompt seed %d)", k+1, n, seed)
+			r.emit(events.Note{Text: fmt.Sprintf("repetition %d of %d (prompt seed %d)", k+1, n, seed)})
 		}
-		rep := r.runRepetition(ctx, k, seed, p)
-		r.reps = append(r.reps, rep)
-	}
-	if len(r.reps) > 0 {
-		r.artifacts = r.reps[0].Steps
-	}
-	if n > 1 {
-		info.Repetitions = r.reps
+		r.runRepetition(ctx, k, seed, p)
 	}
 }
 
-// runRepetition runs every step of p once. Each step journals its requests as they end;
-// at its end the step's file is written, run.json is replaced to list it, and the journal,
-// now redundant, is removed. A file that cannot be written stops the run with the journal
-// kept, so a reader still finds the step's requests.
-func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.Plan) record.Repetition {
-	rep := record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted, Artifacts: []string{}}
-	r.artifacts = nil // decideReplay reads this repetition's steps only
+// runRepetition runs every step of p once, emitting each step's start and end: the run
+// directory's recorder journals its requests and writes its file and run.json.
+func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.Plan) {
+	r.cur = &record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted, Artifacts: []string{}}
+	r.curPlan = p
 	for i, st := range p.Steps {
 		if ctx.Err() != nil {
 			break
 		}
-		name := ArtifactName(k, i, st.ID)
-		j, err := runs.OpenJournal(filepath.Join(r.dir, runs.JournalName(name)))
-		if err != nil {
-			r.fail(fmt.Errorf("step %s: %w", st.ID, err))
+		name := runs.ArtifactName(k, i, st.ID)
+		r.emit(events.StepStarted{Repetition: k, Index: i, Step: st.ID, Artifact: name, Describes: describe(st)})
+		if r.failure() != nil {
 			break
 		}
-		r.journal = j
-		art := r.runStep(ctx, st)
-		r.journal = nil
-		jerr := j.Close()
-		r.artifacts = append(r.artifacts, art)
-		rep.Steps = r.artifacts
-		r.cfg.Console.StepDone(art)
-		sum, err := runs.WriteJSON(filepath.Join(r.dir, name), art)
-		if err != nil {
-			r.fail(fmt.Errorf("step %s: its requests are kept in %s: %w", st.ID, runs.JournalName(name), err))
-			break
+		step := r.runStep(ctx, k, st)
+		r.cur.Steps = append(r.cur.Steps, step)
+		r.cur.Artifacts = append(r.cur.Artifacts, name)
+		if ctx.Err() != nil {
+			r.cur.Status = record.StatusInterrupted
 		}
-		r.refs = append(r.refs, record.ArtifactRef{Step: st.ID, Path: name, SHA256: sum, Repetition: k})
-		rep.Artifacts = append(rep.Artifacts, name)
-		if err := r.checkpoint(rep); err != nil {
-			r.fail(fmt.Errorf("after step %s: %w", st.ID, err))
+		r.emit(events.StepDone{Repetition: k, Index: i, Artifact: name, Step: step, Record: r.record()})
+		if r.failure() != nil {
 			break
-		}
-		if jerr == nil {
-			os.Remove(j.Path()) // the step file holds it all; a leftover is ignored by readers
 		}
 	}
 	if ctx.Err() != nil {
-		rep.Status = record.StatusInterrupted
+		r.cur.Status = record.StatusInterrupted
 	}
-	return rep
+	r.reps = append(r.reps, *r.cur)
+	r.cur = nil
 }
 
-// checkpoint replaces run.json with the record of what the run measured so far, status
-// running, cur being the repetition in progress.
-func (r *runner) checkpoint(cur record.Repetition) error {
-	info := *r.info
-	info.Artifacts = r.refs
-	steps := cur.Steps
-	if len(r.reps) > 0 {
-		steps = r.reps[0].Steps
+// describe says what a step sends, in words.
+func describe(st plan.Step) string {
+	switch {
+	case st.Step.IsConversation():
+		return fmt.Sprintf("conversation, %d users x %d turns", st.Step.Users, st.Step.Turns)
+	case st.Step.Replay != nil:
+		return fmt.Sprintf("replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
 	}
-	if max(r.cfg.Repeat, 1) > 1 {
-		info.Repetitions = append(append([]record.Repetition(nil), r.reps...), cur)
-	}
-	_, err := runs.ReplaceJSON(filepath.Join(r.dir, "run.json"), record.Build(info, steps))
-	return err
+	return fmt.Sprintf("%d requests, concurrency %d", len(st.Requests), st.Step.Concurrency)
 }
 
-// evaluateRepeatedGates checks the gates against every repetition: a gate passes only when it
-// passes in all of them, and a failure names the repetition.
-func evaluateRepeatedGates(gates []scenarios.Gate, reps []record.Repetition, first []record.Section) []record.GateResult {
-	out := EvaluateGates(gates, first)
-	for _, rep := range reps {
-		if rep.Index == 0 {
-			continue
-		}
-		for i, g := range EvaluateGates(gates, record.BuildSections(rep.Steps, nil)) {
+// EvaluateRepeatedGates checks the gates against every repetition's sections: a gate passes
+// only when it passes in all of them, and a failure names the repetition.
+func EvaluateRepeatedGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
+	if len(reps) == 0 {
+		return EvaluateGates(gates, nil)
+	}
+	out := EvaluateGates(gates, reps[0].Sections)
+	for _, rep := range reps[1:] {
+		for i, g := range EvaluateGates(gates, rep.Sections) {
 			if g.Passed {
 				continue
 			}

@@ -82,10 +82,10 @@ func TestConcurrentStepJournalsEachRequestAsItEnds(t *testing.T) {
 	if journaled < 2 {
 		t.Fatalf("while the last request ran, the journal held %d finished requests, want >= 2", journaled)
 	}
-	if a := out.Artifacts[0]; len(a.Requests) != 4 {
+	if a := out.Steps[0]; len(a.Requests) != 4 {
 		t.Fatalf("%d requests in the step, want 4", len(a.Requests))
 	}
-	for i, r := range out.Artifacts[0].Requests {
+	for i, r := range out.Steps[0].Requests {
 		if r.IndexInStep != i {
 			t.Fatalf("request %d has index %d: the artifact must keep plan order", i, r.IndexInStep)
 		}

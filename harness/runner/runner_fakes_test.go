@@ -299,11 +299,8 @@ func stepFiles(t *testing.T, dir string) []string {
 }
 
 // deltaOf is counter c's delta and whether it is usable (present, not decreased).
-func deltaOf(c *metrics.Window, k metrics.Counter) (float64, bool) {
-	if c == nil {
-		return 0, false
-	}
-	return c.Delta.Value(k)
+func deltaOf(c *record.Counters, k metrics.Counter) (float64, bool) {
+	return c.Value(k)
 }
 
 // errMetrics500 is what a scrape of a /metrics that answers 500 returns.

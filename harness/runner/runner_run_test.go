@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -71,7 +72,7 @@ func TestRunWaitsForIdleServer(t *testing.T) {
 			t.Errorf("%d busy scrapes read, %d left; want all %d read", m.busyScrapes, m.busy, 3+4*2)
 		}
 	})
-	for _, a := range out.Artifacts {
+	for _, a := range out.Steps {
 		for _, r := range a.Requests {
 			iso := r.Isolation
 			if iso == nil || iso.IdleCheck != "gauges" || iso.TimedOutBefore || iso.TimedOutAfter {
@@ -88,7 +89,7 @@ func TestRunIdleCheckUnavailable(t *testing.T) {
 	delete(m.gauges, metrics.RequestsRunning)
 	chat := &fakeChat{m: m, reply: offloadServer(m)}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	r := out.Artifacts[0].Requests[0]
+	r := out.Steps[0].Requests[0]
 	if r.Isolation == nil || r.Isolation.IdleCheck != "unavailable" {
 		t.Fatalf("isolation %+v, want idle_check unavailable", r.Isolation)
 	}
@@ -109,7 +110,7 @@ func TestRunIdleTimeout(t *testing.T) {
 	if n := len(chat.Calls()); n != 4 {
 		t.Fatalf("%d requests sent, want 4", n)
 	}
-	iso := out.Artifacts[0].Requests[0].Isolation
+	iso := out.Steps[0].Requests[0].Isolation
 	if iso == nil || !iso.TimedOutBefore || !iso.TimedOutAfter || iso.IdleCheck != "gauges" {
 		t.Fatalf("isolation %+v, want both waits timed out", iso)
 	}
@@ -123,10 +124,10 @@ func TestRunCounterDeltas(t *testing.T) {
 	chat := &fakeChat{m: m, reply: offloadServer(m)}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
 
-	if len(out.Artifacts) != 2 || out.Interrupted {
-		t.Fatalf("%d artifacts, interrupted %v", len(out.Artifacts), out.Interrupted)
+	if len(out.Steps) != 2 || out.Interrupted {
+		t.Fatalf("%d artifacts, interrupted %v", len(out.Steps), out.Interrupted)
 	}
-	seq := out.Artifacts[0]
+	seq := out.Steps[0]
 	if seq.Step != "sequence" || seq.Kind != "sequence" || seq.DeltaScope != record.ScopeRequest || len(seq.Requests) != 3 {
 		t.Fatalf("sequence artifact: step %q kind %q scope %q, %d requests", seq.Step, seq.Kind, seq.DeltaScope, len(seq.Requests))
 	}
@@ -138,22 +139,22 @@ func TestRunCounterDeltas(t *testing.T) {
 		if got, _ := deltaOf(r.Counters, metrics.PromptTokens); got != 300 {
 			t.Errorf("request %d: prompt tokens delta %v, want 300", i, got)
 		}
-		if !r.Counters.Delta.Valid {
-			t.Errorf("request %d: delta invalid: %v", i, r.Counters.Delta.InvalidReasons)
+		if !r.Counters.Valid {
+			t.Errorf("request %d: delta invalid: %v", i, r.Counters.InvalidReasons)
 		}
 	}
-	sc := seq.Counters
+	sc := seq.Span
 	if got, ok := deltaOf(sc, metrics.StoreBytes); !ok || got != 6000 {
 		t.Errorf("step store bytes delta %v (usable %v), want 6000", got, ok)
 	}
-	if b := sc.Before.Counters[metrics.StoreBytes]; b.Value != 5e6 || b != seq.Requests[0].Counters.Before.Counters[metrics.StoreBytes] {
-		t.Errorf("step before %+v, want the first request's before (5e6)", b)
+	if b := sc.Before(metrics.StoreBytes); *b != 5e6 || *b != *seq.Requests[0].Counters.Before(metrics.StoreBytes) {
+		t.Errorf("step before %v, want the first request's before (5e6)", *b)
 	}
-	if a := sc.After.Counters[metrics.StoreBytes]; a.Value != 5e6+6000 || a != seq.Requests[2].Counters.After.Counters[metrics.StoreBytes] {
-		t.Errorf("step after %+v, want the last request's after (5e6+6000)", a)
+	if a := sc.After(metrics.StoreBytes); *a != 5e6+6000 || *a != *seq.Requests[2].Counters.After(metrics.StoreBytes) {
+		t.Errorf("step after %v, want the last request's after (5e6+6000)", *a)
 	}
 
-	rp := out.Artifacts[1]
+	rp := out.Steps[1]
 	if rp.Kind != "replay" || len(rp.Requests) != 1 {
 		t.Fatalf("replay artifact: kind %q, %d requests", rp.Kind, len(rp.Requests))
 	}
@@ -167,7 +168,7 @@ func TestRunCounterDeltas(t *testing.T) {
 	if !req.Replay || req.ReplayOf == nil || req.ReplayOf.Step != "sequence" || req.Prompt.Identity != seq.Requests[0].Prompt.Identity {
 		t.Errorf("the replay is not request 0's exact prompt: %+v", req.ReplayOf)
 	}
-	if rp.Capacity == nil {
+	if req.Verdict.Capacity == nil {
 		t.Errorf("the replay has no capacity math")
 	}
 
@@ -177,7 +178,10 @@ func TestRunCounterDeltas(t *testing.T) {
 		t.Fatalf("step files %v", files)
 	}
 	disk := readArtifact(t, out.Dir, "step-01-sequence.json")
-	if got, ok := deltaOf(disk.Counters, metrics.StoreBytes); !ok || got != 6000 {
+	if disk.Counters != nil {
+		t.Errorf("an isolated step's span is written again: %+v", disk.Counters)
+	}
+	if got, ok := deltaOf(record.Assemble(disk).Span, metrics.StoreBytes); !ok || got != 6000 {
 		t.Errorf("step-01 store bytes delta %v (usable %v), want 6000", got, ok)
 	}
 	if got, _ := deltaOf(disk.Requests[1].Counters, metrics.StoreBytes); got != 2000 {
@@ -205,17 +209,17 @@ func TestRunCounterWentDown(t *testing.T) {
 		return res
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	seq := out.Artifacts[0].Requests
+	seq := out.Steps[0].Requests
 	for i, want := range []bool{true, false, true} {
-		if seq[i].Counters.Delta.Valid != want {
-			t.Errorf("request %d: delta valid %v, want %v", i, seq[i].Counters.Delta.Valid, want)
+		if seq[i].Counters.Valid != want {
+			t.Errorf("request %d: delta valid %v, want %v", i, seq[i].Counters.Valid, want)
 		}
 	}
-	cd := seq[1].Counters.Delta.Counters[metrics.GPUPrefixQueries]
+	cd := seq[1].Counters.Values[metrics.GPUPrefixQueries]
 	if !cd.Decreased || !strings.Contains(cd.Reason, "gpu_prefix_queries went down from 300 to 10") {
 		t.Errorf("request 1: %+v, want gpu_prefix_queries decreased 300 -> 10", cd)
 	}
-	if _, ok := seq[1].Counters.Delta.Value(metrics.GPUPrefixQueries); ok {
+	if _, ok := seq[1].Counters.Value(metrics.GPUPrefixQueries); ok {
 		t.Errorf("a decreased counter's delta is still usable")
 	}
 	// Other counters of the same pair are still readable, but the pair is flagged.
@@ -223,12 +227,12 @@ func TestRunCounterWentDown(t *testing.T) {
 		t.Errorf("request 1 store bytes delta %v (usable %v), want 2000", got, ok)
 	}
 
-	v := out.Artifacts[1].Requests[0].Verdict
+	v := out.Steps[1].Requests[0].Verdict
 	if v == nil || v.Verdict != verdict.Invalid || !strings.Contains(v.Reason, "gpu_prefix_queries went down") {
 		t.Fatalf("replay verdict %+v, want invalid naming the counter that went down", v)
 	}
-	if d := readArtifact(t, out.Dir, "step-01-sequence.json"); d.Requests[1].Counters.Delta.Valid || !d.Requests[1].Counters.Delta.Counters[metrics.GPUPrefixQueries].Decreased {
-		t.Errorf("step-01 on disk lost the decrease: %+v", d.Requests[1].Counters.Delta)
+	if d := readArtifact(t, out.Dir, "step-01-sequence.json"); d.Requests[1].Counters.Valid || !d.Requests[1].Counters.Values[metrics.GPUPrefixQueries].Decreased {
+		t.Errorf("step-01 on disk lost the decrease: %+v", d.Requests[1].Counters)
 	}
 }
 
@@ -249,19 +253,19 @@ func TestRunAbsentCounterStaysAbsent(t *testing.T) {
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
 
-	req := out.Artifacts[1].Requests[0]
+	req := out.Steps[1].Requests[0]
 	for _, c := range []metrics.Counter{metrics.ExternalPrefixHits, metrics.LoadBytes} {
-		cd, ok := req.Counters.Delta.Counters[c]
-		if !ok || cd.Present || cd.Delta != 0 {
+		cd, ok := req.Counters.Values[c]
+		if !ok || cd.Present() || cd.Delta() != nil {
 			t.Errorf("%s: %+v (listed %v), want listed and absent", c, cd, ok)
 		}
 	}
-	if cd := req.Counters.Delta.Counters[metrics.LoadBytes]; !cd.After.Present || cd.After.Value != 4096 || cd.Before.Present {
-		t.Errorf("load_bytes: before %+v after %+v, want absent then 4096", cd.Before, cd.After)
+	if cd := req.Counters.Values[metrics.LoadBytes]; cd.After == nil || *cd.After != 4096 || cd.Before != nil {
+		t.Errorf("load_bytes: before %v after %v, want absent then 4096", cd.Before, cd.After)
 	}
 	v := req.Verdict
-	if v == nil || v.Evidence.ExternalHitsDelta != nil || v.Evidence.LoadBytesDelta != nil {
-		t.Fatalf("verdict evidence %+v, want external hits and load bytes absent (nil)", v)
+	if v == nil || v.MeasuredLoadBytesPerToken != nil || v.ExpectedLoadBytes != nil {
+		t.Fatalf("verdict %+v, want no load byte figures from absent counters", v)
 	}
 	if v.Verdict != verdict.Recompute || !slices.ContainsFunc(v.Notes, func(s string) bool { return strings.Contains(s, "no external prefix-cache hit counter") }) {
 		t.Errorf("verdict %s %v, want recompute with a note that a reload could not be seen", v.Verdict, v.Notes)
@@ -280,7 +284,7 @@ func TestRunAbsentCounterStaysAbsent(t *testing.T) {
 		}
 	}
 	disk := readArtifact(t, out.Dir, "step-02-replay.json")
-	if cd := disk.Requests[0].Counters.Delta.Counters[metrics.ExternalPrefixHits]; cd.Present || cd.Before.Present || cd.After.Present {
+	if cd := disk.Requests[0].Counters.Values[metrics.ExternalPrefixHits]; cd.Present() || cd.Before != nil || cd.After != nil {
 		t.Errorf("external_prefix_hits read back present: %+v", cd)
 	}
 }
@@ -314,10 +318,10 @@ max_failed_requests = 5
 	if n := len(chat.Calls()); n != 2 {
 		t.Errorf("%d requests sent, want 2 (none after the interrupt)", n)
 	}
-	if len(out.Artifacts) != 1 {
-		t.Fatalf("%d artifacts, want the interrupted step only", len(out.Artifacts))
+	if len(out.Steps) != 1 {
+		t.Fatalf("%d artifacts, want the interrupted step only", len(out.Steps))
 	}
-	a := out.Artifacts[0]
+	a := out.Steps[0]
 	if !a.Interrupted || len(a.Requests) != 2 {
 		t.Fatalf("step: interrupted %v, %d requests; want interrupted with 2", a.Interrupted, len(a.Requests))
 	}
@@ -328,7 +332,7 @@ max_failed_requests = 5
 	if got, ok := deltaOf(last.Counters, metrics.StoreBytes); !ok || got != 2000 {
 		t.Errorf("request 1 store bytes delta %v (usable %v) %q: the in-flight request lost its after-scrape", got, ok, last.CountersError)
 	}
-	if got, ok := deltaOf(a.Counters, metrics.StoreBytes); !ok || got != 3000 {
+	if got, ok := deltaOf(a.Span, metrics.StoreBytes); !ok || got != 3000 {
 		t.Errorf("step store bytes delta %v (usable %v), want 3000", got, ok)
 	}
 	if len(out.Gates) != 0 {
@@ -363,7 +367,7 @@ func TestRunScrapeFailure(t *testing.T) {
 		return res
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	req := out.Artifacts[1].Requests[0]
+	req := out.Steps[1].Requests[0]
 	if req.Counters != nil || !strings.Contains(req.CountersError, "after the request: connection refused") {
 		t.Fatalf("counters %v, error %q; want none and the scrape error", req.Counters, req.CountersError)
 	}
@@ -386,7 +390,7 @@ func TestRunConcurrentStep(t *testing.T) {
 	}
 	src := strings.Replace(unitScenario, "requests = 3\n", "requests = 4\nconcurrency = 2\n", 1)
 	out := run(t, context.Background(), newConfig(t, src, chat, m))
-	a := out.Artifacts[0]
+	a := out.Steps[0]
 	if a.DeltaScope != record.ScopeStep || a.Concurrency != 2 || len(a.Requests) != 4 {
 		t.Fatalf("scope %q concurrency %d, %d requests", a.DeltaScope, a.Concurrency, len(a.Requests))
 	}
@@ -418,13 +422,13 @@ func TestRunSamplesPeakAtFirstOutput(t *testing.T) {
 		return okResult(300, nil)
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	for i, r := range out.Artifacts[0].Requests {
+	for i, r := range out.Steps[0].Requests {
 		want := 0.25 * float64(i+1)
 		if p := r.Samples.PeakKVUsage; p == nil || *p != want {
 			t.Errorf("request %d: peak KV usage %v, want %v", i, p, want)
 		}
 	}
-	if p := out.Artifacts[0].Samples.PeakKVUsage; p == nil || *p != 0.75 {
+	if p := out.Steps[0].Sampled.PeakKVUsage; p == nil || *p != 0.75 {
 		t.Errorf("step peak KV usage %v, want 0.75", p)
 	}
 }
@@ -527,7 +531,7 @@ verdict = "gpu_hit"
 		t.Fatalf("files %v, want %v", files, wantFiles)
 	}
 	// Outcome.Artifacts are repetition 0's steps; repetition 1's are on disk.
-	if len(out.Artifacts) != 2 || out.Artifacts[0].Requests[0].Prompt.Identity != cfg.Plan.Steps[0].Requests[0].Prompt.Identity {
+	if len(out.Steps) != 2 || out.Steps[0].Requests[0].Prompt.Identity != cfg.Plan.Steps[0].Requests[0].Prompt.Identity {
 		t.Fatalf("Outcome.Artifacts are not repetition 0's")
 	}
 	r1 := readArtifact(t, out.Dir, "repeat-01-step-01-sequence.json")
@@ -535,7 +539,7 @@ verdict = "gpu_hit"
 		if r.Prompt.Identity != rep1.Steps[0].Requests[i].Prompt.Identity {
 			t.Errorf("repetition 1 request %d is not the planned one", i)
 		}
-		if r.Prompt.Identity == out.Artifacts[0].Requests[i].Prompt.Identity {
+		if r.Prompt.Identity == out.Steps[0].Requests[i].Prompt.Identity {
 			t.Errorf("repetition 1 request %d repeats repetition 0's prompt: it would start warm", i)
 		}
 	}
@@ -579,8 +583,8 @@ func TestRunRepeatPlanFails(t *testing.T) {
 			cfg := newConfig(t, unitScenario, chat, m)
 			cfg.Repeat, cfg.Replan = 2, tc.replan
 			out := run(t, context.Background(), cfg)
-			if out.Interrupted || len(out.Artifacts) != 2 || len(chat.Calls()) != 4 {
-				t.Fatalf("interrupted %v, %d artifacts, %d requests; want repetition 0 complete", out.Interrupted, len(out.Artifacts), len(chat.Calls()))
+			if out.Interrupted || len(out.Steps) != 2 || len(chat.Calls()) != 4 {
+				t.Fatalf("interrupted %v, %d artifacts, %d requests; want repetition 0 complete", out.Interrupted, len(out.Steps), len(chat.Calls()))
 			}
 			if files := stepFiles(t, out.Dir); len(files) != 2 {
 				t.Errorf("files %v, want repetition 0's only", files)
@@ -623,15 +627,18 @@ func TestRunSlotAttribution(t *testing.T) {
 		ids[fmt.Sprint(r.Prompt.Messages)] = toks
 	}
 	for _, tc := range []struct {
-		name, verdict, reason string
-		idsErr                error
+		name    string
+		verdict verdict.Verdict
+		reason  string
+		idsErr  error
 	}{
 		{"ids read", verdict.CPUReload, "beyond the 64-token common prefix", nil},
-		{"ids unreadable", verdict.TierUnknown, "token ids could not be read", errors.New("tokenize: HTTP 503")},
+		{"ids unreadable", verdict.TierUnknown, "reading token ids failed", errors.New("tokenize: HTTP 503")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			chat.calls = nil
 			cfg.ResultsDir = t.TempDir()
+			cfg.Engine = engine.LlamaCpp // attributes a replay by its single slot
 			cfg.Slots = 1
 			cfg.TokenIDs = func(_ context.Context, msgs []prompts.Message) ([]int, error) {
 				if tc.idsErr != nil {
@@ -644,7 +651,7 @@ func TestRunSlotAttribution(t *testing.T) {
 				return toks, nil
 			}
 			out := run(t, context.Background(), cfg)
-			v := out.Artifacts[1].Requests[0].Verdict
+			v := out.Steps[1].Requests[0].Verdict
 			if v == nil || v.Verdict != tc.verdict || !strings.Contains(v.Reason, tc.reason) {
 				t.Fatalf("verdict %+v, want %s: %s", v, tc.verdict, tc.reason)
 			}
@@ -661,7 +668,7 @@ func TestStepRecordsClientCost(t *testing.T) {
 	m := newFakeMetrics()
 	chat := &fakeChat{m: m, reply: offloadServer(m)}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	for _, art := range out.Artifacts {
+	for _, art := range out.Steps {
 		cc := art.Client
 		if cc == nil {
 			t.Fatalf("step %s: no client cost", art.Step)
@@ -683,7 +690,7 @@ func TestNoClientCostWithEngineInProcess(t *testing.T) {
 	m := newFakeMetrics()
 	cfg := newConfig(t, unitScenario, &fakeChat{m: m, reply: offloadServer(m)}, m)
 	cfg.EngineInProcess = true
-	for _, art := range run(t, context.Background(), cfg).Artifacts {
+	for _, art := range run(t, context.Background(), cfg).Steps {
 		if art.Client != nil {
 			t.Fatalf("step %s records a client cost with the engine in process: %+v", art.Step, *art.Client)
 		}

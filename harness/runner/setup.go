@@ -69,12 +69,11 @@ func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*
 	if !ok || err != nil {
 		return p, nil // the scenario's figures stand; preflight warns about the slot count
 	}
-	setup := plan.ScenarioSetup(sc)
-	setup.Slots = z.Slots
-	if z.SlotContext > 0 {
-		setup.GPUKVTokens, setup.GPUKVTokensSource = z.SlotContext, "server ("+z.Source+")"
+	sources := []capacity.Figures{plan.ScenarioFigures(sc)}
+	if f, ok := slotFigures(z, z.Slots); ok {
+		sources = append(sources, f)
 	}
-	p.Replays = plan.AssessReplays(sc, setup, p.Tokens(), p.TokenCounting)
+	p.Replays = plan.AssessReplays(sc, t.Engine.Def.Resolve(sources...), p.Tokens(), p.TokenCounting)
 	return p, nil
 }
 
@@ -101,8 +100,9 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		KvbenchVersion:  s.KvbenchVersion,
 		ServerVersion:   rep.ServerVersion,
 		ModelRoot:       rep.ModelRoot,
+		Engine:          t.Engine.Def,
 		Cache:           RecordCache(sc, rep),
-		Setup:           rep.Setup,
+		Capacity:        rep.CapacitySources,
 		BlockSize:       rep.BlockSize,
 		Preflight:       rep,
 		Slots:           rep.Slots,

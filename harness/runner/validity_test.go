@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
@@ -35,24 +36,21 @@ func TestRunRestartInsideStepInvalidatesStep(t *testing.T) {
 		return okResult(300, nil)
 	}
 	out := run(t, context.Background(), newConfig(t, fiveRequests, chat, m))
-	seq := out.Artifacts[0]
+	seq := out.Steps[0]
 	if len(seq.Requests) != 5 {
 		t.Fatalf("%d requests", len(seq.Requests))
 	}
-	sc := seq.Counters
+	sc := seq.Span
 	// Endpoints: store bytes 0 before request 0, 3000 after request 4 (1000 x 3 after the
 	// restart): monotone on their own.
-	if b, a := sc.Before.Counters[metrics.StoreBytes].Value, sc.After.Counters[metrics.StoreBytes].Value; b != 0 || a != 3000 {
+	if b, a := *sc.Before(metrics.StoreBytes), *sc.After(metrics.StoreBytes); b != 0 || a != 3000 {
 		t.Fatalf("setup: step endpoints %v -> %v, want 0 -> 3000", b, a)
 	}
-	if metrics.Diff(sc.Before, sc.After).Valid != true {
-		t.Fatal("setup: the endpoints alone should look valid")
-	}
-	if sc.Delta.Valid {
+	if sc.Valid {
 		t.Fatal("the step delta is valid across a restart inside request 2")
 	}
-	if !strings.HasPrefix(sc.Delta.InvalidReasons[0], "request 2: ") || !strings.Contains(sc.Delta.InvalidReasons[0], "went down") || sc.Delta.InvalidKinds[0] != metrics.InvalidReset {
-		t.Errorf("reasons %q kinds %v, want a reset naming request 2", sc.Delta.InvalidReasons, sc.Delta.InvalidKinds)
+	if !strings.HasPrefix(sc.InvalidReasons[0], "request 2: ") || !strings.Contains(sc.InvalidReasons[0], "went down") || sc.InvalidKinds[0] != metrics.InvalidReset {
+		t.Errorf("reasons %q kinds %v, want a reset naming request 2", sc.InvalidReasons, sc.InvalidKinds)
 	}
 	if v, ok := deltaOf(sc, metrics.StoreBytes); ok {
 		t.Errorf("step store bytes delta %v is still usable; 5000 bytes were stored, the endpoints say 3000", v)
@@ -64,8 +62,8 @@ func TestRunRestartInsideStepInvalidatesStep(t *testing.T) {
 	if s.GPUToCPUBytesDelta != nil || s.StoreProven {
 		t.Errorf("section store bytes delta %v proven %v, want absent and unproven", s.GPUToCPUBytesDelta, s.StoreProven)
 	}
-	if d := readArtifact(t, out.Dir, "step-01-sequence.json"); d.Counters.Delta.Valid || len(d.Counters.Delta.InvalidKinds) == 0 {
-		t.Errorf("step-01 on disk: step delta %+v, want invalid with kinds", d.Counters.Delta)
+	if d := record.Assemble(readArtifact(t, out.Dir, "step-01-sequence.json")).Span; d.Valid || len(d.InvalidKinds) == 0 {
+		t.Errorf("step-01 on disk: step span %+v, want invalid with kinds", d)
 	}
 }
 
@@ -85,11 +83,11 @@ func TestRunUnreadRequestInvalidatesStep(t *testing.T) {
 		return okResult(300, nil)
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	seq := out.Artifacts[0]
+	seq := out.Steps[0]
 	if seq.Requests[1].Counters != nil || seq.Requests[1].CountersError == "" {
 		t.Fatalf("setup: request 1 counters %v error %q, want none read", seq.Requests[1].Counters, seq.Requests[1].CountersError)
 	}
-	d := seq.Counters.Delta
+	d := seq.Span
 	if d.Valid || !contains(d.InvalidReasons, "counters not read around request 1") || !containsKind(d.InvalidKinds, metrics.InvalidScrapeFailed) {
 		t.Fatalf("step delta valid %v reasons %q kinds %v, want scrape_failed naming request 1", d.Valid, d.InvalidReasons, d.InvalidKinds)
 	}
@@ -143,7 +141,7 @@ func TestRunMissingOrNonFiniteGPUHits(t *testing.T) {
 				return okResult(300, nil)
 			}
 			out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-			v := out.Artifacts[1].Requests[0].Verdict
+			v := out.Steps[1].Requests[0].Verdict
 			if v == nil || v.Verdict != verdict.Invalid || !strings.Contains(v.Reason, tc.want) {
 				t.Fatalf("verdict %+v, want invalid with %q", v, tc.want)
 			}
@@ -173,7 +171,7 @@ func TestRunConcurrentStepScrapeFails(t *testing.T) {
 	cfg.Console = NewConsole(&console, false)
 	out := run(t, context.Background(), cfg)
 
-	a := out.Artifacts[0]
+	a := out.Steps[0]
 	if a.Counters != nil || !strings.Contains(a.CountersError, "after the step: ") || !strings.Contains(a.CountersError, "500 Internal Server Error") {
 		t.Fatalf("step counters %v, error %q; want none and the after-scrape's 500", a.Counters, a.CountersError)
 	}
@@ -188,7 +186,7 @@ func TestRunConcurrentStepScrapeFails(t *testing.T) {
 		t.Errorf("console does not say the step's counters were not read:\n%s", console.String())
 	}
 	// The replay after it cannot be scraped either: invalid, and not called a restart.
-	v := out.Artifacts[1].Requests[0].Verdict
+	v := out.Steps[1].Requests[0].Verdict
 	if v == nil || v.Verdict != verdict.Invalid || !strings.HasPrefix(v.Reason, "no counters were read around the replay (a scrape failed): ") {
 		t.Errorf("replay verdict %+v, want invalid for a failed scrape", v)
 	}
@@ -201,9 +199,9 @@ func TestRunSequentialStepNoCounters(t *testing.T) {
 	m.fail = errMetrics500
 	chat := &fakeChat{m: m}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	a := out.Artifacts[0]
-	if a.Counters != nil || !strings.HasPrefix(a.CountersError, "no request's counters were read: request 0: before the request: ") {
-		t.Fatalf("step counters %v error %q", a.Counters, a.CountersError)
+	a := out.Steps[0]
+	if a.Span != nil || !strings.HasPrefix(a.SpanError, "no request's counters were read: request 0: before the request: ") {
+		t.Fatalf("step counters %v error %q", a.Span, a.SpanError)
 	}
 	if s := out.Record.Sections[0].Sequence; s.CountersValid {
 		t.Errorf("section counters_valid true with no counters read: %+v", s)
@@ -228,22 +226,22 @@ func TestRunForeignTrafficContaminates(t *testing.T) {
 		return res
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	for i, r := range out.Artifacts[0].Requests {
-		if r.Counters.Delta.Contaminated || !strings.HasPrefix(r.Counters.Delta.Isolation, "clean: prompt_tokens moved by 300, usage 300; generation_tokens moved by 10, usage 10") {
-			t.Errorf("request %d: isolation %q, want clean", i, r.Counters.Delta.Isolation)
+	for i, r := range out.Steps[0].Requests {
+		if r.Counters.Contaminated || !strings.HasPrefix(r.Counters.Isolation, "clean: prompt_tokens moved by 300, usage 300; generation_tokens moved by 10, usage 10") {
+			t.Errorf("request %d: isolation %q, want clean", i, r.Counters.Isolation)
 		}
 	}
-	d := out.Artifacts[1].Requests[0].Counters.Delta
+	d := out.Steps[1].Requests[0].Counters
 	if !d.Contaminated || d.Valid || !containsKind(d.InvalidKinds, metrics.InvalidContaminated) ||
 		!strings.Contains(d.Isolation, "prompt_tokens moved by 1344 but the request's usage reports 300 prompt tokens") ||
 		!strings.Contains(d.Isolation, "generation_tokens moved by 60 but the request's usage reports 10 completion tokens") {
 		t.Fatalf("replay delta contaminated %v valid %v isolation %q kinds %v", d.Contaminated, d.Valid, d.Isolation, d.InvalidKinds)
 	}
-	v := out.Artifacts[1].Requests[0].Verdict
+	v := out.Steps[1].Requests[0].Verdict
 	if v == nil || v.Verdict != verdict.Invalid || !strings.HasPrefix(v.Reason, "other requests ran on the server during the replay: prompt_tokens moved by 1344") {
 		t.Fatalf("verdict %+v, want invalid for contamination", v)
 	}
-	if disk := readArtifact(t, out.Dir, "step-02-replay.json"); !disk.Requests[0].Counters.Delta.Contaminated {
+	if disk := readArtifact(t, out.Dir, "step-02-replay.json"); !disk.Requests[0].Counters.Contaminated {
 		t.Error("step-02 on disk lost the contamination")
 	}
 }
@@ -276,7 +274,7 @@ func TestRunConcurrentRequestContaminates(t *testing.T) {
 		return res
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	d := out.Artifacts[0].Requests[1].Counters.Delta
+	d := out.Steps[0].Requests[1].Counters
 	if !d.Contaminated || !strings.Contains(d.Isolation, "2 requests were running at once during it") {
 		t.Fatalf("request 1: contaminated %v isolation %q", d.Contaminated, d.Isolation)
 	}
@@ -300,8 +298,8 @@ func TestRunIsolationUnchecked(t *testing.T) {
 		return res
 	}
 	out := run(t, context.Background(), newConfig(t, unitScenario, chat, m))
-	r := out.Artifacts[1].Requests[0]
-	d := r.Counters.Delta
+	r := out.Steps[1].Requests[0]
+	d := r.Counters
 	if d.Contaminated || !d.Valid || !strings.HasPrefix(d.Isolation, "unchecked: ") || !strings.Contains(d.Isolation, "no usable prompt_tokens delta") || !strings.Contains(d.Isolation, "no running-requests gauge") {
 		t.Fatalf("replay delta contaminated %v valid %v isolation %q", d.Contaminated, d.Valid, d.Isolation)
 	}

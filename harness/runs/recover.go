@@ -8,9 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -96,14 +94,14 @@ func (r *Run) recover() ([]recovered, error) {
 }
 
 // fromJournal rebuilds step i's artifact from its journal: the requests that ended, the
-// step marked interrupted. An isolated step's counter window spans its first request's
-// before to its last one's after, as the runner computes it; a replay the run never decided
-// gets the verdict invalid, saying so.
+// step marked interrupted. Its span is then assembled as every step's is (record.Assemble):
+// a counter reset between two of its requests shows. A step whose requests overlapped has
+// no span: its closing scrape was never taken.
 func (r *Run) fromJournal(i int, reqs []record.Request, file string) record.StepArtifact {
 	art := record.StepArtifact{
 		Schema:      record.StepSchema,
 		Scenario:    r.Scenario.Name,
-		Kind:        "sequence",
+		Kind:        record.KindSequence,
 		DeltaScope:  record.ScopeRequest,
 		Interrupted: true,
 		Requests:    reqs,
@@ -116,37 +114,24 @@ func (r *Run) fromJournal(i int, reqs []record.Request, file string) record.Step
 	if i < len(r.Scenario.Steps) {
 		st := r.Scenario.Steps[i]
 		art.Step, art.Concurrency = st.ID, st.Concurrency
-		if st.Replay != nil {
-			art.Kind = "replay"
+		switch {
+		case st.Replay != nil:
+			art.Kind = record.KindReplay
+		case st.IsConversation():
+			art.Kind = record.KindConversation
 		}
-		if st.Concurrency > 1 {
+		if st.Concurrency > 1 || st.IsConversation() {
 			art.DeltaScope = record.ScopeStep
 		}
 	}
 	if len(reqs) > 0 {
 		art.Step = reqs[0].Step
 		if reqs[0].Replay {
-			art.Kind = "replay"
+			art.Kind = record.KindReplay
 		}
 	}
 	if fi, err := os.Stat(file); err == nil {
 		art.EndedAt = fi.ModTime().UTC()
-	}
-	for j := range art.Requests {
-		q := &art.Requests[j]
-		art.Samples.Merge(q.Samples)
-		if q.Counters != nil {
-			if art.Counters == nil {
-				art.Counters = &metrics.Window{Before: q.Counters.Before}
-			}
-			art.Counters.After = q.Counters.After
-		}
-		if art.Kind == "replay" && q.Verdict == nil {
-			q.Verdict = &verdict.Replay{Verdict: verdict.Invalid, Reason: "the run ended before the replay's verdict was decided; rebuilt from its journal"}
-		}
-	}
-	if art.Counters != nil {
-		art.Counters.Delta = metrics.Diff(art.Counters.Before, art.Counters.After)
 	}
 	return art
 }
@@ -175,16 +160,16 @@ func withoutRecord(dir string, why error) (*Run, error) {
 			if err != nil || len(reqs) == 0 {
 				continue
 			}
-			st.ID, st.Replay = reqs[0].Step, reqs[0].ReplayOf
+			st.ID, st.Replay = reqs[0].Step, scenarioRef(reqs[0].ReplayOf)
 		} else {
 			var art record.StepArtifact
 			data, err := os.ReadFile(file)
-			if err != nil || json.Unmarshal(data, &art) != nil || art.Schema != record.StepSchema {
+			if err != nil || json.Unmarshal(data, &art) != nil || !record.IsStepSchema(art.Schema) {
 				continue
 			}
 			sc.Name, st.ID, st.Concurrency = art.Scenario, art.Step, art.Concurrency
-			if art.Kind == "replay" && len(art.Requests) > 0 {
-				st.Replay = art.Requests[0].ReplayOf
+			if art.Kind == record.KindReplay && len(art.Requests) > 0 {
+				st.Replay = scenarioRef(art.Requests[0].ReplayOf)
 			}
 		}
 		if _, seen := ids[i]; !seen || st.ID != "" {
@@ -208,4 +193,11 @@ func withoutRecord(dir string, why error) (*Run, error) {
 		StopReason: fmt.Sprintf("run.json is unreadable (%v): the run was rebuilt from its step files and journals", why),
 		Scenario:   sc,
 	}}, nil
+}
+
+func scenarioRef(r *record.ReplayRef) *scenarios.ReplayRef {
+	if r == nil {
+		return nil
+	}
+	return &scenarios.ReplayRef{Step: r.Step, Request: r.Request}
 }

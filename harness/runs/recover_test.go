@@ -14,8 +14,9 @@ import (
 // crashedCopy copies demoRuns[0] (a sequence of 6 and a replay) into a fresh directory as a
 // run killed after its first step: run.json says running and lists step 1 only. keepStep2
 // keeps step 2's file (written, but run.json was not replaced yet); otherwise step 2 is left
-// as its journal, the replay request with no verdict, plus a line cut short by the kill.
-func crashedCopy(t *testing.T, keepStep2 bool) string {
+// as its journal, the replay request (with its verdict unless undecided, as a journal of
+// kvbench before verdicts were decided at the request's end), plus a line cut short by the kill.
+func crashedCopy(t *testing.T, keepStep2, undecided bool) string {
 	t.Helper()
 	src := demoRuns[0]
 	r, err := Load(src)
@@ -23,8 +24,12 @@ func crashedCopy(t *testing.T, keepStep2 bool) string {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
+	full := r.Repetitions[0]
 	r.Status = record.StatusRunning
 	r.Artifacts = r.Artifacts[:1]
+	first := full
+	first.Steps, first.Artifacts = full.Steps[:1], full.Artifacts[:1]
+	r.Derive([]record.Repetition{first}) // run.json as written after step 1
 	data, err := json.MarshalIndent(r.Run, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +44,10 @@ func crashedCopy(t *testing.T, keepStep2 bool) string {
 		os.WriteFile(filepath.Join(dst, "step-02-replay.json"), step2, 0o644)
 		return dst
 	}
-	q := r.Repetitions[0].Steps[1].Requests[0]
-	q.Verdict = nil
+	q := full.Steps[1].Requests[0]
+	if undecided {
+		q.Verdict = nil
+	}
 	j, err := OpenJournal(filepath.Join(dst, JournalName("step-02-replay.json")))
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +65,7 @@ func crashedCopy(t *testing.T, keepStep2 bool) string {
 // TestLoadKilledRunWithUnlistedStepFile: a step file written after run.json's last
 // replacement is part of the run; the run loads as incomplete, never completed.
 func TestLoadKilledRunWithUnlistedStepFile(t *testing.T) {
-	r, err := Load(crashedCopy(t, true))
+	r, err := Load(crashedCopy(t, true, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +86,7 @@ func TestLoadKilledRunWithUnlistedStepFile(t *testing.T) {
 // TestLoadKilledRunRebuildsStepFromJournal: a step killed before its file was written is
 // rebuilt from its journal, marked interrupted; a line the kill cut short is dropped.
 func TestLoadKilledRunRebuildsStepFromJournal(t *testing.T) {
-	r, err := Load(crashedCopy(t, false))
+	r, err := Load(crashedCopy(t, false, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +97,18 @@ func TestLoadKilledRunRebuildsStepFromJournal(t *testing.T) {
 	if st == nil || !st.Interrupted || st.Kind != "replay" || len(st.Requests) != 1 {
 		t.Fatalf("replay step %+v", st)
 	}
-	if v := st.Requests[0].Verdict; v == nil || v.Verdict != "invalid" {
-		t.Fatalf("an undecided replay has verdict %+v, want invalid", v)
+	// The replay's verdict was decided before it was journaled: the journal keeps it.
+	if rp := r.Run.Replay("replay"); rp == nil || rp.Verdict != "cpu_reload" {
+		t.Fatalf("a journaled replay lost its verdict: %+v", rp)
+	}
+	// A journal line without a verdict (kvbench before verdicts were decided at once) is
+	// invalid, in verdict's words.
+	old, err := Load(crashedCopy(t, false, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := old.Run.Replay("replay"); rp == nil || rp.Verdict != "invalid" || !strings.Contains(rp.VerdictReason, "verdict was decided") {
+		t.Fatalf("an undecided replay has section %+v, want invalid", rp)
 	}
 	if n := len(r.Step(0, "eviction_sequence").Requests); n != 6 {
 		t.Fatalf("sequence has %d requests", n)
@@ -109,7 +126,7 @@ func TestLoadRunKilledBeforeAnyStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := record.RunInfo{Scenario: r.Scenario, ObservedAt: time.Now(), Status: record.StatusRunning}
-	dir, err := CreateRunDir(t.TempDir(), "x", time.Now(), record.Build(info, nil))
+	dir, err := CreateRunDir(t.TempDir(), "x", time.Now(), record.NewRun(info))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +143,7 @@ func TestLoadRunKilledBeforeAnyStep(t *testing.T) {
 // step files and journal are there loads as incomplete, rebuilt from them.
 func TestLoadRunWithoutRecord(t *testing.T) {
 	for _, corrupt := range []bool{false, true} {
-		dir := crashedCopy(t, false)
+		dir := crashedCopy(t, false, false)
 		if corrupt {
 			os.WriteFile(filepath.Join(dir, "run.json"), []byte(`{"schema": "anvil-serving.kv-off`), 0o644)
 		} else {

@@ -17,6 +17,7 @@ import (
 	"sort"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // ErrNotRun means a directory holds no readable kvbench run record.
@@ -25,19 +26,21 @@ var ErrNotRun = errors.New("not a kvbench run directory")
 // ErrArtifactChanged means an artifact's bytes no longer match the sha256 in run.json.
 var ErrArtifactChanged = errors.New("artifact changed after the run")
 
-// Run is one loaded run directory: its record (run.json, whose fields it promotes) and the
-// step artifacts the record was computed from.
+// Run is one loaded run directory: its record (run.json, whose fields it promotes), with
+// every part the steps decide derived anew from the step artifacts (record.Run.Derive):
+// Repetitions holds every pass over the steps, repetition 0 first, with their sections.
 type Run struct {
 	Dir string
 	*record.Run
-	// Repetitions holds every pass over the steps, repetition 0 first, Steps loaded.
-	Repetitions []record.Repetition
 	// Files are run.json and every artifact (absolute paths) with their sha256, in the
 	// record's order; artifacts carry their step id.
 	Files []record.ArtifactRef
 }
 
-// Load reads dir's run.json and every artifact it lists, checking each sha256.
+// Load reads dir's run.json and every artifact it lists, checking each sha256, and derives
+// the run's view from the artifacts: the sections, measured bytes per token and repeats
+// every reader uses are computed once here, from the measurements, never taken from
+// run.json's copy.
 //
 // A run that did not finish is loaded with what it holds. run.json that still says running
 // means no process finished it (killed, or still going: a reader cannot tell), so its
@@ -75,18 +78,19 @@ func Load(dir string) (*Run, error) {
 			rep = &record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted}
 			byRep[k] = rep
 		}
-		rep.Steps = append(rep.Steps, art)
+		rep.Steps = append(rep.Steps, record.Assemble(art))
 		rep.Artifacts = append(rep.Artifacts, ref.Path)
 		if art.Interrupted {
 			rep.Status = record.StatusInterrupted
 		}
 		r.Files = append(r.Files, record.ArtifactRef{Step: art.Step, Path: filepath.Join(dir, ref.Path), SHA256: ref.SHA256, Repetition: k})
 	}
-	for _, a := range r.Artifacts {
+	for i, a := range r.Artifacts {
 		art, err := loadArtifact(dir, a)
 		if err != nil {
 			return nil, err
 		}
+		r.Artifacts[i].Step = art.Step
 		add(a.Repetition, art, a)
 	}
 	if r.Status != record.StatusCompleted {
@@ -97,13 +101,7 @@ func Load(dir string) (*Run, error) {
 		for _, rc := range recovered {
 			add(rc.ref.Repetition, rc.art, rc.ref)
 		}
-		if len(recovered) > 0 {
-			// The sections are recomputed from what the directory holds now.
-			r.Artifacts = append(r.Artifacts, refsOf(recovered)...)
-			if rep0 := byRep[0]; rep0 != nil {
-				r.Sections = record.BuildSections(rep0.Steps, r.Artifacts)
-			}
-		}
+		r.Artifacts = append(r.Artifacts, refsOf(recovered)...)
 		if len(byRep) == 0 {
 			byRep[0] = &record.Repetition{Index: 0, Seed: r.Scenario.RepetitionSeed(0), Status: record.StatusInterrupted}
 		}
@@ -111,30 +109,34 @@ func Load(dir string) (*Run, error) {
 	if len(byRep) == 0 {
 		return nil, fmt.Errorf("%s: %w: sources list no step artifacts", path, ErrNotRun)
 	}
+	var reps []record.Repetition
 	for _, rep := range byRep {
-		r.Repetitions = append(r.Repetitions, *rep)
+		reps = append(reps, *rep)
 	}
-	sort.Slice(r.Repetitions, func(i, j int) bool { return r.Repetitions[i].Index < r.Repetitions[j].Index })
+	sort.Slice(reps, func(i, j int) bool { return reps[i].Index < reps[j].Index })
 	if r.Status != record.StatusCompleted {
-		r.Repetitions[len(r.Repetitions)-1].Status = record.StatusInterrupted
+		reps[len(reps)-1].Status = record.StatusInterrupted
 	}
-	if err := r.checkVerdicts(); err != nil {
+	written := r.Sections
+	r.Derive(reps)
+	if err := checkVerdicts(written, r.Sections); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
 }
 
 // checkVerdicts holds run.json to its artifacts: a replay section's verdict must be the one
-// its step artifact (whose sha256 was checked) recorded, so an edited run.json cannot pass
-// a verdict the measurements do not carry.
-func (r *Run) checkVerdicts() error {
-	for _, st := range r.Repetitions[0].Steps {
-		sec := r.Run.Replay(st.Step)
-		if sec == nil || len(st.Requests) == 0 || st.Requests[0].Verdict == nil {
+// derived from its step artifact (whose sha256 was checked), so an edited run.json cannot
+// pass a verdict the measurements do not carry.
+func checkVerdicts(written, derived []record.Section) error {
+	for _, d := range derived {
+		if d.Replay == nil {
 			continue
 		}
-		if got := st.Requests[0].Verdict.Verdict; sec.Verdict != got {
-			return fmt.Errorf("%w: step %s's verdict is %q in run.json but %q in its artifact", ErrArtifactChanged, st.Step, sec.Verdict, got)
+		for _, w := range written {
+			if w.Step == d.Step && w.Replay != nil && w.Replay.Verdict != d.Replay.Verdict {
+				return fmt.Errorf("%w: step %s's verdict is %q in run.json but %q in its artifact", ErrArtifactChanged, d.Step, w.Replay.Verdict, d.Replay.Verdict)
+			}
 		}
 	}
 	return nil
@@ -204,8 +206,8 @@ func (r *Run) StepIDs() []string {
 	return ids
 }
 
-// Step returns repetition k's artifact of step id, or nil.
-func (r *Run) Step(k int, id string) *record.StepArtifact {
+// Step returns repetition k's step id, or nil.
+func (r *Run) Step(k int, id string) *record.Step {
 	if k >= len(r.Repetitions) {
 		return nil
 	}
@@ -233,40 +235,34 @@ func (r *Run) RequestValues(id string, i int, metric string) []*float64 {
 	return out
 }
 
-// Verdicts lists step id's replay verdict in every repetition ("missing" where not measured).
-func (r *Run) Verdicts(id string) []string {
-	var out []string
+// Verdicts lists step id's replay verdict in every repetition (record.Missing where not
+// measured).
+func (r *Run) Verdicts(id string) []verdict.Verdict {
+	var out []verdict.Verdict
 	for k := range r.Repetitions {
-		st := r.Step(k, id)
-		if st == nil || len(st.Requests) == 0 || st.Requests[0].Verdict == nil {
-			out = append(out, "missing")
-			continue
-		}
-		out = append(out, st.Requests[0].Verdict.Verdict)
+		out = append(out, r.Repetitions[k].Verdict(id))
 	}
 	return out
 }
 
-// Replay returns repetition k's replay section of step id, computed from its artifacts as the
-// run record's is; ok is false when the step is not a measured replay.
-func (r *Run) Replay(k int, id string) (record.ReplaySection, bool) {
+// RepSection returns repetition k's section of step id, or nil.
+func (r *Run) RepSection(k int, id string) *record.Section {
 	if k >= len(r.Repetitions) {
-		return record.ReplaySection{}, false
+		return nil
 	}
-	steps := r.Repetitions[k].Steps
-	for _, st := range steps {
-		if st.Step == id && st.Kind == "replay" {
-			return record.BuildReplay(st, steps, ""), true
+	for i := range r.Repetitions[k].Sections {
+		if s := &r.Repetitions[k].Sections[i]; s.Step == id {
+			return s
 		}
 	}
-	return record.ReplaySection{}, false
+	return nil
 }
 
 // ReplayStepIDs lists the replay steps in order.
 func (r *Run) ReplayStepIDs() []string {
 	var ids []string
 	for _, st := range r.Repetitions[0].Steps {
-		if st.Kind == "replay" {
+		if st.Kind == record.KindReplay {
 			ids = append(ids, st.Step)
 		}
 	}
@@ -327,19 +323,4 @@ func Mismatches(b, c Identity) []Mismatch {
 		}
 	}
 	return out
-}
-
-// ControlSection returns the control section of a control run, computed from repetition 0's
-// artifacts as the run record's is; ok is false when the run is no control.
-func (r *Run) ControlSection() (record.ControlSection, bool) {
-	if st := r.Scenario.Study; st.Role != "control" || st.Key == "" {
-		return record.ControlSection{}, false
-	}
-	rep := r.Repetitions[0]
-	// run.json's sources do not say which step an artifact holds: the loaded steps do.
-	refs := make([]record.ArtifactRef, len(rep.Steps))
-	for i, st := range rep.Steps {
-		refs[i] = record.ArtifactRef{Step: st.Step, Path: rep.Artifacts[i]}
-	}
-	return record.BuildControl(r.Scenario, r.Cache, rep.Steps, record.BuildSections(rep.Steps, refs), refs), true
 }

@@ -79,8 +79,8 @@ func TestRunRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// TestBuildReproducesRunRecord: the record built from the step artifacts and what the run
-// knew besides them is byte for byte the run.json the untyped builder wrote.
+// TestBuildReproducesRunRecord: the record derived from the step artifacts and what the run
+// knew besides them is byte for byte the run.json the run wrote.
 func TestBuildReproducesRunRecord(t *testing.T) {
 	for _, dir := range demoRuns {
 		r, err := Load(dir)
@@ -97,12 +97,17 @@ func TestBuildReproducesRunRecord(t *testing.T) {
 			Scenario: r.Scenario, ObservedAt: observed, Status: r.Status, StopReason: r.StopReason,
 			KvbenchVersion: r.Kvbench.Version, ServedModel: r.Model.ServedName, ModelRoot: r.Model.Repo,
 			ServerVersion: r.Runtime.Engine, Cache: cache, Preflight: r.Preflight, Probes: r.Probes,
-			Gates: r.Gates, Repetitions: r.Repetitions,
+			Gates: r.Gates,
+		}
+		if r.Repeats != nil {
+			info.Repeat = r.Repeats.Count
 		}
 		for _, f := range r.Files[1:] {
 			info.Artifacts = append(info.Artifacts, record.ArtifactRef{Step: f.Step, Path: filepath.Base(f.Path), SHA256: f.SHA256})
 		}
-		got, err := json.MarshalIndent(record.Build(info, r.Repetitions[0].Steps), "", "  ")
+		rec := record.NewRun(info)
+		rec.Derive(r.Repetitions)
+		got, err := json.MarshalIndent(rec, "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +167,7 @@ func TestIdentityMismatches(t *testing.T) {
 	}
 }
 
-// The control section recomputed from the artifacts is the one run.json recorded; a primary
+// The control section derived from the artifacts is the one run.json recorded; a primary
 // run has none.
 func TestControlSectionFromArtifacts(t *testing.T) {
 	primary, err := Load(demoRuns[0])
@@ -173,19 +178,23 @@ func TestControlSectionFromArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := primary.ControlSection(); ok {
+	if primary.Control != nil {
 		t.Error("a primary run has a control section")
 	}
-	cs, ok := control.ControlSection()
-	if !ok || control.Control == nil {
-		t.Fatalf("control run: ok %v, record %v", ok, control.Control)
+	data, err := os.ReadFile(filepath.Join(demoRuns[1], "run.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	got, _ := json.Marshal(cs)
-	want, _ := json.Marshal(control.Control)
+	var written record.Run
+	if err := json.Unmarshal(data, &written); err != nil || written.Control == nil || control.Control == nil {
+		t.Fatalf("control sections: written %v, derived %v (%v)", written.Control, control.Control, err)
+	}
+	got, _ := json.Marshal(control.Control)
+	want, _ := json.Marshal(written.Control)
 	if !bytes.Equal(got, want) {
-		t.Fatalf("recomputed control section\n%s\nrun.json has\n%s", got, want)
+		t.Fatalf("derived control section\n%s\nrun.json has\n%s", got, want)
 	}
-	if cs.ReplayVerdict != "gpu_hit" || cs.SetupValid != "no" || cs.Interpretation == "" {
+	if cs := control.Control; cs.ReplayVerdict != "gpu_hit" || cs.SetupValid != "no" || cs.Interpretation == "" {
 		t.Errorf("control section %+v", cs)
 	}
 }

@@ -116,20 +116,20 @@ func Accounting(rs []*runs.Run, spec PoolSpec, base string) (*Summary, error) {
 				if a.Interrupted {
 					population += " (interrupted: only the requests measured before the run stopped)"
 				}
-				if a.Samples.PeakKVUsage == nil {
-					return nil, fmt.Errorf("%w: run %s, step %s: no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, or its requests were shorter than the %g ms sample interval)", ErrNoOccupancy, name(r), a.Step, a.Samples.IntervalMS)
+				if a.Sampled.PeakKVUsage == nil {
+					return nil, fmt.Errorf("%w: run %s, step %s: no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, or its requests were shorter than the %g ms sample interval)", ErrNoOccupancy, name(r), a.Step, a.Sampled.IntervalMS)
 				}
 				row := Row{
 					Population:                 population,
 					RequestedClientConcurrency: a.Concurrency,
-					SampledPeakBlockOccupancy:  *a.Samples.PeakKVUsage,
+					SampledPeakBlockOccupancy:  *a.Sampled.PeakKVUsage,
 					OccupancyStatus:            "measured",
 					GiBStatus:                  "estimated",
-					samples:                    a.Samples.Count,
-					intervalMS:                 a.Samples.IntervalMS,
+					samples:                    a.Sampled.Count,
+					intervalMS:                 a.Sampled.IntervalMS,
 				}
-				if a.Samples.PeakRunning != nil {
-					row.SampledEngineActiveMax = int(*a.Samples.PeakRunning)
+				if a.Sampled.PeakRunning != nil {
+					row.SampledEngineActiveMax = int(*a.Sampled.PeakRunning)
 				}
 				var tokens []float64
 				for _, q := range a.Requests {

@@ -15,7 +15,7 @@ const (
 	DiagTierTooSmall = "cpu_tier_too_small"
 	// DiagRoutedElsewhere: the replay reached another replica than the original, whose GPU
 	// pool and CPU tier never held the prompt (data-parallel engines, routed fleets). The
-	// runner sets OffloadEvidence.Routing from the replica each request's counters moved on.
+	// replicas come from Evidence.Routing: the replica whose counters moved around each request.
 	DiagRoutedElsewhere = "replay_routed_elsewhere"
 )
 
@@ -44,8 +44,8 @@ type OffloadEvidence struct {
 
 // Diagnose explains a recompute or partial verdict from the offload evidence; other verdicts,
 // and an invalid measurement, get none.
-func Diagnose(verdict string, o OffloadEvidence) []Diagnosis {
-	if verdict != Recompute && verdict != Partial {
+func Diagnose(v Verdict, o OffloadEvidence) []Diagnosis {
+	if v != Recompute && v != Partial {
 		return nil
 	}
 	var out []Diagnosis

@@ -3,6 +3,9 @@ package verdict
 import (
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
 func TestDiagnose(t *testing.T) {
@@ -10,7 +13,7 @@ func TestDiagnose(t *testing.T) {
 	yes, no := true, false
 	cases := []struct {
 		name    string
-		verdict string
+		verdict Verdict
 		o       OffloadEvidence
 		want    []string
 	}{
@@ -49,18 +52,17 @@ func TestDiagnose(t *testing.T) {
 // it proves a reload where external hits are not served, and is checked against them where
 // both are.
 func TestDecideCachedBySource(t *testing.T) {
-	f := func(v float64) *float64 { return &v }
-	p := 1500
-	base := Evidence{PromptTokens: &p, GPUHitsDelta: f(256), LoadBytesDelta: f(1244 * 2048), SharedPrefixTokens: 256, BlockSize: 16, CountersValid: true}
+	base := Evidence{PromptTokens: i(1500), SharedPrefixTokens: 256, BlockSize: 16}
 	e := base
-	e.HostCachedDelta = f(1232)
+	e.Counters = window(gpuHits, 256.0, load, 1244.0*2048, metrics.CachedFromHost, 1232.0)
 	if r := Decide(e); r.Verdict != CPUReload || !strings.Contains(strings.Join(r.Notes, " "), "by source (host)") {
 		t.Fatalf("host-only: %s (%s) %v", r.Verdict, r.Reason, r.Notes)
 	}
-	e.ExternalHitsDelta = f(400)
+	e.Counters.Deltas[extHits] = 400
 	if r := Decide(e); !strings.Contains(strings.Join(r.Notes, " "), "moved by 1232 but external hits by 400") {
 		t.Fatalf("disagreement not noted: %v", r.Notes)
 	}
+	base.Counters = window(gpuHits, 256.0, load, 1244.0*2048)
 	if r := Decide(base); r.Verdict == CPUReload {
 		t.Fatalf("without either counter a reload cannot be seen: %s", r.Verdict)
 	}
@@ -73,5 +75,28 @@ func TestRoutedElsewhereNamesReplicas(t *testing.T) {
 	if len(d) != 1 || !strings.HasPrefix(d[0].Detail, "routed to another replica: per-replica caches cannot serve it") ||
 		!strings.Contains(d[0].Detail, "the original on u engine=0, the replay on u engine=1") {
 		t.Fatalf("diagnosis %+v", d)
+	}
+}
+
+// TestDecideDiagnoses: Decide explains a recompute from the run's offload evidence, the
+// routing and the capacity math, and leaves a reload or an invalid measurement alone.
+func TestDecideDiagnoses(t *testing.T) {
+	e := Evidence{PromptTokens: i(6000), SharedPrefixTokens: 256, BlockSize: 16, Counters: window(gpuHits, 256.0, extHits, 0.0, load, 0.0),
+		Offload: OffloadEvidence{StoreBytes: f(1e6)}, Routing: Routing{OriginalReplica: "a", ReplayReplica: "b"},
+		Setup: &capacity.Assessment{TierHoldsSequence: capacity.No, UniqueTokens: 6000, CPUTierTokens: 1024}}
+	d := Decide(e)
+	var causes []string
+	for _, g := range d.Diagnosis {
+		causes = append(causes, g.Cause)
+	}
+	if d.Verdict != Recompute || strings.Join(causes, ",") != DiagRoutedElsewhere+","+DiagTierTooSmall || !strings.Contains(d.Interpretation, "Why: routed to another replica") {
+		t.Fatalf("%s %v: %s", d.Verdict, causes, d.Interpretation)
+	}
+	if d.Offload == nil || d.Offload.RoutedElsewhere == nil || !*d.Offload.RoutedElsewhere {
+		t.Fatalf("offload evidence %+v", d.Offload)
+	}
+	e.Counters.Valid, e.Counters.Invalidity, e.Counters.InvalidReason = false, metrics.InvalidReset, "reset"
+	if d := Decide(e); len(d.Diagnosis) != 0 {
+		t.Fatalf("an invalid measurement got a diagnosis: %+v", d.Diagnosis)
 	}
 }

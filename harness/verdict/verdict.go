@@ -1,261 +1,260 @@
-// Package verdict decides, from counter deltas and usage, where a replayed request's cached
-// tokens came from: reloaded from the CPU tier, hit in GPU memory, a mix, or recomputed
-// (docs/domain.md, "The claim and its evidence"). It is pure computation over numbers, so
-// its rules test with literals.
+// Package verdict decides, from all the evidence of one replayed request, where its cached
+// tokens came from (reloaded from the host tier, hit in GPU memory, a mix, recomputed),
+// whether the setup could prove a reload, and why (docs/domain.md, "The claim and its
+// evidence"). Decide is its one entry point: the runner gathers evidence, Decide judges it.
+// It is pure computation over numbers, so its rules test with literals.
 package verdict
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
+// Verdict is the judgement on one replayed request. Every package spells verdicts with
+// these constants.
+type Verdict string
+
 // Replay verdicts.
 const (
-	CPUReload = "cpu_reload" // external prefix-cache hits and CPU->GPU bytes cover the prompt
-	GPUHit    = "gpu_hit"    // GPU prefix hits beyond the shared prefix cover the prompt
-	Partial   = "partial"    // both tiers, or hits well below the prompt
-	Recompute = "recompute"  // nothing beyond the shared prefix was reused
-	// TierUnknown: tokens were reused but the counters cannot say from which tier.
-	TierUnknown = "cache_hit_tier_unknown"
+	CPUReload Verdict = "cpu_reload" // host-tier hits (and load bytes) cover the prompt
+	GPUHit    Verdict = "gpu_hit"    // GPU prefix hits beyond the shared prefix cover the prompt
+	Partial   Verdict = "partial"    // both tiers, or hits well below the prompt
+	Recompute Verdict = "recompute"  // nothing beyond the shared prefix was reused
+	// TierUnknown: tokens were reused but the evidence cannot say from which tier.
+	TierUnknown Verdict = "cache_hit_tier_unknown"
 	// Invalid: the request failed, or the counters cannot be trusted (a restart reset them, a
-	// scrape failed, a needed counter was not read, other requests moved them).
-	Invalid = "invalid"
+	// scrape failed, a needed counter was not read, other requests moved them), or the
+	// replay was never measured.
+	Invalid Verdict = "invalid"
 )
+
+// Expectable lists the verdicts a gate may expect, in a stable order.
+var Expectable = []Verdict{CPUReload, GPUHit, Partial, Recompute, TierUnknown}
+
+// All lists every verdict: the expectable ones, then invalid.
+var All = append(append([]Verdict{}, Expectable...), Invalid)
+
+// Parse reads a verdict word; ok is false for a word that is none.
+func Parse(s string) (v Verdict, ok bool) {
+	for _, v := range All {
+		if string(v) == s {
+			return v, true
+		}
+	}
+	return "", false
+}
 
 // FullCoverage is the fraction of the prompt the hits must cover for a whole-prompt verdict;
 // below it the hits are "well below the prompt" and the verdict is partial.
 const FullCoverage = 0.9
 
-// Evidence is what a replay's verdict rests on. A nil pointer is a counter the server did not
-// expose: absent, never 0.
+// Attribution names the rule set a verdict was decided by.
+const (
+	ByCounters    = "counters"     // prefix-cache hit counters around the isolated replay
+	ByRequestTier = "request_tier" // the response's own cached tokens per tier (SGLang)
+	BySlot        = "slot"         // the single slot's common prefix (llama.cpp)
+)
+
+// Evidence is everything known about one replayed request. A nil pointer is something the
+// server did not report: absent, never 0.
 type Evidence struct {
-	PromptTokens       *int     `json:"prompt_tokens"`
-	CachedPromptTokens *int     `json:"cached_prompt_tokens"`
-	GPUHitsDelta       *float64 `json:"gpu_prefix_hits_delta"`
-	ExternalHitsDelta  *float64 `json:"external_prefix_hits_delta"`
-	LoadBytesDelta     *float64 `json:"cpu_to_gpu_bytes_delta"`
-	// HostCachedDelta is the proposed vllm:prompt_tokens_cached_by_source_total{source="host"}:
-	// it names the tier per token, so it stands in for external hits where those are absent
-	// and cross-checks them where both are served.
-	HostCachedDelta *float64 `json:"host_cached_tokens_delta,omitempty"`
+	// Failed is set when the request itself failed; Failure says how.
+	Failed  bool
+	Failure string
+	// NotSent says why the replay was never measured (the run stopped first); "" when it was.
+	NotSent            string
+	PromptTokens       *int
+	CachedPromptTokens *int
+	// SharedPrefixTokens and BlockSize bound the GPU hits a reload may still show: the
+	// shared prefix stays hot in GPU memory while the request's own blocks are evicted.
+	SharedPrefixTokens int
+	BlockSize          int
+	// LoadBytesPerToken is the expected CPU->GPU bytes per hit token (0: unknown).
+	LoadBytesPerToken float64
+	// Counters are the counter deltas around the replay; nil when none were read, and
+	// NoCounters says why.
+	Counters   *Counters
+	NoCounters string
 	// RequestTier is the replay's own cached tokens per tier, as the server reported them in
 	// its response (SGLang's cached_tokens_details): where present it is the primary evidence
 	// and the counters only cross-check it.
-	RequestTier *TierTokens `json:"request_tier,omitempty"`
-	// ReloadTokensDelta is the engine's host->GPU token counter (SGLang's load_back_tokens,
-	// KVBM's onboarded host blocks in tokens); DiskReloadTokensDelta disk->GPU. Both
-	// cross-check a reload and are never summed into the hits.
-	ReloadTokensDelta     *float64 `json:"reload_tokens_delta,omitempty"`
-	DiskReloadTokensDelta *float64 `json:"disk_reload_tokens_delta,omitempty"`
-	// SharedPrefixTokens and BlockSize bound the GPU hits a reload may still show: the
-	// shared prefix stays hot in GPU memory while the request's own blocks are evicted.
-	SharedPrefixTokens int `json:"shared_prefix_tokens"`
-	BlockSize          int `json:"block_size"`
-	// LoadBytesPerToken is the expected CPU->GPU bytes per hit token (0: unknown).
-	LoadBytesPerToken float64 `json:"load_bytes_per_token"`
-	// UnreadableCounters lists the verdict's counters the server serves without a usable
-	// number (NaN, Inf), each naming the counter: such a counter is neither absent nor 0.
-	UnreadableCounters []string `json:"unreadable_counters,omitempty"`
-	// CountersValid is false when the counters cannot be trusted; Invalidity says why (a
-	// restart, a failed scrape, a missing counter, other requests) and InvalidReason names it.
-	CountersValid  bool               `json:"counters_valid"`
-	Invalidity     metrics.Invalidity `json:"invalidity,omitempty"`
-	InvalidReason  string             `json:"invalid_reason,omitempty"`
-	RequestFailed  bool               `json:"request_failed"`
-	RequestFailure string             `json:"request_failure,omitempty"`
+	RequestTier *TierTokens
+	// Slot is the evidence of slot attribution, for engines whose Engine.BySlot is set.
+	Slot *SlotEvidence
+	// Routing says which replica served the original request and which the replay.
+	Routing Routing
+	// Offload is the run's offload evidence up to the replay, for the diagnosis.
+	Offload OffloadEvidence
+	// Setup is the capacity math with the tokens the server counted; nil when unknown.
+	Setup *capacity.Assessment
+	// Engine is what the engine's definition says about its evidence.
+	Engine Engine
 }
 
-// Replay is the verdict on one replayed request with the numbers behind it.
-type Replay struct {
-	Verdict string `json:"verdict"`
-	Reason  string `json:"reason"`
-	// ExpectedLoadBytes = external hits x expected load bytes per token.
-	ExpectedLoadBytes *float64 `json:"expected_load_bytes,omitempty"`
-	// MeasuredLoadBytesPerToken = load bytes delta / external hits.
-	MeasuredLoadBytesPerToken *float64 `json:"measured_load_bytes_per_token,omitempty"`
-	// HitCoverage = (GPU + external hits) / prompt tokens.
-	HitCoverage *float64 `json:"hit_coverage,omitempty"`
-	// UsageAgrees cross-checks the counters against usage's cached_tokens (hit counters have
-	// been double-counted on scheduler retries in some vLLM versions); nil when unknown.
-	UsageAgrees *bool    `json:"usage_agrees_with_counters,omitempty"`
-	Notes       []string `json:"notes,omitempty"`
-	Evidence    Evidence `json:"evidence"`
-	// Slot holds the attribution by a single slot's common prefix, for engines without tier
-	// counters (llama.cpp); nil when the counters decided.
-	Slot *SlotReplay `json:"slot_attribution,omitempty"`
-	// Diagnosis says why a recompute or partial replay was not reloaded, from the run's
-	// offload evidence (Offload); empty when nothing in it explains the verdict.
-	Diagnosis []Diagnosis      `json:"diagnosis,omitempty"`
-	Offload   *OffloadEvidence `json:"offload_evidence,omitempty"`
+// Counters are the counter deltas of one measured window.
+type Counters struct {
+	// Deltas holds each usable delta; a counter missing from it is absent or unusable.
+	Deltas map[metrics.Counter]float64
+	// Unreadable names counters the server serves without a usable number (NaN, Inf), each
+	// with its reason: neither absent nor 0.
+	Unreadable map[metrics.Counter]string
+	// Valid is false when the window cannot be trusted; Invalidity says why and
+	// InvalidReason names it.
+	Valid         bool
+	Invalidity    metrics.Invalidity
+	InvalidReason string
+	Contaminated  bool
+	// Isolation is the check that the window saw only the replay ("clean: ...",
+	// "unchecked: ...", "contaminated: ...").
+	Isolation string
+}
+
+// Delta returns c's usable delta, nil when absent.
+func (c *Counters) Delta(k metrics.Counter) *float64 {
+	if c == nil {
+		return nil
+	}
+	v, ok := c.Deltas[k]
+	if !ok {
+		return nil
+	}
+	return &v
 }
 
 // TierTokens is a request's cached prompt tokens by the tier that served them.
 type TierTokens struct {
-	Device         int    `json:"device"`
-	Host           int    `json:"host"`
-	Storage        int    `json:"storage"`
-	StorageBackend string `json:"storage_backend,omitempty"`
+	Device         int
+	Host           int
+	Storage        int
+	StorageBackend string
 }
 
-// Decide applies the rules to e.
-func Decide(e Evidence) Replay {
-	orig := e
-	var notes []string
-	if t := e.RequestTier; t != nil {
-		notes = crossCheckRequest(&e, *t)
-	} else if h := e.HostCachedDelta; h != nil {
-		switch {
-		case e.ExternalHitsDelta == nil:
-			e.ExternalHitsDelta = h
-			notes = append(notes, "external hits read from cached tokens by source (host): the server serves no external prefix-cache hit counter")
-		case abs(*h-*e.ExternalHitsDelta) > float64(max(e.BlockSize, 1)):
-			notes = append(notes, fmt.Sprintf("cached tokens by source (host) moved by %.0f but external hits by %.0f", *h, *e.ExternalHitsDelta))
-		}
-	}
-	r := decide(e)
-	r.Notes = append(notes, r.Notes...)
-	if orig.RequestTier != nil {
-		r.Evidence = orig // the counters as read; the request's split is in RequestTier
-	}
-	r.crossCheckReload(e)
-	return r
+// Engine is what an engine's definition says about its evidence; the runner resolves it once
+// per run.
+type Engine struct {
+	// BySlot: the engine has no tier counters, and a replay is attributed by the common
+	// prefix with the prompt its single slot held (llama.cpp's server).
+	BySlot bool
+	// RequestTier: the engine names each request's cached tokens per tier when asked.
+	RequestTier bool
+	// TierUnknown says why the engine cannot tell a host hit from a GPU hit ("" when it can).
+	TierUnknown string
+	// ReloadCounterHint is noted when matched tokens moved but the reload counter did not
+	// (KVBM's known bug); "" for engines without the trap.
+	ReloadCounterHint string
 }
 
-// crossCheckRequest takes the request's own tier split as the hits, and notes every counter
-// that disagrees with it by more than a block: the disagreement is reported, never averaged.
-func crossCheckRequest(e *Evidence, t TierTokens) []string {
-	dev, host := float64(t.Device), float64(t.Host+t.Storage)
-	tol := float64(max(e.BlockSize, 1))
-	notes := []string{fmt.Sprintf("tiers from the response's cached_tokens_details (device %d, host %d, storage %d); the counters cross-check them", t.Device, t.Host, t.Storage)}
-	check := func(p *float64, what string, want float64, whatWant string) {
-		if p != nil && abs(*p-want) > tol {
-			notes = append(notes, fmt.Sprintf("counters disagree with the request: %s moved by %.0f but the response reports %.0f %s tokens", what, *p, want, whatWant))
-		}
-	}
-	check(e.GPUHitsDelta, "the device cached-token counter", dev, "device")
-	check(e.ExternalHitsDelta, "the host cached-token counter", float64(t.Host), "host")
-	check(e.ReloadTokensDelta, "the load-back (host->GPU) counter", float64(t.Host), "host")
-	if t.Storage > 0 {
-		notes = append(notes, fmt.Sprintf("%d tokens came from the storage tier (%s), counted with the host tier's", t.Storage, t.StorageBackend))
-	}
-	e.GPUHitsDelta, e.ExternalHitsDelta = &dev, &host
-	return notes
+// Routing names the replicas that served the original request and the replay; empty when
+// either is unknown.
+type Routing struct {
+	OriginalReplica string
+	ReplayReplica   string
 }
 
-// crossCheckReload notes where the engine's reload token counter disagrees with the hits a
-// counter-decided reload rests on (the request-decided case was checked already).
-func (r *Replay) crossCheckReload(e Evidence) {
-	if d := e.DiskReloadTokensDelta; d != nil && *d > 0 {
-		r.note("%.0f tokens were onboarded from the disk tier, not the host tier", *d)
+// Elsewhere reports whether the replay is known to have reached another replica.
+func (r Routing) Elsewhere() *bool {
+	if r.OriginalReplica == "" || r.ReplayReplica == "" {
+		return nil
 	}
-	rt := e.ReloadTokensDelta
-	if rt == nil || e.RequestTier != nil || e.ExternalHitsDelta == nil || *e.ExternalHitsDelta <= 0 {
-		return
-	}
-	ext := *e.ExternalHitsDelta
+	b := r.OriginalReplica != r.ReplayReplica
+	return &b
+}
+
+// Decision is the verdict on one replayed request, with the numbers and words behind it.
+type Decision struct {
+	Verdict Verdict
+	Reason  string
+	Notes   []string
+	// DecidedBy names the rule set that decided (ByCounters, ByRequestTier, BySlot).
+	DecidedBy string
+	// HitCoverage = (GPU + host hits) / prompt tokens.
+	HitCoverage *float64
+	// UsageAgrees cross-checks the counters against usage's cached tokens (hit counters have
+	// been double-counted on scheduler retries in some vLLM versions); nil when unknown.
+	UsageAgrees *bool
+	// ExpectedLoadBytes = host hits x expected load bytes per token;
+	// MeasuredLoadBytesPerToken = load bytes delta / host hits.
+	ExpectedLoadBytes         *float64
+	MeasuredLoadBytesPerToken *float64
+	// Slot is the attribution by the single slot's common prefix; nil for other rules.
+	Slot *SlotAttribution
+	// Diagnosis says why a recompute or partial replay was not reloaded; Offload is the
+	// evidence it read.
+	Diagnosis []Diagnosis
+	Offload   *OffloadEvidence
+	// SetupValid says whether the setup could prove a reload, and SetupReason why: the
+	// replay's own evidence of a host reload beats the capacity math.
+	SetupValid  capacity.Answer
+	SetupReason string
+	// Interpretation says in words what the replay showed and what the setup could prove.
+	Interpretation string
+}
+
+// Decide judges a replayed request from all its evidence.
+func Decide(e Evidence) Decision {
+	var d Decision
 	switch {
-	case *rt <= 0:
-		r.note("the reload counter did not move while %.0f external hits were counted: the counters disagree", ext)
-	case abs(*rt-ext) > float64(max(e.BlockSize, 1)):
-		r.note("the reload counter moved by %.0f tokens but external hits by %.0f", *rt, ext)
-	}
-}
-
-func decide(e Evidence) Replay {
-	r := Replay{Evidence: e}
-	switch {
-	case e.RequestFailed:
-		r.Verdict, r.Reason = Invalid, "the request failed: "+e.RequestFailure
-		return r
-	case !e.CountersValid:
-		r.Verdict, r.Reason = Invalid, invalidPrefix(e.Invalidity)+e.InvalidReason
-		return r
-	case len(e.UnreadableCounters) > 0:
-		r.Verdict, r.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+strings.Join(e.UnreadableCounters, "; ")
-		return r
-	case e.GPUHitsDelta == nil && e.ExternalHitsDelta != nil:
-		// Reading the missing GPU hits as 0 would call a GPU hit a recompute.
-		r.Verdict, r.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+"the server exposes external prefix-cache hits but no gpu_prefix_hits counter, so the GPU tier's hits are unknown"
-		return r
-	case e.PromptTokens == nil || *e.PromptTokens <= 0:
-		r.Verdict, r.Reason = TierUnknown, "the server reported no prompt token count"
-		return r
-	}
-	prompt := float64(*e.PromptTokens)
-	gpu, ext := value(e.GPUHitsDelta), value(e.ExternalHitsDelta)
-	if e.ExternalHitsDelta != nil && ext > 0 {
-		if e.LoadBytesDelta != nil {
-			per := *e.LoadBytesDelta / ext
-			r.MeasuredLoadBytesPerToken = &per
+	case e.NotSent != "":
+		d = Decision{Verdict: Invalid, Reason: e.NotSent}
+	case e.Failed:
+		d = Decision{Verdict: Invalid, Reason: "the request failed: " + e.Failure}
+	case e.Engine.BySlot && (e.Counters == nil || !e.Counters.Contaminated):
+		d = decideBySlot(e)
+	case e.Counters == nil:
+		why := e.NoCounters
+		if why == "" {
+			why = "none were scraped"
 		}
-		if e.LoadBytesPerToken > 0 {
-			exp := ext * e.LoadBytesPerToken
-			r.ExpectedLoadBytes = &exp
-		}
-	}
-	if e.GPUHitsDelta != nil || e.ExternalHitsDelta != nil {
-		cov := (gpu + ext) / prompt
-		r.HitCoverage = &cov
-	}
-	if e.CachedPromptTokens != nil && (e.GPUHitsDelta != nil || e.ExternalHitsDelta != nil) {
-		// A hit counter never counts the last prompt token; allow one block of rounding.
-		agree := abs(float64(*e.CachedPromptTokens)-(gpu+ext)) <= float64(max(e.BlockSize, 1))
-		r.UsageAgrees = &agree
-		if !agree {
-			r.note("usage reports %d cached tokens but the counters moved by %s", *e.CachedPromptTokens, hits(e.GPUHitsDelta, e.ExternalHitsDelta, " + "))
-		}
-	}
-
-	if e.GPUHitsDelta == nil && e.ExternalHitsDelta == nil {
-		if e.CachedPromptTokens != nil && *e.CachedPromptTokens > 0 {
-			r.Verdict, r.Reason = TierUnknown, fmt.Sprintf("usage reports %d cached tokens, but the server exposes no prefix-cache hit counters to say from which tier", *e.CachedPromptTokens)
-		} else {
-			r.Verdict, r.Reason = TierUnknown, "the server exposes no prefix-cache hit counters"
-		}
-		return r
-	}
-
-	prefixAllowance := float64(e.SharedPrefixTokens + max(e.BlockSize, 1))
-	gpuBeyondPrefix := gpu > prefixAllowance
-	full := gpu+ext >= FullCoverage*prompt
-	switch {
-	case ext > 0 && e.LoadBytesDelta != nil && *e.LoadBytesDelta <= 0:
-		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f external hits but no CPU->GPU bytes moved: the counters disagree", ext)
-	case ext > 0 && gpuBeyondPrefix:
-		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f tokens came from GPU memory beyond the %d-token shared prefix and %.0f from the CPU tier", gpu, e.SharedPrefixTokens, ext)
-	case ext > 0 && !full:
-		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f external + %.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", ext, gpu, 100*(gpu+ext)/prompt, *e.PromptTokens)
-	case ext > 0:
-		r.Verdict = CPUReload
-		r.Reason = fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were reloaded from the CPU tier", ext, 100*ext/prompt)
-		if e.LoadBytesDelta != nil {
-			r.Reason += fmt.Sprintf(", moving %.0f bytes CPU->GPU", *e.LoadBytesDelta)
-		} else if e.ReloadTokensDelta != nil && *e.ReloadTokensDelta > 0 {
-			r.Reason += fmt.Sprintf(", with %.0f tokens moved host->GPU", *e.ReloadTokensDelta)
-		} else if e.ReloadTokensDelta == nil {
-			r.note("the server exposes no CPU->GPU byte counter: the reload rests on external hits alone")
-		}
-		if gpu > 0 {
-			r.Reason += fmt.Sprintf("; %.0f GPU hits stayed within the shared prefix", gpu)
-		}
-	case gpuBeyondPrefix && full:
-		r.Verdict, r.Reason = GPUHit, fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were hit in GPU memory", gpu, 100*gpu/prompt)
-		if e.ExternalHitsDelta != nil {
-			r.Reason += "; nothing was loaded from the CPU tier"
-		} else {
-			r.Reason += "; external hits not exposed"
-		}
-	case gpuBeyondPrefix:
-		r.Verdict, r.Reason = Partial, fmt.Sprintf("%.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", gpu, 100*gpu/prompt, *e.PromptTokens)
+		d = Decision{Verdict: Invalid, Reason: invalidPrefix(metrics.InvalidScrapeFailed) + why, DecidedBy: ByCounters}
 	default:
-		r.Verdict, r.Reason = Recompute, fmt.Sprintf("nothing beyond the %d-token shared prefix was reused (%s)", e.SharedPrefixTokens, hits(e.GPUHitsDelta, e.ExternalHitsDelta, ", "))
+		d = decideByCounters(e)
+		d.engineNotes(e)
 	}
-	if e.ExternalHitsDelta == nil && r.Verdict != GPUHit {
-		r.note("the server exposes no external prefix-cache hit counter: a CPU-tier reload could not be seen")
+	if c := e.Counters; c != nil && strings.HasPrefix(c.Isolation, "unchecked: ") {
+		d.note("isolation %s", c.Isolation)
 	}
-	return r
+	if d.Slot == nil && e.Counters != nil && e.Counters.Valid {
+		o := e.Offload
+		o.RoutedElsewhere, o.OriginalReplica, o.ReplayReplica = e.Routing.Elsewhere(), e.Routing.OriginalReplica, e.Routing.ReplayReplica
+		if a := e.Setup; a != nil {
+			o.TierHoldsSequence, o.TierTokens, o.UniqueTokens = string(a.TierHoldsSequence), a.CPUTierTokens, a.UniqueTokens
+		}
+		if d.Verdict == Recompute || d.Verdict == Partial {
+			d.Offload = &o
+			d.Diagnosis = Diagnose(d.Verdict, o)
+		}
+	}
+	d.decideSetup(e)
+	d.Interpretation = d.Interpret(e.Setup)
+	return d
+}
+
+// engineNotes adds what the engine's definition says about a counter-decided verdict: why its
+// tier is unknown, and its known counter traps.
+func (d *Decision) engineNotes(e Evidence) {
+	if e.Engine.RequestTier && e.RequestTier == nil {
+		d.note("the response carried no cached_tokens_details: the verdict rests on the counters alone")
+	}
+	c := e.Counters
+	if e.Engine.TierUnknown != "" && d.Verdict == TierUnknown {
+		d.Notes = append(d.Notes, e.Engine.TierUnknown)
+		if v := c.Delta(metrics.PromptTokensCached); v != nil {
+			d.note("the cached prompt token counter moved by %.0f around the replay", *v)
+		}
+	}
+	if e.Engine.ReloadCounterHint != "" {
+		m, rl := c.Delta(metrics.MatchedTokens), c.Delta(metrics.ReloadTokens)
+		if m != nil && rl != nil && *m > 0 && *rl == 0 {
+			d.Notes = append(d.Notes, e.Engine.ReloadCounterHint)
+		}
+	}
+}
+
+func (d *Decision) note(format string, args ...any) {
+	d.Notes = append(d.Notes, fmt.Sprintf(format, args...))
 }
 
 // invalidPrefix says what kind of invalidity a reason is: each has its own cause and cure.
@@ -273,36 +272,6 @@ func invalidPrefix(k metrics.Invalidity) string {
 	return "the counters cannot be trusted: "
 }
 
-func (r *Replay) note(format string, args ...any) {
-	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
-}
-
-// hits says both hit counters' deltas in words; an absent one is "not exposed", never 0.
-func hits(gpu, ext *float64, sep string) string {
-	say := func(p *float64, what string) string {
-		if p == nil {
-			return what + " hits not exposed"
-		}
-		return fmt.Sprintf("%.0f %s hits", *p, what)
-	}
-	return say(gpu, "GPU") + sep + say(ext, "external")
-}
-
-// value is a delta for arithmetic only; sentences use hits, so absent never reads as 0.
-func value(p *float64) float64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
 // CachedFraction is usage's cached tokens over prompt tokens; nil when either is unknown.
 func CachedFraction(promptTokens, cachedTokens *int) *float64 {
 	if promptTokens == nil || cachedTokens == nil || *promptTokens <= 0 {
@@ -312,28 +281,9 @@ func CachedFraction(promptTokens, cachedTokens *int) *float64 {
 	return &f
 }
 
-// Sentence says in words what the verdict means for the replayed prompt.
-func (r *Replay) Sentence() string {
-	if r.Slot != nil {
-		switch r.Verdict {
-		case CPUReload:
-			return "The replay was restored from the host-RAM prompt cache."
-		case GPUHit:
-			return "The replay remained in the live slot."
-		}
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
 	}
-	switch r.Verdict {
-	case CPUReload:
-		return "The replay was reloaded from the CPU tier."
-	case GPUHit:
-		return "The replay remained in GPU cache."
-	case Recompute:
-		return "The replay was recomputed beyond the shared prefix."
-	case Partial:
-		return "The replay was served only partly from cache."
-	case Invalid:
-		return "The replay's measurement is invalid: " + r.Reason + "."
-	default:
-		return "The tier that served the replay could not be determined."
-	}
+	return x
 }

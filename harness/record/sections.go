@@ -1,39 +1,13 @@
 package record
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
-
-// RunInfo is what a run knows besides its step artifacts.
-type RunInfo struct {
-	Scenario       *scenarios.Scenario
-	ObservedAt     time.Time
-	Status         string
-	StopReason     string
-	KvbenchVersion string
-	ServerVersion  string
-	ServedModel    string
-	// ModelRoot is what the server says it loaded (vLLM's /v1/models root), the model's repo
-	// when the scenario names none.
-	ModelRoot string
-	Cache     Cache
-	// Preflight is the preflight report as JSON.
-	Preflight json.RawMessage
-	Probes    []ProbeResult
-	Gates     []GateResult
-	Artifacts []ArtifactRef
-	// Repetitions holds every pass over the steps when the scenario repeats (repetition 0
-	// is the steps Build gets); with one pass it may be empty.
-	Repetitions []Repetition
-}
 
 // ArtifactRef names a file of the run and its sha256.
 type ArtifactRef struct {
@@ -140,15 +114,18 @@ type ReplaySection struct {
 	OutputTokens                    int      `json:"output_tokens"`
 	VisibleAnswer                   bool     `json:"visible_answer"`
 
-	Verdict                     string               `json:"verdict"`
-	VerdictReason               string               `json:"verdict_reason"`
-	Evidence                    *verdict.Replay      `json:"evidence"`
-	OriginalTimeToFirstOutputMS *float64             `json:"original_time_to_first_output_ms"`
-	PeakBlockOccupancy          *float64             `json:"sampled_peak_block_occupancy_fraction"`
-	SetupValid                  capacity.Answer      `json:"setup_valid"`
-	Interpretation              string               `json:"interpretation"`
-	Capacity                    *capacity.Assessment `json:"capacity,omitempty"`
-	Error                       string               `json:"error,omitempty"`
+	Verdict       verdict.Verdict `json:"verdict"`
+	VerdictReason string          `json:"verdict_reason"`
+	// Evidence is the decision's reasoning: notes, coverage, diagnosis (its counters are the
+	// fields above).
+	Evidence                    *Verdict        `json:"evidence"`
+	OriginalTimeToFirstOutputMS *float64        `json:"original_time_to_first_output_ms"`
+	PeakBlockOccupancy          *float64        `json:"sampled_peak_block_occupancy_fraction"`
+	SetupValid                  capacity.Answer `json:"setup_valid"`
+	SetupReason                 string          `json:"setup_reason,omitempty"`
+	Interpretation              string          `json:"interpretation"`
+	Capacity                    *Capacity       `json:"capacity,omitempty"`
+	Error                       string          `json:"error,omitempty"`
 }
 
 // ControlSection is a control run as one section (seed 001's offload8_control).
@@ -161,76 +138,30 @@ type ControlSection struct {
 	ExternalPrefixHitsAfter *float64        `json:"external_prefix_hits_after"`
 	GPUPrefixHitsAfter      *float64        `json:"gpu_prefix_hits_after"`
 	ReplayCachedFraction    *float64        `json:"replay_cached_fraction"`
-	ReplayVerdict           string          `json:"replay_verdict"`
+	ReplayVerdict           verdict.Verdict `json:"replay_verdict"`
 	SetupValid              capacity.Answer `json:"setup_valid"`
 	Interpretation          string          `json:"interpretation"`
 }
 
-// Build computes the run record from the run's info and its step artifacts.
-func Build(info RunInfo, steps []StepArtifact) *Run {
-	sc := info.Scenario
-	r := &Run{
-		Schema:     RunSchema,
-		ObservedAt: info.ObservedAt.UTC().Format(time.RFC3339),
-		Status:     info.Status,
-		StopReason: info.StopReason,
-		Model:      sc.Model,
-		Runtime:    sc.Runtime,
-		Topology:   sc.Topology,
-		Probes:     info.Probes,
-		Gates:      info.Gates,
-		Preflight:  info.Preflight,
-		Artifacts:  info.Artifacts,
-		References: sc.Sources,
-		Kvbench:    Kvbench{Version: info.KvbenchVersion},
-		Scenario:   sc,
-	}
-	if r.Model.ServedName == "" {
-		r.Model.ServedName = info.ServedModel
-	}
-	if r.Model.Repo == "" {
-		r.Model.Repo = info.ModelRoot
-	}
-	if r.Runtime.Engine == "" {
-		r.Runtime.Engine = info.ServerVersion // what /version says, when the scenario names none
-	}
-	r.Cache = info.Cache
-	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = MeasuredBytesPerToken(steps)
-
-	r.Sections = BuildSections(steps, info.Artifacts)
-	// A failed repeated run keeps the repetitions it finished, however few.
-	if len(info.Repetitions) > 1 || (info.Status == StatusFailed && len(info.Repetitions) > 0) {
-		rs := BuildRepeats(info.Repetitions)
-		r.Repeats = &rs
-	}
-	if sc.Study.Role == "control" && sc.Study.Key != "" {
-		cs := BuildControl(sc, r.Cache, steps, r.Sections, info.Artifacts)
-		r.Control = &cs
-	}
-	return r
-}
-
-// BuildSections computes each step's section from one repetition's artifacts; artifacts name
-// the files they were written to (repetition 0's).
-func BuildSections(steps []StepArtifact, artifacts []ArtifactRef) []Section {
-	artifactOf := map[string]string{}
-	for _, a := range artifacts {
-		if a.Step != "" && a.Repetition == 0 {
-			artifactOf[a.Step] = a.Path
+// BuildSections computes each step's section from one repetition's steps; artifacts[i] is
+// the file step i was written to ("" when unknown).
+func BuildSections(steps []Step, artifacts []string) []Section {
+	out := make([]Section, 0, len(steps))
+	for i, st := range steps {
+		artifact := ""
+		if i < len(artifacts) {
+			artifact = artifacts[i]
 		}
-	}
-	var out []Section
-	for _, st := range steps {
 		s := Section{Step: st.Step}
 		switch st.Kind {
-		case "replay":
-			rs := BuildReplay(st, steps, artifactOf[st.Step])
+		case KindReplay:
+			rs := replaySection(st, steps, artifact)
 			s.Replay = &rs
 		case KindConversation:
-			cs := ConversationOf(st, artifactOf[st.Step])
+			cs := ConversationOf(st, artifact)
 			s.Conversation = &cs
 		default:
-			ss := sequenceSection(st, artifactOf[st.Step])
+			ss := sequenceSection(st, artifact)
 			s.Sequence = &ss
 		}
 		out = append(out, s)
@@ -238,7 +169,7 @@ func BuildSections(steps []StepArtifact, artifacts []ArtifactRef) []Section {
 	return out
 }
 
-func sequenceSection(st StepArtifact, artifact string) SequenceSection {
+func sequenceSection(st Step, artifact string) SequenceSection {
 	s := SequenceSection{
 		Artifact:             artifact,
 		Requests:             len(st.Requests),
@@ -270,33 +201,34 @@ func sequenceSection(st StepArtifact, artifact string) SequenceSection {
 	} else {
 		s.PlannedContextTokensEach = planned
 	}
-	if c := st.Counters; c != nil {
-		s.PrefixQueriesAfter = c.AfterValue(metrics.GPUPrefixQueries)
-		s.GPUPrefixHitsAfter = c.AfterValue(metrics.GPUPrefixHits)
-		s.ExternalPrefixHitsAfter = c.AfterValue(metrics.ExternalPrefixHits)
-		s.GPUToCPUBytesAfter = c.AfterValue(metrics.StoreBytes)
-		s.CPUToGPUBytesAfter = c.AfterValue(metrics.LoadBytes)
-		s.GPUToCPUBytesDelta = c.DeltaValue(metrics.StoreBytes)
-		s.StoreTokensDelta = c.DeltaValue(metrics.StoreTokens)
+	if c := st.Span; c != nil {
+		s.PrefixQueriesAfter = c.After(metrics.GPUPrefixQueries)
+		s.GPUPrefixHitsAfter = c.After(metrics.GPUPrefixHits)
+		s.ExternalPrefixHitsAfter = c.After(metrics.ExternalPrefixHits)
+		s.GPUToCPUBytesAfter = c.After(metrics.StoreBytes)
+		s.CPUToGPUBytesAfter = c.After(metrics.LoadBytes)
+		s.GPUToCPUBytesDelta = c.Delta(metrics.StoreBytes)
+		s.StoreTokensDelta = c.Delta(metrics.StoreTokens)
 		s.StoreProven = s.GPUToCPUBytesDelta != nil && *s.GPUToCPUBytesDelta > 0 ||
 			s.StoreTokensDelta != nil && *s.StoreTokensDelta > 0
-		s.CountersValid = c.Delta.Valid
-		s.InvalidReasons = c.Delta.InvalidReasons
+		s.CountersValid = c.Valid
+		s.InvalidReasons = c.InvalidReasons
 	}
-	if st.CountersError != "" {
+	if st.SpanError != "" {
 		s.CountersValid = false
-		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.CountersError)
+		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.SpanError)
 	}
-	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Samples.PeakKVUsage, st.Samples.PeakRunning
+	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
 	return s
 }
 
-// BuildReplay computes a replay step's section from its artifact and the run's earlier steps
+// replaySection computes a replay step's section from its step and the repetition's steps
 // (the replayed request's timing and identity).
-func BuildReplay(st StepArtifact, steps []StepArtifact, artifact string) ReplaySection {
+func replaySection(st Step, steps []Step, artifact string) ReplaySection {
 	s := ReplaySection{Artifact: artifact, SetupValid: capacity.Unknown}
 	if len(st.Requests) == 0 {
-		s.Verdict, s.VerdictReason = verdict.Invalid, "the run stopped before the replay was sent"
+		v := Undecided("the run stopped before the replay was sent")
+		s.Verdict, s.VerdictReason, s.Evidence, s.SetupValid, s.Interpretation = v.Verdict, v.Reason, v, v.SetupValid, v.Interpretation
 		return s
 	}
 	r := st.Requests[0]
@@ -314,48 +246,45 @@ func BuildReplay(st StepArtifact, steps []StepArtifact, artifact string) ReplayS
 	s.CachedFraction = verdict.CachedFraction(res.PromptTokens, res.CachedPromptTokens)
 	c := r.Counters
 	if c == nil {
-		c = st.Counters
+		c = st.Span
 	}
 	if c != nil {
-		s.GPUPrefixHitsBefore, s.GPUPrefixHitsAfter, s.GPUPrefixHitsDelta = c.BeforeValue(metrics.GPUPrefixHits), c.AfterValue(metrics.GPUPrefixHits), c.DeltaValue(metrics.GPUPrefixHits)
-		s.ExternalPrefixHitsBefore, s.ExternalPrefixHitsAfter, s.ExternalPrefixHitsDelta = c.BeforeValue(metrics.ExternalPrefixHits), c.AfterValue(metrics.ExternalPrefixHits), c.DeltaValue(metrics.ExternalPrefixHits)
-		s.CPUToGPUBytesBefore, s.CPUToGPUBytesAfter, s.CPUToGPUBytesDelta = c.BeforeValue(metrics.LoadBytes), c.AfterValue(metrics.LoadBytes), c.DeltaValue(metrics.LoadBytes)
-		s.CPUToGPUSecondsDelta = c.DeltaValue(metrics.LoadSeconds)
-		s.GPUToCPUBytesDelta = c.DeltaValue(metrics.StoreBytes)
+		s.GPUPrefixHitsBefore, s.GPUPrefixHitsAfter, s.GPUPrefixHitsDelta = c.Before(metrics.GPUPrefixHits), c.After(metrics.GPUPrefixHits), c.Delta(metrics.GPUPrefixHits)
+		s.ExternalPrefixHitsBefore, s.ExternalPrefixHitsAfter, s.ExternalPrefixHitsDelta = c.Before(metrics.ExternalPrefixHits), c.After(metrics.ExternalPrefixHits), c.Delta(metrics.ExternalPrefixHits)
+		s.CPUToGPUBytesBefore, s.CPUToGPUBytesAfter, s.CPUToGPUBytesDelta = c.Before(metrics.LoadBytes), c.After(metrics.LoadBytes), c.Delta(metrics.LoadBytes)
+		s.CPUToGPUSecondsDelta = c.Delta(metrics.LoadSeconds)
+		s.GPUToCPUBytesDelta = c.Delta(metrics.StoreBytes)
 	}
 	s.TimeToFirstOutputMS, s.TimeToFirstVisibleTokenMS, s.EndToEndMS = res.TimeToFirstOutputMS, res.TimeToFirstVisibleTokenMS, res.EndToEndMS
 	s.EffectivePrefillTokensPerSecond, s.DecodeTokensPerSecond = res.EffectivePrefillTokensPerSecond, res.DecodeTokensPerSecond
 	s.OutputTokens, s.VisibleAnswer = res.OutputTokens, res.VisibleAnswer
 	s.Error = res.Error
-	s.PeakBlockOccupancy = r.Samples.PeakKVUsage
-	if r.Verdict != nil {
-		s.Verdict, s.VerdictReason, s.Evidence = r.Verdict.Verdict, r.Verdict.Reason, r.Verdict
+	if r.Samples != nil {
+		s.PeakBlockOccupancy = r.Samples.PeakKVUsage
+	} else {
+		s.PeakBlockOccupancy = st.Sampled.PeakKVUsage
 	}
-	s.Capacity = st.Capacity
-	if st.Capacity != nil {
-		s.SetupValid = st.Capacity.CanProveReload
+	v := r.Verdict
+	if v == nil {
+		v = Undecided("the run ended before the replay's verdict was decided")
 	}
-	s.Interpretation = Interpretation(r.Verdict, st.Capacity)
+	s.Verdict, s.VerdictReason, s.Evidence = v.Verdict, v.Reason, v
+	s.SetupValid, s.SetupReason, s.Interpretation, s.Capacity = v.SetupValid, v.SetupReason, v.Interpretation, v.Capacity
 	return s
 }
 
-// BuildControl computes a control run's section from one repetition's artifacts and their
-// sections (BuildSections); artifacts name the files they were written to.
-func BuildControl(sc *scenarios.Scenario, cache Cache, steps []StepArtifact, sections []Section, artifacts []ArtifactRef) ControlSection {
+// controlSection computes a control run's section from repetition 0's steps and sections.
+func controlSection(sc *scenarios.Scenario, cache Cache, steps []Step, sections []Section, artifacts []string) ControlSection {
 	cs := ControlSection{
 		Sequence:         sc.Study.Sequence,
 		GPUKVCacheTokens: cache.GPUKVCacheTokens,
 		CPUOffloadGiB:    cache.CPUOffloadGiB,
 		SetupValid:       capacity.Unknown,
+		Artifacts:        artifacts,
 	}
-	for _, a := range artifacts {
-		if a.Step != "" && a.Repetition == 0 {
-			cs.Artifacts = append(cs.Artifacts, a.Path)
-		}
-	}
-	if n := len(steps); n > 0 && steps[n-1].Counters != nil {
-		c := steps[n-1].Counters
-		cs.CPUToGPUBytesAfter, cs.ExternalPrefixHitsAfter, cs.GPUPrefixHitsAfter = c.AfterValue(metrics.LoadBytes), c.AfterValue(metrics.ExternalPrefixHits), c.AfterValue(metrics.GPUPrefixHits)
+	if n := len(steps); n > 0 && steps[n-1].Span != nil {
+		c := steps[n-1].Span
+		cs.CPUToGPUBytesAfter, cs.ExternalPrefixHitsAfter, cs.GPUPrefixHitsAfter = c.After(metrics.LoadBytes), c.After(metrics.ExternalPrefixHits), c.After(metrics.GPUPrefixHits)
 	}
 	// The control's replay is its last replay step.
 	for i := len(sections) - 1; i >= 0; i-- {
@@ -368,7 +297,7 @@ func BuildControl(sc *scenarios.Scenario, cache Cache, steps []StepArtifact, sec
 	return cs
 }
 
-func findRequest(steps []StepArtifact, ref *scenarios.ReplayRef) *Request {
+func findRequest(steps []Step, ref *ReplayRef) *Request {
 	for i := range steps {
 		if steps[i].Step != ref.Step {
 			continue
@@ -382,24 +311,15 @@ func findRequest(steps []StepArtifact, ref *scenarios.ReplayRef) *Request {
 	return nil
 }
 
-// MeasuredBytesPerToken divides the run's store bytes by the tokens it computed and its load
-// bytes by its external hits (seed 001: ~20,790 stored, ~8,833 loaded). Nil when a counter
-// is absent or nothing moved.
-func MeasuredBytesPerToken(steps []StepArtifact) (store, load *float64) {
-	var first, last *metrics.Window
-	for i := range steps {
-		if steps[i].Counters == nil {
-			continue
-		}
-		if first == nil {
-			first = steps[i].Counters
-		}
-		last = steps[i].Counters
-	}
-	if first == nil {
+// MeasuredBytesPerToken divides a repetition's store bytes by the tokens it computed and its
+// load bytes by its external hits (seed 001: ~20,790 stored, ~8,833 loaded), over the joined
+// span of its steps, so a counter reset (or an unread step) anywhere in it leaves them
+// unknown. Nil when a counter is absent or nothing moved.
+func MeasuredBytesPerToken(steps []Step) (store, load *float64) {
+	d := SpanOf(steps)
+	if d == nil || !d.Valid {
 		return nil, nil
 	}
-	d := metrics.Diff(first.Before, last.After)
 	if sb, ok := d.Value(metrics.StoreBytes); ok && sb > 0 {
 		if computed, ok := d.ComputedTokens(); ok && computed > 0 {
 			v := sb / computed
@@ -410,24 +330,4 @@ func MeasuredBytesPerToken(steps []StepArtifact) (store, load *float64) {
 		load = d.PerToken(metrics.LoadBytes, metrics.ExternalPrefixHits)
 	}
 	return store, load
-}
-
-// Interpretation says in words what a replay showed and whether the setup could prove a
-// reload, as seed 001's offload8_control does.
-func Interpretation(v *verdict.Replay, a *capacity.Assessment) string {
-	var parts []string
-	if v != nil {
-		parts = append(parts, v.Sentence())
-		if len(v.Diagnosis) > 0 {
-			var why []string
-			for _, d := range v.Diagnosis {
-				why = append(why, d.Detail)
-			}
-			parts = append(parts, "Why: "+strings.Join(why, "; ")+".")
-		}
-	}
-	if a != nil {
-		parts = append(parts, a.Conclusion())
-	}
-	return strings.Join(parts, " ")
 }

@@ -1,0 +1,88 @@
+// Package events is what a run tells its sinks as it goes: a step started, a request went
+// out, made progress or finished, a step or the run ended. The runner emits every event to
+// each sink in order, from the one goroutine that consumes the requests' results; the run
+// directory (durability), the console and any other sink (a trace's interval series, a
+// test's recorder) plug in without touching the runner's loop.
+package events
+
+import (
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+)
+
+// Sink receives a run's events. An error stops the run: the run directory's sink is its
+// durability, and a record it cannot write must not go unnoticed. A sink whose failure
+// should not stop a run (the console) returns nil.
+type Sink interface {
+	Handle(Event) error
+}
+
+// Event is one of the types below.
+type Event interface{ event() }
+
+// Note is a line for people (a repetition begins, a probe ran); sinks that keep records
+// ignore it.
+type Note struct{ Text string }
+
+// StepStarted: repetition Repetition's step Index (from 0) begins; its file will be Artifact.
+type StepStarted struct {
+	Repetition int
+	Index      int
+	Step       string
+	Artifact   string
+	// Describes says what the step sends, in words ("6 requests, concurrency 1").
+	Describes string
+}
+
+// RequestState is how far a request has come.
+type RequestState string
+
+// Request states of a RequestProgress.
+const (
+	Waiting    RequestState = "waiting" // waiting for an idle server before sending
+	Sent       RequestState = "sent"    // sent by a step whose requests overlap
+	Prefilling RequestState = "prefill" // sent; nothing generated yet
+	Decoding   RequestState = "decode"  // first output seen
+)
+
+// RequestProgress is a live report on one request; only the console shows it.
+type RequestProgress struct {
+	Step          string
+	IndexInStep   int
+	PlannedTokens int
+	PromptTokens  int
+	State         RequestState
+	// Tokens counts generated chunks so far; Elapsed runs from the send.
+	Tokens  int
+	Elapsed time.Duration
+}
+
+// RequestDone: a request finished with everything measured about it (a replay's verdict
+// decided). It is the request's durable moment: the run directory journals it at once.
+type RequestDone struct {
+	Repetition int
+	Request    record.Request
+}
+
+// StepDone: a step ended (or was interrupted). Record is the run record derived from every
+// step so far, status running; the run directory writes the step's file and then Record.
+type StepDone struct {
+	Repetition int
+	Index      int
+	Artifact   string
+	Step       record.Step
+	Record     *record.Run
+}
+
+// RunDone: the run ended; Record is its final record.
+type RunDone struct {
+	Record *record.Run
+}
+
+func (Note) event()            {}
+func (StepStarted) event()     {}
+func (RequestProgress) event() {}
+func (RequestDone) event()     {}
+func (StepDone) event()        {}
+func (RunDone) event()         {}

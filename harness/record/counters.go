@@ -1,0 +1,310 @@
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+)
+
+// Counters is the change of every normalized counter across one measured span: the scrapes
+// before and after an isolated request, around a step whose requests overlapped, or several
+// consecutive spans joined (Join). An absent side is never 0; a counter that went down, or
+// read NaN, is unusable and says why.
+type Counters struct {
+	BeforeAt time.Time                         `json:"before_at,omitzero"`
+	AfterAt  time.Time                         `json:"after_at,omitzero"`
+	Values   map[metrics.Counter]CounterChange `json:"counters"`
+	// Valid is false when any reason below holds (a counter went down on a restart, a scrape
+	// failed...): no change of this span can then be trusted.
+	Valid          bool     `json:"valid"`
+	InvalidReasons []string `json:"invalid_reasons,omitempty"`
+	// InvalidKinds[i] is the kind of InvalidReasons[i].
+	InvalidKinds []metrics.Invalidity `json:"invalid_kinds,omitempty"`
+	// Contaminated: the counters moved by more than the measured request(s) account for, so
+	// other clients' requests ran inside the span.
+	Contaminated bool `json:"contaminated,omitempty"`
+	// Isolation is the check that the span saw only the measured request: "clean: ...",
+	// "contaminated: ..." or "unchecked: ..." with what was compared; "" when not checked.
+	Isolation string `json:"isolation,omitempty"`
+}
+
+// CounterChange is one counter's readings on both sides of a span. Written as
+//
+//	{"before": 0, "after": 98304, "delta": 98304, "present": true, "decreased": false,
+//	 "source": "vllm:external_prefix_cache_hits_total"}
+//
+// with before, after and delta null where a side is absent.
+type CounterChange struct {
+	Before, After *float64
+	// Source is the metric the after side was read from (the before side's when the after
+	// side is absent); SourceBefore the before side's when it differs.
+	Source       string
+	SourceBefore string
+	// Decreased: the change is unusable (it went down on a restart, or a scrape in between
+	// is missing); Unreadable: a side read NaN or Inf. Reason says which.
+	Decreased  bool
+	Unreadable bool
+	Reason     string
+}
+
+// sourceBefore is the metric the before side was read from.
+func (cc CounterChange) sourceBefore() string {
+	if cc.SourceBefore != "" {
+		return cc.SourceBefore
+	}
+	return cc.Source
+}
+
+// Present reports whether both sides were read.
+func (cc CounterChange) Present() bool { return cc.Before != nil && cc.After != nil }
+
+// Delta is after - before, nil unless both sides were read.
+func (cc CounterChange) Delta() *float64 {
+	if !cc.Present() {
+		return nil
+	}
+	d := *cc.After - *cc.Before
+	return &d
+}
+
+type counterChangeJSON struct {
+	Before       *float64 `json:"before"`
+	After        *float64 `json:"after"`
+	Delta        *float64 `json:"delta"`
+	Present      bool     `json:"present"`
+	Decreased    bool     `json:"decreased"`
+	Unreadable   bool     `json:"unreadable,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+	Source       string   `json:"source,omitempty"`
+	SourceBefore string   `json:"source_before,omitempty"`
+}
+
+// MarshalJSON writes the shape documented on CounterChange.
+func (cc CounterChange) MarshalJSON() ([]byte, error) {
+	return json.Marshal(counterChangeJSON{Before: cc.Before, After: cc.After, Delta: cc.Delta(), Present: cc.Present(),
+		Decreased: cc.Decreased, Unreadable: cc.Unreadable, Reason: cc.Reason, Source: cc.Source, SourceBefore: cc.SourceBefore})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; the delta is recomputed, not trusted.
+func (cc *CounterChange) UnmarshalJSON(data []byte) error {
+	var j counterChangeJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*cc = CounterChange{Before: j.Before, After: j.After, Source: j.Source, SourceBefore: j.SourceBefore,
+		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason}
+	return nil
+}
+
+// NewCounters is the change from one snapshot to the next, for every counter in either.
+// Gauges are not differenced: they are sampled, not accumulated.
+func NewCounters(before, after metrics.Snapshot) *Counters {
+	c := &Counters{BeforeAt: before.TakenAt, AfterAt: after.TakenAt, Values: map[metrics.Counter]CounterChange{}, Valid: true}
+	union := maps.Clone(after.Counters)
+	maps.Copy(union, before.Counters)
+	for _, k := range slices.Sorted(maps.Keys(union)) {
+		b, a := before.Counters[k], after.Counters[k]
+		cc := CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source}
+		if b.Source != a.Source {
+			cc.SourceBefore = b.Source
+		}
+		switch {
+		case b.Unreadable != "":
+			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s before (%s)", k, b.Unreadable, b.Source)
+		case a.Unreadable != "":
+			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s after (%s)", k, a.Unreadable, a.Source)
+		case cc.Present() && a.Value < b.Value:
+			cc.Decreased = true
+			cc.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes", k, number(b.Value), number(a.Value), a.Source)
+			c.Invalidate(metrics.InvalidReset, cc.Reason)
+		}
+		c.Values[k] = cc
+	}
+	return c
+}
+
+// Value returns k's change and whether it can be used: read on both sides and usable.
+func (c *Counters) Value(k metrics.Counter) (float64, bool) {
+	if c == nil {
+		return 0, false
+	}
+	cc, ok := c.Values[k]
+	if !ok || !cc.Present() || cc.Decreased {
+		return 0, false
+	}
+	return *cc.After - *cc.Before, true
+}
+
+// Delta is k's usable change, nil when absent or unusable.
+func (c *Counters) Delta(k metrics.Counter) *float64 {
+	v, ok := c.Value(k)
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// Before and After are k's readings on each side, nil when absent.
+func (c *Counters) Before(k metrics.Counter) *float64 {
+	if c == nil {
+		return nil
+	}
+	return c.Values[k].Before
+}
+
+// After is k's reading after the span, nil when absent.
+func (c *Counters) After(k metrics.Counter) *float64 {
+	if c == nil {
+		return nil
+	}
+	return c.Values[k].After
+}
+
+// Unreadable is why k cannot be used although the server serves it (a side read NaN or
+// Inf); "" otherwise.
+func (c *Counters) Unreadable(k metrics.Counter) string {
+	if c == nil || !c.Values[k].Unreadable {
+		return ""
+	}
+	return c.Values[k].Reason
+}
+
+// PerToken divides one counter's change by another's, e.g. load bytes per external hit;
+// nil when either is unusable or no token moved.
+func (c *Counters) PerToken(bytes, tokens metrics.Counter) *float64 {
+	b, ok1 := c.Value(bytes)
+	t, ok2 := c.Value(tokens)
+	if !ok1 || !ok2 || t <= 0 {
+		return nil
+	}
+	v := b / t
+	return &v
+}
+
+// ComputedTokens is the prompt tokens the span computed (not served from any cache): the
+// local_compute source where the server splits by source, else queries minus both hits.
+func (c *Counters) ComputedTokens() (float64, bool) {
+	if v, ok := c.Value(metrics.PromptTokensLocalCompute); ok {
+		return v, true
+	}
+	q, ok1 := c.Value(metrics.GPUPrefixQueries)
+	g, ok2 := c.Value(metrics.GPUPrefixHits)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	e, _ := c.Value(metrics.ExternalPrefixHits)
+	return q - g - e, true
+}
+
+// Invalidate marks c invalid for reason.
+func (c *Counters) Invalidate(kind metrics.Invalidity, reason string) {
+	c.Valid = false
+	c.InvalidReasons = append(c.InvalidReasons, reason)
+	c.InvalidKinds = append(c.InvalidKinds, kind)
+}
+
+// InvalidateAll marks c invalid for reason and every change unusable: the scrapes it spans
+// miss part of what it claims to cover, so no change in it can be trusted.
+func (c *Counters) InvalidateAll(kind metrics.Invalidity, reason string) {
+	c.Invalidate(kind, reason)
+	for k, cc := range c.Values {
+		if cc.Present() && !cc.Decreased {
+			cc.Decreased, cc.Reason = true, reason
+			c.Values[k] = cc
+		}
+	}
+}
+
+// Contaminate marks c as moved by other clients' requests.
+func (c *Counters) Contaminate(reason string) {
+	c.Contaminated = true
+	c.Isolation = "contaminated: " + reason
+	c.Invalidate(metrics.InvalidContaminated, reason)
+}
+
+// FirstInvalid is the first reason c is invalid and its kind; "" when c is valid.
+func (c *Counters) FirstInvalid() (metrics.Invalidity, string) {
+	if c.Valid || len(c.InvalidReasons) == 0 {
+		return "", ""
+	}
+	kind := metrics.InvalidReset // records written before kinds existed knew only restarts
+	if len(c.InvalidKinds) > 0 {
+		kind = c.InvalidKinds[0]
+	}
+	return kind, c.InvalidReasons[0]
+}
+
+// Join spans consecutive spans (the requests of a step, the steps of a run): from the
+// first's before to the last's after. Counters reset on a restart and may grow past their
+// old value again, so the endpoints alone cannot show a restart: the joined change is
+// usable only when every span is valid and every scrape, also from one span's after to the
+// next one's before, is monotone and read for each counter read at both ends. names[i]
+// names span i in the reasons. Join of no spans is nil.
+func Join(names []string, spans []*Counters) *Counters {
+	if len(spans) == 0 {
+		return nil
+	}
+	first, last := spans[0], spans[len(spans)-1]
+	out := &Counters{BeforeAt: first.BeforeAt, AfterAt: last.AfterAt, Values: map[metrics.Counter]CounterChange{}, Valid: true}
+	for i, s := range spans {
+		out.Contaminated = out.Contaminated || s.Contaminated
+		for j, reason := range s.InvalidReasons {
+			kind := metrics.InvalidReset
+			if j < len(s.InvalidKinds) {
+				kind = s.InvalidKinds[j]
+			}
+			out.Invalidate(kind, names[i]+": "+reason)
+		}
+	}
+	union := maps.Clone(last.Values)
+	maps.Copy(union, first.Values)
+	for _, k := range slices.Sorted(maps.Keys(union)) {
+		b, a := first.Values[k], last.Values[k]
+		cc := CounterChange{Before: b.Before, After: a.After, Source: a.Source}
+		if src := b.sourceBefore(); src != cc.Source {
+			cc.SourceBefore = src
+		}
+		if b.Unreadable && b.Before == nil {
+			cc.Unreadable, cc.Reason = true, b.Reason
+		} else if a.Unreadable && a.After == nil {
+			cc.Unreadable, cc.Reason = true, a.Reason
+		}
+		if cc.Present() {
+			out.joinChecks(k, &cc, names, spans)
+		}
+		out.Values[k] = cc
+	}
+	return out
+}
+
+// joinChecks marks cc unusable when a span or the gap between two spans could hide a
+// restart.
+func (out *Counters) joinChecks(k metrics.Counter, cc *CounterChange, names []string, spans []*Counters) {
+	for i, s := range spans {
+		switch r := s.Values[k]; {
+		case r.Decreased: // already among the reasons
+			cc.Decreased, cc.Reason = true, names[i]+": "+r.Reason
+		case !r.Present():
+			cc.Decreased = true // unusable: a restart could hide in the unread scrape
+			cc.Reason = fmt.Sprintf("%s was not read on both sides of %s", k, names[i])
+			out.Invalidate(metrics.InvalidMissing, cc.Reason)
+		}
+		if i == 0 {
+			continue
+		}
+		prev, next := spans[i-1].Values[k].After, s.Values[k].Before
+		if prev != nil && next != nil && *next < *prev {
+			cc.Decreased = true
+			cc.Reason = fmt.Sprintf("%s went down from %s after %s to %s before %s (%s): the server restarted between them",
+				k, number(*prev), names[i-1], number(*next), names[i], s.Values[k].Source)
+			out.Invalidate(metrics.InvalidReset, cc.Reason)
+		}
+	}
+}
+
+func number(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -1,0 +1,104 @@
+package record
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// RunInfo is what a run knows besides its steps: who ran what against which server.
+type RunInfo struct {
+	Scenario       *scenarios.Scenario
+	ObservedAt     time.Time
+	Status         string
+	StopReason     string
+	KvbenchVersion string
+	ServerVersion  string
+	ServedModel    string
+	// ModelRoot is what the server says it loaded (vLLM's /v1/models root), the model's repo
+	// when the scenario names none.
+	ModelRoot string
+	Cache     Cache
+	// Preflight is the preflight report as JSON.
+	Preflight json.RawMessage
+	Probes    []ProbeResult
+	Gates     []GateResult
+	Artifacts []ArtifactRef
+	// Repeat is how many passes over the steps were asked for (0 or 1: one).
+	Repeat int
+}
+
+// Repetition is one pass over a scenario's steps; repetition 0 is the run's main record.
+type Repetition struct {
+	Index int   `json:"repetition"`
+	Seed  int64 `json:"seed"`
+	// Steps are the repetition's steps in step order, and Artifacts[i] the file Steps[i]
+	// was written to (its journal's name when the step file was never written).
+	Steps     []Step   `json:"-"`
+	Artifacts []string `json:"artifacts"`
+	Status    string   `json:"status"`
+	// Sections are Steps' sections, derived by (*Run).Derive.
+	Sections []Section `json:"-"`
+}
+
+// NewRun is the run record's header: everything but what is derived from the steps.
+func NewRun(info RunInfo) *Run {
+	sc := info.Scenario
+	r := &Run{
+		Schema:     RunSchema,
+		ObservedAt: info.ObservedAt.UTC().Format(time.RFC3339),
+		Status:     info.Status,
+		StopReason: info.StopReason,
+		Model:      sc.Model,
+		Runtime:    sc.Runtime,
+		Topology:   sc.Topology,
+		Cache:      info.Cache,
+		Probes:     info.Probes,
+		Gates:      info.Gates,
+		Preflight:  info.Preflight,
+		Artifacts:  info.Artifacts,
+		References: sc.Sources,
+		Kvbench:    Kvbench{Version: info.KvbenchVersion},
+		Scenario:   sc,
+		repeated:   info.Repeat > 1,
+	}
+	if r.Model.ServedName == "" {
+		r.Model.ServedName = info.ServedModel
+	}
+	if r.Model.Repo == "" {
+		r.Model.Repo = info.ModelRoot
+	}
+	if r.Runtime.Engine == "" {
+		r.Runtime.Engine = info.ServerVersion // what /version says, when the scenario names none
+	}
+	return r
+}
+
+// Derive computes everything the record holds that the steps decide, once: each
+// repetition's sections, the measured bytes per token, the repeats summary and a control
+// run's section. The run record, gates, export, claims, compare and report all read what it
+// derives; reps keep their sections.
+func (r *Run) Derive(reps []Repetition) {
+	r.repeated = r.repeated || r.Repeats != nil || len(reps) > 1
+	for i := range reps {
+		reps[i].Sections = BuildSections(reps[i].Steps, reps[i].Artifacts)
+	}
+	r.Repetitions = reps
+	r.Sections, r.Repeats, r.Control = nil, nil, nil
+	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = nil, nil
+	if len(reps) == 0 {
+		return
+	}
+	r.Sections = reps[0].Sections
+	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = MeasuredBytesPerToken(reps[0].Steps)
+	// A repeated run keeps the repetitions it finished, however few.
+	if r.repeated {
+		rs := BuildRepeats(reps)
+		r.Repeats = &rs
+	}
+	if sc := r.Scenario; sc.Study.Role == "control" && sc.Study.Key != "" {
+		cs := controlSection(sc, r.Cache, reps[0].Steps, r.Sections, reps[0].Artifacts)
+		r.Control = &cs
+	}
+}
