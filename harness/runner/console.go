@@ -10,6 +10,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/termsafe"
 )
 
 // Console reports a run as it goes: on a terminal one live line per request (phase, tokens,
@@ -33,7 +34,8 @@ const tickInterval = 250 * time.Millisecond
 // NewConsole writes to w; tty selects live lines.
 func NewConsole(w io.Writer, tty bool) *Console { return &Console{w: w, tty: tty} }
 
-// Printf writes a plain line.
+// Printf writes a plain line. Its arguments may be a server's text (model ids, error bodies,
+// stream errors): they are printed inert, escapes and line breaks written as \x1b and \n.
 func (c *Console) Printf(format string, args ...any) {
 	if c == nil || c.w == nil {
 		return
@@ -41,7 +43,7 @@ func (c *Console) Printf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clearLive()
-	fmt.Fprintf(c.w, format+"\n", args...)
+	fmt.Fprintf(c.w, format+"\n", termsafe.Args(args)...)
 }
 
 func (c *Console) clearLive() {
