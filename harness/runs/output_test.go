@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -132,4 +133,27 @@ func TestJournalIsPrivate(t *testing.T) {
 	if st, _ := os.Stat(filepath.Join(filepath.Dir(path), "x.json")); st.Mode().Perm() != 0o600 {
 		t.Fatalf("record mode %v", st.Mode().Perm())
 	}
+}
+
+// FuzzTopLevelSchema: whatever a file holds, reading its schema never panics, and for a
+// JSON object it agrees with decoding the whole object.
+func FuzzTopLevelSchema(f *testing.F) {
+	for _, s := range []string{
+		`{"schema": "anvil-serving.kv-offload-replay/v1"}`,
+		`{"a": [1, {"schema": "x"}], "schema": "anvil-serving.kvbench-sweep/v1"}`,
+		`{"schema": 5}`, `[{"schema": "anvil-serving.x"}]`, `{"schema"`, "# HELP kvbench_x\n", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := topLevelSchema(strings.NewReader(s))
+		var whole map[string]any
+		if json.Unmarshal([]byte(s), &whole) != nil || err != nil {
+			return
+		}
+		want, _ := whole["schema"].(string)
+		if _, dup := whole["schema"]; dup && got != want && strings.Count(s, `"schema"`) == 1 {
+			t.Fatalf("topLevelSchema(%q) = %q, the decoded object says %q", s, got, want)
+		}
+	})
 }
