@@ -45,7 +45,8 @@ func (t *targetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.trustHosts, "trust-hosts", false, "send requests to the hosts the scenario file's target.endpoint and target.metrics name when they are not this machine (loopback); without it such a scenario is refused: name the server with --endpoint instead")
 }
 
-// apply writes the flags over sc's target and fills the derived defaults.
+// apply writes the flags over sc's target and fills the derived defaults, noting first which
+// URLs and key variable the scenario file chose that the flags leave in place (for consent).
 func (t *targetFlags) apply(sc *scenarios.Scenario) error {
 	t.fileURLs, t.fileKey = nil, t.apiKeyEnv == "" && sc.Target.APIKeyEnv != ""
 	if t.endpoint == "" && sc.Target.Endpoint != "" {
