@@ -171,8 +171,9 @@ func (s *Scenario) applyDefaults(file string) {
 }
 
 var (
-	stepIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	namePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	stepIDPattern  = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	namePattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func (s *Scenario) validate() []Problem {
@@ -189,15 +190,17 @@ func (s *Scenario) validate() []Problem {
 		bad(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
 	}
 
-	// A name given in the file names the run directory; one taken from the file name is
-	// already a file name.
-	if s.defined("name") {
-		switch {
-		case len(s.Name) > MaxNameBytes:
-			bad("name", "is %d bytes long; at most %d (it becomes a directory name)", len(s.Name), MaxNameBytes)
-		case !namePattern.MatchString(s.Name):
-			bad("name", "%q must be letters, digits, '.', '-' and '_', starting with a letter or digit (it becomes a directory name)", s.Name)
-		}
+	// The name becomes the run directory's, whether the file gives it or it is taken from
+	// the file's name (a 245-byte file name, or "..toml", which would name a hidden ".").
+	derived := ""
+	if !s.defined("name") {
+		derived = " (taken from the file name: set name = \"...\" in the file, or rename it)"
+	}
+	switch {
+	case len(s.Name) > MaxNameBytes:
+		bad("name", "is %d bytes long; at most %d (it becomes a directory name)%s", len(s.Name), MaxNameBytes, derived)
+	case !namePattern.MatchString(s.Name):
+		bad("name", "%q must be letters, digits, '.', '-' and '_', starting with a letter or digit (it becomes a directory name)%s", s.Name, derived)
 	}
 	nonNegative := func(key string, d Duration) {
 		if d.Duration < 0 {
@@ -213,6 +216,9 @@ func (s *Scenario) validate() []Problem {
 		if !IsHTTPURL(m) {
 			bad(fmt.Sprintf("target.metrics[%d]", i), "%q is not an http(s) URL", redact.URL(m))
 		}
+	}
+	if k := s.Target.APIKeyEnv; k != "" && !envNamePattern.MatchString(k) {
+		bad("target.api_key_env", "%q is not an environment variable's name (letters, digits and _, not starting with a digit)", k)
 	}
 	if s.Target.SampleInterval.Duration < 10*time.Millisecond {
 		bad("target.sample_interval", "must be at least 10ms")

@@ -2,7 +2,9 @@ package scenarios
 
 import (
 	"errors"
+	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -65,6 +67,16 @@ func (p Positions) LineUnindexed(key string) int {
 	return best
 }
 
+// wellFormed reports whether doc is TOML at all, whatever its values' types.
+func wellFormed(doc string) bool {
+	var m map[string]any
+	_, err := toml.Decode(doc, &m)
+	return err == nil
+}
+
+// maxTypeErrors bounds the values of the wrong type one file's error reports.
+const maxTypeErrors = 50
+
 // typeErrorPattern matches the errors toml.Decode returns for a value of the wrong type,
 // which are not ParseErrors: `toml: line 6 (last key "step.requests"): incompatible types: ...`.
 var typeErrorPattern = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
@@ -104,12 +116,46 @@ func (p Positions) indexedKey(key string, line int) string {
 // error, and every key v has no field for, is a Problem with its line (a typo must not
 // silently change what is checked). Keys under a free prefix are free-form and allowed.
 // decoded is false when the document could not be decoded at all (syntax or type errors).
+//
+// BurntSushi/toml stops at the first value of the wrong type, so every such value is found by
+// decoding again with its line blanked out (at most maxTypeErrors of them), until the file
+// decodes or blanking a line breaks its syntax.
 func DecodeStrict(data []byte, v any, free ...string) (pos Positions, problems []Problem, decoded bool) {
 	pos = KeyPositions(string(data))
 	md, err := toml.Decode(string(data), v)
-	if err != nil {
-		return pos, []Problem{decodeProblem(err, pos)}, false
+	if err == nil {
+		return pos, unknownKeys(md, pos, free), true
 	}
+	problems = []Problem{decodeProblem(err, pos)}
+	if !wellFormed(string(data)) || reflect.TypeOf(v).Kind() != reflect.Pointer {
+		return pos, problems, false // a syntax error: nothing after it can be read
+	}
+	lines := strings.Split(string(data), "\n")
+	for len(problems) < maxTypeErrors {
+		l := problems[len(problems)-1].Line
+		if l < 1 || l > len(lines) || lines[l-1] == "" {
+			break
+		}
+		lines[l-1] = ""
+		doc := strings.Join(lines, "\n")
+		if !wellFormed(doc) {
+			break // the value spans lines: what follows cannot be read without it
+		}
+		md, err := toml.Decode(doc, reflect.New(reflect.TypeOf(v).Elem()).Interface())
+		if err == nil {
+			problems = append(problems, unknownKeys(md, pos, free)...)
+			break
+		}
+		problems = append(problems, decodeProblem(err, pos))
+	}
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
+	return pos, problems, false
+}
+
+// unknownKeys lists the keys of a decoded document that its type has no field for, except
+// those under a free prefix.
+func unknownKeys(md toml.MetaData, pos Positions, free []string) []Problem {
+	var problems []Problem
 next:
 	for _, k := range md.Undecoded() {
 		key := k.String()
@@ -120,5 +166,5 @@ next:
 		}
 		problems = append(problems, Problem{Line: pos.LineUnindexed(key), Key: key, Msg: "unknown key"})
 	}
-	return pos, problems, true
+	return problems
 }

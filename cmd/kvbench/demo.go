@@ -99,6 +99,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "  speaking %s: metrics at %s\n", def.Name, strings.Join(r.metrics, " "))
 		}
 	}
+	if err := runs.CheckOutputDir(*out); err != nil {
+		return usageErrorf("demo: --out: %w", err)
+	}
 	dir, err := runs.NewRunDir(*out, "demo", time.Now())
 	if err != nil {
 		return err

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/anvil-serving/kvbench/harness/export"
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 func init() {
@@ -22,7 +21,7 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("export", "RUN_DIR... [flags]",
 		"kvbench export --format openmetrics results/smoke-20260803T020000Z\nkvbench export results/smoke-20260803T020000Z -o /var/lib/node_exporter/textfile/kvbench.prom --label cluster=eu1", stdout)
 	format := fs.String("format", "openmetrics", "output: openmetrics (the text format node_exporter's textfile collector reads)")
-	out := fs.String("o", "", "write to this file atomically (temp file, then rename over it) instead of stdout")
+	out := fs.String("o", "", "write to this file atomically (temp file, then rename over it) instead of stdout; never a kvbench record or a file in a run directory")
 	var labels stringList
 	fs.Var(&labels, "label", "NAME=VALUE added to every series, e.g. cluster=eu1 (repeatable)")
 	args, err := parseFlags(fs, args)
@@ -66,29 +65,6 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 		_, err := stdout.Write(buf.Bytes())
 		return err
 	}
-	return replaceFile(*out, buf.Bytes())
-}
-
-// replaceFile writes data to path through a temp file in the same directory and a rename, so
-// a collector reading path never sees half a file.
-func replaceFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o644) // the collector runs as another user
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return nil
+	// A collector reading the file never sees half of it; it runs as another user.
+	return outputError("export: -o", *out, runs.ReplaceOutput(*out, buf.Bytes(), 0o644))
 }

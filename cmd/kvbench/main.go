@@ -15,6 +15,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/termsafe"
 )
 
 // Exit codes. A failed gate or regression is a result, not a crash, so each has its own code;
@@ -164,8 +165,9 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	// The last line of defense: no URL credentials on the terminal, whatever error quoted one.
-	msg := redact.Text(strings.ReplaceAll(err.Error(), "\n", "; "))
+	// The last line of defense: no URL credentials on the terminal, whatever error quoted one,
+	// and no escape sequence or line break of a server's text (an error body, a model id).
+	msg := termsafe.String(redact.Text(strings.ReplaceAll(err.Error(), "\n", "; ")))
 	fmt.Fprintf(stderr, "kvbench: %s\n", msg)
 	return code
 }

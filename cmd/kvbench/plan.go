@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/runner"
+	"github.com/anvil-serving/kvbench/harness/termsafe"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -54,6 +55,14 @@ func runValidate(ctx context.Context, args []string, stdout, _ io.Writer) error 
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d steps)\n", sc.Path, len(sc.Steps))
+		// Where a run would send requests, and with which key: the file's own choices.
+		var tf targetFlags
+		resolved := *sc
+		if err := tf.apply(&resolved); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		tf.writeTrust(stdout, &resolved)
 		printProbes(stdout, sc)
 	}
 	if len(errs) > 0 {
@@ -62,7 +71,7 @@ func runValidate(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	return nil
 }
 
-func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("plan", "FILE|NAME [flags]", "kvbench plan eviction-6x150k-replay\nkvbench plan smoke --endpoint http://127.0.0.1:8000/v1   # counts tokens with /tokenize", stdout)
 	var tf targetFlags
 	tf.register(fs)
@@ -87,10 +96,18 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	var p *plan.Plan
 	if sc.Prompt.TokenCounting == "server" && !*estimate {
+		if err := tf.consent(sc); err != nil {
+			return fmt.Errorf("%w (or use --estimate to plan without a server)", err)
+		}
 		key, err := apiKey(sc)
 		if err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", err)
 		}
+		say := stdout
+		if *format == "json" {
+			say = stderr
+		}
+		fmt.Fprintf(say, "counting tokens on the server: %s\n", destination(sc))
 		if p, err = runner.PlanOnServer(ctx, sc, key); err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", preflightError(ctx, err))
 		}
@@ -103,7 +120,9 @@ func runPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			*plan.Plan
 		}{sc, p})
 	}
-	p.WriteText(stdout)
+	p.WriteText(termsafe.NewWriter(stdout))
+	fmt.Fprintf(stdout, "\ntarget (kvbench run sends requests here):\n")
+	tf.writeTrust(stdout, sc)
 	if len(sc.Probes) > 0 {
 		fmt.Fprintf(stdout, "\nprobe commands (kvbench run needs --allow-probes or --no-probes):\n")
 		printProbes(stdout, sc)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 // pprofEnv names a directory that receives cpu.pprof and mem.pprof of a run when the
@@ -24,6 +26,13 @@ func startProfiles(cpuFile, memFile string) (stop func() error, err error) {
 		}
 		if memFile == "" {
 			memFile = filepath.Join(dir, "mem.pprof")
+		}
+	}
+	for _, p := range []struct{ flag, file string }{{"--cpuprofile", cpuFile}, {"--memprofile", memFile}} {
+		if p.file != "" {
+			if err := runs.CheckOutput(p.file, true); err != nil {
+				return nil, outputError(p.flag, p.file, err)
+			}
 		}
 	}
 	var cpu *os.File

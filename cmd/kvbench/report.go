@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -53,14 +51,8 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := report.Render(&buf, data); err != nil {
 		return fmt.Errorf("rendering the report: %w", err)
 	}
-	if _, err := runs.WriteFile(*out, buf.Bytes()); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return usageErrorf("report: %s exists: choose another -o or remove it", *out)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return usageErrorf("report: -o %s: its directory does not exist", *out)
-		}
-		return err
+	if _, err := runs.WriteOutput(*out, buf.Bytes()); err != nil {
+		return outputError("report: -o", *out, err)
 	}
 	abs, _ := filepath.Abs(*out)
 	fmt.Fprintf(stdout, "report: %s\n", abs)

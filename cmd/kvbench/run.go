@@ -10,6 +10,8 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runner"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/termsafe"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -71,6 +73,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if o.format != "text" && o.format != "json" {
 		return usageErrorf("run: --format must be text or json")
 	}
+	if err := runs.CheckOutputDir(o.out); err != nil {
+		return usageErrorf("run: --out: %w", err)
+	}
 	sc, err := loadScenario(args[0])
 	if err != nil {
 		return err
@@ -107,18 +112,16 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if o.repeat > 0 {
 		sc.Repeat = o.repeat
 	}
-	if err := probeConsent(sc, o.allowProbes, o.noProbes); err != nil {
-		return nil, err
-	}
-	con := runner.NewConsole(consoleW, isTerminal(consoleW))
-	key, err := apiKey(sc)
+	key, err := o.admit(sc)
 	if err != nil {
 		return nil, err
 	}
+	con := runner.NewConsole(consoleW, isTerminal(consoleW))
 	t, err := runner.Connect(sc, key)
 	if err != nil {
 		return nil, usageError(err)
 	}
+	con.Printf("%s", destination(sc))
 	con.Printf("preflight %s against %s (client: %s)", sc.Name, redact.URL(sc.Target.Endpoint), t.Client.TransportName())
 	rep, p, err := runner.Preflight(ctx, sc, t)
 	if err != nil {
@@ -143,10 +146,23 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		}
 	} else {
 		fmt.Fprintln(stdout)
-		outcome.Record.WriteSummary(stdout)
+		outcome.Record.WriteSummary(termsafe.NewWriter(stdout))
 	}
 	con.Printf("records: %s", outcome.Dir)
 	return outcome, nil
+}
+
+// admit is everything a run checks before it sends a request, each refusal bad input (exit
+// 2): the user's consent to where requests go and which key goes with them, to the
+// scenario's probes, and the key itself. It returns the key.
+func (o *runOptions) admit(sc *scenarios.Scenario) (string, error) {
+	if err := o.target.consent(sc); err != nil {
+		return "", err
+	}
+	if err := probeConsent(sc, o.allowProbes, o.noProbes); err != nil {
+		return "", err
+	}
+	return apiKey(sc)
 }
 
 // outcomeError maps an interrupted run or failed gates to their exit codes.
@@ -176,7 +192,7 @@ func preflightError(ctx context.Context, err error) error {
 	return usageError(err)
 }
 
-func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("preflight", "SCENARIO [flags]", "kvbench preflight eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1", stdout)
 	var tf targetFlags
 	tf.register(fs)
@@ -195,6 +211,9 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 	if err := tf.apply(sc); err != nil {
 		return err
 	}
+	if err := tf.consent(sc); err != nil {
+		return err
+	}
 	key, err := apiKey(sc)
 	if err != nil {
 		return err
@@ -203,6 +222,11 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 	if err != nil {
 		return usageError(err)
 	}
+	say := stdout
+	if *format == "json" {
+		say = stderr
+	}
+	fmt.Fprintln(say, destination(sc))
 	rep, _, err := runner.Preflight(ctx, sc, t)
 	if err != nil {
 		return preflightError(ctx, err)
@@ -212,7 +236,7 @@ func runPreflight(ctx context.Context, args []string, stdout, _ io.Writer) error
 			return err
 		}
 	} else {
-		rep.WriteText(stdout, sc.Name)
+		rep.WriteText(termsafe.NewWriter(stdout), sc.Name)
 	}
 	if len(rep.Problems) > 0 {
 		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -23,11 +21,8 @@ func writeOrPrint(out string, v any, stdout io.Writer) error {
 	if out == "" {
 		return printJSON(stdout, v)
 	}
-	if _, err := runs.WriteJSON(out, v); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return usageErrorf("%s exists: kvbench never overwrites a record", out)
-		}
-		return err
+	if _, err := runs.WriteOutputJSON(out, v); err != nil {
+		return outputError("--out", out, err)
 	}
 	fmt.Fprintln(stdout, out)
 	return nil

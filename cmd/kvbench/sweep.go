@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/termsafe"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -39,6 +41,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.format != "text" && o.format != "json" {
 		return usageErrorf("sweep: --format must be text or json")
 	}
+	if err := runs.CheckOutputDir(o.out); err != nil {
+		return usageErrorf("sweep: --out: %w", err)
+	}
 	levels, err := parseUsers(*usersFlag)
 	if err != nil {
 		return usageErrorf("sweep: --users: %v", err)
@@ -56,6 +61,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	idx, err := conversationStep(sc, *stepID)
 	if err != nil {
 		return usageError(err)
+	}
+	// What a level's run would refuse before sending anything (the key's variable, hosts
+	// the file names, probes) is refused before the sweep directory exists.
+	if _, err := o.admit(sc); err != nil {
+		return err
 	}
 	consoleW := stdout
 	if o.format == "json" {
@@ -75,6 +85,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	lo := o
 	lo.out, lo.format = dir, "text"
+	// gatesFailed holds each level's failed gates (the implicit one fails a step whose
+	// requests failed): the sweep goes on, and exits 3 as run would.
+	var gatesFailed []string
 	for k, n := range levels {
 		if ctx.Err() != nil {
 			sw.Status, sw.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
@@ -83,8 +96,21 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		level := withUsers(sc, idx, n, k)
 		fmt.Fprintf(consoleW, "sweep level: %d users\n", n)
 		out, err := runScenario(ctx, level, lo, consoleW, stderr)
+		if err != nil && out == nil && len(sw.Levels) == 0 {
+			// Nothing was measured (the server refused or could not be reached, or a signal
+			// came first): no sweep is left behind, and the error keeps its exit code.
+			os.Remove(dir) // only ever empty here
+			if ctx.Err() != nil {
+				return fmt.Errorf("sweep interrupted before its first level: %w", err)
+			}
+			return err
+		}
 		if err != nil {
-			sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%d users: %v", n, err)
+			if ctx.Err() != nil {
+				sw.Status, sw.StopReason = record.StatusInterrupted, fmt.Sprintf("interrupted at %d users: %v", n, context.Cause(ctx))
+			} else {
+				sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%d users: %v", n, err)
+			}
 			break
 		}
 		rel, _ := filepath.Rel(dir, out.Dir)
@@ -94,11 +120,21 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		sw.Levels = append(sw.Levels, record.SweepLevelOf(n, rel, sum, out.Record.Status, out.Record.Conversation(sw.Step), sw.TTFTP90ThresholdMS))
 		if out.Interrupted {
-			sw.Status, sw.StopReason = record.StatusInterrupted, out.Record.StopReason
+			sw.Status, sw.StopReason = record.StatusInterrupted, fmt.Sprintf("%d users: %s", n, out.Record.StopReason)
 			break
+		}
+		if out.Failed != "" {
+			sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%d users: %s", n, out.Failed)
+			break
+		}
+		if err := outcomeError(out); err != nil {
+			gatesFailed = append(gatesFailed, fmt.Sprintf("%d users: %v", n, err))
 		}
 	}
 	if len(sw.Levels) == 0 {
+		if entries, _ := os.ReadDir(dir); len(entries) == 0 {
+			os.Remove(dir)
+		}
 		return fmt.Errorf("sweep: no level ran: %s", sw.StopReason)
 	}
 	sw.Decide()
@@ -111,11 +147,16 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	} else {
 		fmt.Fprintln(stdout)
-		sw.WriteText(stdout)
+		sw.WriteText(termsafe.NewWriter(stdout))
 	}
 	fmt.Fprintf(consoleW, "sweep record: %s\n", filepath.Join(dir, runs.SweepFile))
+	// The exit code follows run's: a sweep that did less than asked exits 1, one whose levels
+	// failed gates 3.
 	if sw.Status != record.StatusCompleted {
-		return fmt.Errorf("sweep %s: %s; what was measured is in %s", sw.Status, sw.StopReason, dir)
+		return &exitError{code: exitRuntime, err: fmt.Errorf("sweep %s: %s; what was measured is in %s", sw.Status, sw.StopReason, dir)}
+	}
+	if len(gatesFailed) > 0 {
+		return &exitError{code: exitGateFailed, err: fmt.Errorf("sweep: %d level(s) failed gates: %s; the records are in %s", len(gatesFailed), strings.Join(gatesFailed, "; "), dir)}
 	}
 	return nil
 }

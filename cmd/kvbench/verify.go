@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/claims"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/termsafe"
 )
 
 func init() {
@@ -39,8 +40,8 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	rec := claims.Verify(claim, loaded, kvbenchVersion(), time.Now())
 	if *out != "" {
-		if _, err := runs.WriteJSON(*out, rec); err != nil {
-			return err
+		if _, err := runs.WriteOutputJSON(*out, rec); err != nil {
+			return outputError("verify: --out", *out, err)
 		}
 	}
 	if *format == "json" {
@@ -48,7 +49,7 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 			return err
 		}
 	} else {
-		rec.WriteText(stdout)
+		rec.WriteText(termsafe.NewWriter(stdout))
 	}
 	if !rec.AllReproduced {
 		return &exitError{code: exitGateFailed, err: fmt.Errorf("%s", rec.Summary())}

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -167,6 +168,9 @@ func (f *File) validate(pos scenarios.Positions) []scenarios.Problem {
 			}
 			bad(key+".metric", "%q is not a field of a step's record section%s", e.Metric, hint)
 		}
+		if k, ok := kindOf(e.Field()); ok && e.Metric != "" {
+			validateForm(e, key, k, bad)
+		}
 		forms := 0
 		if e.Equals != "" {
 			forms++
@@ -193,6 +197,27 @@ func (f *File) validate(pos scenarios.Positions) []scenarios.Problem {
 		}
 	}
 	return ps
+}
+
+// validateForm checks that e claims its field in a form the field can hold: equals one of a
+// text field's values, numbers for a number field. A misspelt verdict would otherwise be
+// measured, never match, and read as "not reproduced".
+func validateForm(e *Expectation, key string, k fieldKind, bad func(key, format string, args ...any)) {
+	numeric := e.AtLeast != nil || e.AtMost != nil || e.Value != nil
+	switch {
+	case !k.number && !k.text:
+		bad(key+".metric", "%q is not one value (a list or a group of fields): name one field", e.Metric)
+	case e.Equals != "" && !k.text:
+		bad(key+".equals", "%q is a number: claim it with value and tolerance, or at_least/at_most", e.Metric)
+	case e.Equals != "" && k.words != nil && !slices.Contains(k.words, e.Equals):
+		hint := ""
+		if c := closest(e.Equals, k.words); c != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", c)
+		}
+		bad(key+".equals", "%q is not a value of %s, which is one of %s%s", e.Equals, e.Metric, strings.Join(k.words, ", "), hint)
+	case numeric && !k.number:
+		bad(key, "%s is text, not a number: claim it with equals", e.Metric)
+	}
 }
 
 // Status of one claimed value.

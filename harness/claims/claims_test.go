@@ -151,3 +151,38 @@ func TestUnknownMetricIsInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimValueMustFitItsField: a claimed value the field can never hold (a misspelt
+// verdict, "maybe" for yes/no/unknown, a number claimed as a word or a verdict as a number)
+// is a problem of the claim file with its line, not a measurement that "did not reproduce".
+func TestClaimValueMustFitItsField(t *testing.T) {
+	head := "[source]\nurl = \"https://example.com/r\"\nobserved_date = \"2026-08-02\"\n[[expect]]\n"
+	cases := []struct {
+		name, expect, want string
+	}{
+		{"misspelt verdict", "metric = \"verdict\"\nequals = \"cpu_relaod\"\n", `c.toml:6: expect[0].equals: "cpu_relaod" is not a value of verdict, which is one of cpu_reload, gpu_hit, partial, recompute, cache_hit_tier_unknown, invalid (did you mean "cpu_reload"?)`},
+		{"maybe", "metric = \"setup_valid\"\nequals = \"maybe\"\n", `c.toml:6: expect[0].equals: "maybe" is not a value of setup_valid, which is one of yes, no, unknown`},
+		{"bool word", "metric = \"identity_matches_original\"\nequals = \"yes\"\n", `"yes" is not a value of identity_matches_original, which is one of true, false`},
+		{"control verdict", "step = \"control\"\nmetric = \"replay_verdict\"\nequals = \"gpuhit\"\n", `c.toml:7: expect[0].equals: "gpuhit" is not a value of replay_verdict`},
+		{"number as a word", "metric = \"cached_fraction\"\nequals = \"0.99\"\n", `c.toml:6: expect[0].equals: "cached_fraction" is a number: claim it with value and tolerance, or at_least/at_most`},
+		{"verdict as a number", "metric = \"verdict\"\nat_least = 1.0\n", `c.toml:4: expect[0]: verdict is text, not a number: claim it with equals`},
+		{"a group of fields", "metric = \"capacity\"\nequals = \"yes\"\n", `"capacity" is not one value`},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(head+c.expect), "c.toml")
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
+		}
+	}
+	for _, ok := range []string{
+		"metric = \"verdict\"\nequals = \"cpu_reload\"\n",
+		"metric = \"setup_valid\"\nequals = \"unknown\"\n",
+		"metric = \"evidence.verdict\"\nequals = \"gpu_hit\"\n",
+		"metric = \"interpretation\"\nequals = \"any words\"\n",
+		"metric = \"time_to_first_output_ms\"\nat_most = 1000.0\n", // a list in sequences, a number in replays
+	} {
+		if _, err := Parse([]byte(head+ok), "c.toml"); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+}

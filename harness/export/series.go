@@ -45,16 +45,17 @@ func ParseLabel(s string) (Label, error) {
 		return Label{}, fmt.Errorf("label %q: %q is not a valid label name", s, name)
 	}
 	if reserved[name] {
-		return Label{}, fmt.Errorf("label %q: %q is set by kvbench", s, name)
+		return Label{}, fmt.Errorf("label %q: %q is reserved: kvbench or Prometheus sets it", s, name)
 	}
 	return Label{Name: name, Value: value}, nil
 }
 
-// reserved are the label names kvbench sets itself.
+// reserved are the label names kvbench sets itself, and those Prometheus gives a meaning.
 var reserved = map[string]bool{
 	"job": true, "instance": true, "scenario": true, "recipe": true, "endpoint": true,
 	"step": true, "request": true, "verdict": true, "gate": true, "status": true,
 	"quantile": true, "version": true, "model": true, "engine": true,
+	"le": true, // Prometheus's histogram bucket bound, as quantile is a summary's
 }
 
 // Identity returns the labels that tell one run's series from another's: the scenario, the

@@ -3,6 +3,7 @@ package record
 import (
 	"fmt"
 	"io"
+	"slices"
 )
 
 // SweepSchema is the schema of sweep.json, the record of a capacity sweep.
@@ -77,14 +78,53 @@ func (s *Sweep) Decide() {
 		u := l.Users
 		s.CapacityUsers = &u
 	}
+	th := *s.TTFTP90ThresholdMS
 	switch {
 	case s.CapacityUsers == nil:
-		s.CapacityReason = fmt.Sprintf("no level kept TTFT p90 within %.0f ms (the lowest, %d users, did not)", *s.TTFTP90ThresholdMS, s.Levels[0].Users)
+		first := s.Levels[0]
+		if first.unfinished() {
+			s.CapacityReason = fmt.Sprintf("no capacity decided: the lowest level, %d users, %s", first.Users, first.miss(th))
+		} else {
+			s.CapacityReason = fmt.Sprintf("no capacity: the lowest level, %d users, %s", first.Users, first.miss(th))
+		}
+	case *s.CapacityUsers == s.Levels[len(s.Levels)-1].Users && s.Status != StatusCompleted:
+		s.CapacityReason = fmt.Sprintf("every level that ran kept TTFT p90 within %.0f ms with no failed request: capacity is at least %d users (the sweep stopped before its other levels: %s)", th, *s.CapacityUsers, s.StopReason)
 	case *s.CapacityUsers == s.Levels[len(s.Levels)-1].Users:
-		s.CapacityReason = fmt.Sprintf("every level kept TTFT p90 within %.0f ms: capacity is at least %d users", *s.TTFTP90ThresholdMS, *s.CapacityUsers)
+		s.CapacityReason = fmt.Sprintf("every level kept TTFT p90 within %.0f ms with no failed request: capacity is at least %d users", th, *s.CapacityUsers)
 	default:
-		s.CapacityReason = fmt.Sprintf("%d users kept TTFT p90 within %.0f ms; the next level did not", *s.CapacityUsers, *s.TTFTP90ThresholdMS)
+		next := s.Levels[slices.IndexFunc(s.Levels, func(l SweepLevel) bool { return l.Users == *s.CapacityUsers })+1]
+		if next.unfinished() {
+			s.CapacityReason = fmt.Sprintf("%d users kept TTFT p90 within %.0f ms with no failed request: capacity is at least %d users; the next level, %d users, %s", *s.CapacityUsers, th, *s.CapacityUsers, next.Users, next.miss(th))
+		} else {
+			s.CapacityReason = fmt.Sprintf("%d users kept TTFT p90 within %.0f ms with no failed request; the next level, %d users, %s", *s.CapacityUsers, th, next.Users, next.miss(th))
+		}
 	}
+}
+
+// unfinished reports whether the level's run stopped before its step ended (interrupted,
+// failed, killed): it says nothing about the server's capacity.
+func (l SweepLevel) unfinished() bool { return l.Status != StatusCompleted }
+
+// miss says why a level did not count toward capacity: it did not finish, requests failed,
+// no TTFT was measured, or its TTFT p90 was over the threshold.
+func (l SweepLevel) miss(threshold float64) string {
+	p90 := "no TTFT p90"
+	if l.TTFTMS.P90 != nil {
+		p90 = fmt.Sprintf("TTFT p90 %.1f ms", *l.TTFTMS.P90)
+	}
+	switch {
+	case l.Status == StatusInterrupted:
+		return fmt.Sprintf("was interrupted before it finished (%s over the requests it measured), so it says nothing about capacity", p90)
+	case l.unfinished():
+		return fmt.Sprintf("did not finish (status %s), so it says nothing about capacity", l.Status)
+	case l.FailedRequests > 0:
+		return fmt.Sprintf("had %d failed requests of %d (%s)", l.FailedRequests, l.Requests, p90)
+	case l.TTFTMS.P90 == nil:
+		return "measured no TTFT (no request produced output)"
+	case *l.TTFTMS.P90 > threshold:
+		return fmt.Sprintf("had TTFT p90 %.1f ms, over the %.0f ms threshold", *l.TTFTMS.P90, threshold)
+	}
+	return "was within the threshold"
 }
 
 // WriteText prints the sweep as a table.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/termsafe"
 )
 
 // Console is the sink that reports a run to a person as it goes: on a terminal one live line
@@ -53,7 +54,8 @@ func (c *Console) Handle(e events.Event) error {
 	return nil
 }
 
-// Printf writes a plain line.
+// Printf writes a plain line. Its arguments may be a server's text (model ids, error bodies,
+// stream errors): they are printed inert, escapes and line breaks written as \x1b and \n.
 func (c *Console) Printf(format string, args ...any) {
 	if c == nil || c.w == nil {
 		return
@@ -61,7 +63,7 @@ func (c *Console) Printf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clearLive()
-	fmt.Fprintf(c.w, format+"\n", args...)
+	fmt.Fprintf(c.w, format+"\n", termsafe.Args(args)...)
 }
 
 func (c *Console) clearLive() {

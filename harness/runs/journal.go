@@ -80,7 +80,7 @@ const SyncInterval = 100 * time.Millisecond
 
 // OpenJournal creates the journal at path; it never opens an existing one.
 func OpenJournal(path string) (*Journal, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600) // as private as the records
 	if err != nil {
 		return nil, fmt.Errorf("creating journal: %w", err)
 	}

@@ -125,19 +125,23 @@ func CreateRunDir(parent, scenario string, start time.Time, record any) (string,
 		return "", fmt.Errorf("creating results directory: %w", err)
 	}
 	name := fmt.Sprintf("%s-%s", safeName(scenario), start.UTC().Format("20060102T150405Z"))
+	// Errors name the run directory, not the hidden one it is built in.
+	base := filepath.Join(parent, name)
 	tmp, err := os.MkdirTemp(parent, "."+name+".creating-*")
 	if err != nil {
-		return "", fmt.Errorf("creating run directory: %w", err)
+		return "", fmt.Errorf("creating run directory %s: %w", base, withoutTempName(err))
 	}
 	if _, err := WriteFile(filepath.Join(tmp, "run.json"), data); err != nil {
 		os.RemoveAll(tmp)
-		return "", err
+		if cause := errors.Unwrap(err); cause != nil {
+			err = cause // WriteFile's message names the hidden directory
+		}
+		return "", fmt.Errorf("creating run directory %s: writing run.json: %w", base, withoutTempName(err))
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		os.RemoveAll(tmp)
-		return "", fmt.Errorf("creating run directory: %w", err)
+		return "", fmt.Errorf("creating run directory %s: %w", base, withoutTempName(err))
 	}
-	base := filepath.Join(parent, name)
 	for i := 0; i < 1000; i++ {
 		dir := base
 		if i > 0 {
@@ -157,7 +161,7 @@ func CreateRunDir(parent, scenario string, start time.Time, record any) (string,
 		}
 		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, syscall.ENOTEMPTY) {
 			os.RemoveAll(tmp)
-			return "", fmt.Errorf("creating run directory: %w", err)
+			return "", fmt.Errorf("creating run directory %s: %w", dir, withoutTempName(err))
 		}
 	}
 	os.RemoveAll(tmp)
@@ -176,25 +180,25 @@ func ReplaceJSON(path string, v any) (string, error) {
 	data = append(data, '\n')
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil

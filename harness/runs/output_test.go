@@ -1,0 +1,159 @@
+package runs
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCheckOutput: the one rule of user-named outputs. Nothing goes into a run or sweep
+// directory (also one whose run.json is lost, also through a link), no kvbench record is
+// replaced, and other files are replaced only by writers that replace.
+func TestCheckOutput(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rel, content string) string {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	runJSON := `{"schema": "anvil-serving.kv-offload-replay/v1", "status": "completed"}`
+	mk("run/run.json", runJSON)
+	mk("run/step-01-a.json", `{"schema": "anvil-serving.kvbench-step/v1"}`)
+	mk("sweep/sweep.json", `{"schema": "anvil-serving.kvbench-sweep/v1", "levels": []}`)
+	mk("lost/step-01-a.partial.jsonl", `{"step":"a"}`+"\n")
+	// The schema after a large nested value is still found.
+	mk("out/study.json", `{"runs": [{"a": [1, 2, {"b": "schema"}]}], "note": "x", "schema": "anvil-serving.kv-offload-replay/v1"}`)
+	mk("out/old.prom", "# HELP kvbench_run_info x\n")
+	mk("out/notes.txt", "mine")
+	mk("project/run.json", `{"name": "my own run.json, not kvbench's"}`)
+	if err := os.Symlink(filepath.Join(root, "run"), filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		path    string
+		replace bool
+		want    error // nil: allowed
+	}{
+		{"run/run.json", true, ErrInsideRun},
+		{"run/new.prom", true, ErrInsideRun},
+		{"run/report.html", false, ErrInsideRun},
+		{"run/sub/x.json", false, ErrInsideRun},
+		{"link/x.html", false, ErrInsideRun},
+		{"sweep/report.html", false, ErrInsideRun},
+		{"lost/x.prom", true, ErrInsideRun},
+		{"out/study.json", true, ErrIsRecord},
+		{"out/study.json", false, ErrIsRecord},
+		{"out/old.prom", true, nil},
+		{"out/old.prom", false, fs.ErrExist},
+		{"out/notes.txt", false, fs.ErrExist},
+		{"out", true, fs.ErrExist},
+		{"out/new.json", false, nil},
+		{"project/report.html", false, nil},
+		{"missing/dir/x.html", false, nil}, // the write itself says the directory is missing
+	}
+	for _, c := range cases {
+		err := CheckOutput(filepath.Join(root, c.path), c.replace)
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("CheckOutput(%s, replace %v) = %v, want %v", c.path, c.replace, err, c.want)
+		}
+	}
+
+	// The writers apply it, and leave the refused file as it was.
+	if err := ReplaceOutput(filepath.Join(root, "run/run.json"), []byte("x"), 0o644); !errors.Is(err, ErrInsideRun) {
+		t.Errorf("ReplaceOutput over run.json: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "run/run.json")); string(data) != runJSON {
+		t.Errorf("run.json changed: %s", data)
+	}
+	if _, err := WriteOutputJSON(filepath.Join(root, "out/study.json"), map[string]int{}); !errors.Is(err, ErrIsRecord) {
+		t.Errorf("WriteOutputJSON over a study record: %v", err)
+	}
+	prom := filepath.Join(root, "out/old.prom")
+	if err := ReplaceOutput(prom, []byte("new\n"), 0o644); err != nil {
+		t.Fatalf("ReplaceOutput over its own earlier file: %v", err)
+	}
+	if st, err := os.Stat(prom); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("replaced file: %v %v", st, err)
+	}
+}
+
+// TestWriteErrorsNameTheRealFile: a failed write names the file the caller gave, never the
+// hidden temp file beside it.
+func TestWriteErrorsNameTheRealFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "gone")
+	for name, write := range map[string]func(string) error{
+		"ReplaceJSON":   func(p string) error { _, err := ReplaceJSON(p, 1); return err },
+		"WriteFile":     func(p string) error { _, err := WriteFile(p, nil); return err },
+		"ReplaceOutput": func(p string) error { return ReplaceOutput(p, nil, 0o644) },
+	} {
+		path := filepath.Join(missing, "run.json")
+		err := write(path)
+		if err == nil || strings.Contains(err.Error(), ".tmp-") || !strings.Contains(err.Error(), path) || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v; want the real path, no temp name, ErrNotExist", name, err)
+		}
+	}
+	// A run directory whose name cannot be made is named, not its hidden build directory.
+	_, err := CreateRunDir(t.TempDir(), strings.Repeat("n", 250), time.Now(), map[string]string{})
+	if err == nil || strings.Contains(err.Error(), ".creating-") || !strings.Contains(err.Error(), "creating run directory") {
+		t.Errorf("CreateRunDir with an overlong name: %v", err)
+	}
+}
+
+// TestJournalIsPrivate: a journal holds what a record holds, so it gets a record's mode.
+func TestJournalIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "step-01-a.partial.jsonl")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("journal mode %v, want 0600 like the records", st.Mode().Perm())
+	}
+	rec, err := WriteJSON(filepath.Join(filepath.Dir(path), "x.json"), 1)
+	if err != nil || rec == "" {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(filepath.Dir(path), "x.json")); st.Mode().Perm() != 0o600 {
+		t.Fatalf("record mode %v", st.Mode().Perm())
+	}
+}
+
+// FuzzTopLevelSchema: whatever a file holds, reading its schema never panics, and for a
+// JSON object it agrees with decoding the whole object.
+func FuzzTopLevelSchema(f *testing.F) {
+	for _, s := range []string{
+		`{"schema": "anvil-serving.kv-offload-replay/v1"}`,
+		`{"a": [1, {"schema": "x"}], "schema": "anvil-serving.kvbench-sweep/v1"}`,
+		`{"schema": 5}`, `[{"schema": "anvil-serving.x"}]`, `{"schema"`, "# HELP kvbench_x\n", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := topLevelSchema(strings.NewReader(s))
+		var whole map[string]any
+		if json.Unmarshal([]byte(s), &whole) != nil || err != nil {
+			return
+		}
+		want, _ := whole["schema"].(string)
+		if _, dup := whole["schema"]; dup && got != want && strings.Count(s, `"schema"`) == 1 {
+			t.Fatalf("topLevelSchema(%q) = %q, the decoded object says %q", s, got, want)
+		}
+	})
+}
