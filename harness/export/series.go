@@ -86,11 +86,12 @@ var (
 // Names lists them for dashboards and alerts to be checked against.
 var catalog = map[string]family{
 	"kvbench_run_info":              {"The run's kvbench version, model and engine (always 1).", gauge},
-	"kvbench_run_status":            {"1 for the run's status (completed or interrupted), 0 for the others.", gauge},
+	"kvbench_run_status":            {"1 for the run's status (completed, failed, interrupted or incomplete), 0 for the others.", gauge},
 	"kvbench_run_timestamp_seconds": {"When the run was observed, in Unix seconds: alert when it gets old.", gauge},
 	"kvbench_gate_passed":           {"1 when the scenario's gate passed, 0 when it failed.", gauge},
 
 	"kvbench_replay_verdict":                {"1 for the replay step's verdict, 0 for the other verdicts.", gauge},
+	"kvbench_replay_expected_verdict":       {"1 for each verdict a gate of the scenario expects of the replay step (no series: no gate names one).", gauge},
 	"kvbench_cached_fraction":               {"Cached prompt tokens over prompt tokens of the replay.", gauge},
 	"kvbench_offload_load_bytes":            {"CPU->GPU bytes the offload connector loaded during the step.", gauge},
 	"kvbench_offload_load_duration_seconds": {"Time the offload connector spent loading CPU->GPU during the step.", gauge},
@@ -105,9 +106,9 @@ var catalog = map[string]family{
 	"kvbench_decode_tokens_per_second":            {"Output tokens per second after the first one.", gauge},
 	"kvbench_effective_prefill_tokens_per_second": {"Prompt tokens over the time to first output.", gauge},
 
-	"kvbench_repeats_count":                               {"Repetitions the run made of its steps.", gauge},
+	"kvbench_repeats_repetitions":                         {"Repetitions the run made of its steps.", gauge},
 	"kvbench_repeats_verdicts_agree":                      {"1 when every replay reached the same verdict in every repetition.", gauge},
-	"kvbench_repeats_verdict_count":                       {"Repetitions in which the replay step reached the verdict.", gauge},
+	"kvbench_repeats_verdict_repetitions":                 {"Repetitions in which the replay step reached the verdict.", gauge},
 	"kvbench_repeats_time_to_first_output_seconds":        {"Time to first output across repetitions (quantile 0, 0.5 and 1).", summary},
 	"kvbench_repeats_time_to_first_output_spread_seconds": {"Max minus min time to first output across repetitions.", gauge},
 	"kvbench_repeats_decode_tokens_per_second":            {"Decode rate across repetitions (quantile 0, 0.5 and 1).", summary},
@@ -116,6 +117,14 @@ var catalog = map[string]family{
 	"kvbench_repeats_cached_fraction_spread":              {"Max minus min cached fraction across repetitions.", gauge},
 	"kvbench_repeats_offload_load_bytes_per_token":        {"CPU->GPU bytes per hit token across repetitions (quantile 0, 0.5 and 1).", summary},
 	"kvbench_repeats_offload_load_bytes_per_token_spread": {"Max minus min CPU->GPU bytes per hit token across repetitions.", gauge},
+}
+
+// Renamed maps the names earlier kvbench versions exported to today's: promtool's lint
+// refuses a _count suffix on a gauge. A query over pushes of both versions reads
+// "new or old", e.g. kvbench_repeats_repetitions or kvbench_repeats_count.
+var Renamed = map[string]string{
+	"kvbench_repeats_count":         "kvbench_repeats_repetitions",
+	"kvbench_repeats_verdict_count": "kvbench_repeats_verdict_repetitions",
 }
 
 // Names lists every series name kvbench exports, a summary's _sum and _count included.
@@ -134,8 +143,9 @@ func Names() []string {
 // verdicts are the values kvbench_replay_verdict enumerates: a gate's verdicts and invalid.
 var verdicts = append(append([]string{}, scenarios.Verdicts...), verdict.Invalid)
 
-// runStatuses are the values kvbench_run_status enumerates.
-var runStatuses = []string{record.StatusCompleted, record.StatusInterrupted}
+// runStatuses are the values kvbench_run_status enumerates: every status a loaded run can
+// have, so an alert on any of them finds its series (at 0) on a healthy run too.
+var runStatuses = []string{record.StatusCompleted, record.StatusFailed, record.StatusInterrupted, record.StatusIncomplete}
 
 // Families returns r's series as metric families sorted by name; every series also carries
 // the labels in extra (the identity, for a file; none for a push, whose grouping key adds them).
@@ -150,6 +160,7 @@ func Families(r *runs.Run, extra []Label) ([]*dto.MetricFamily, error) {
 		b.requests(st)
 	}
 	b.gates(r.Gates)
+	b.expectedVerdicts(r)
 	if len(r.Repetitions) > 1 {
 		b.repeats(r)
 	}
@@ -216,6 +227,24 @@ func (b *builder) gates(gates []record.GateResult) {
 	}
 }
 
+// expectedVerdicts exports the verdicts the scenario's gates expect of each replay step, read
+// from the scenario the run record holds: an alert compares the verdict seen with these, so
+// a control whose gate expects gpu_hit is healthy when its replay is a GPU hit.
+func (b *builder) expectedVerdicts(r *runs.Run) {
+	if r.Scenario == nil {
+		return
+	}
+	seen := map[[2]string]bool{}
+	for _, g := range r.Scenario.Gates {
+		key := [2]string{g.Step, g.Verdict}
+		if g.Verdict == "" || seen[key] {
+			continue
+		}
+		seen[key] = true
+		b.gauge("kvbench_replay_expected_verdict", ptr(1.0), "step", g.Step, "verdict", g.Verdict)
+	}
+}
+
 // GateName names a gate by its step and conditions, e.g. "replay: verdict=cpu_reload".
 func GateName(g scenarios.Gate) string {
 	data, err := json.Marshal(g)
@@ -249,7 +278,7 @@ var repeated = []struct {
 }
 
 func (b *builder) repeats(r *runs.Run) {
-	b.gauge("kvbench_repeats_count", ptr(float64(len(r.Repetitions))))
+	b.gauge("kvbench_repeats_repetitions", ptr(float64(len(r.Repetitions))))
 	agree := 1.0
 	for _, id := range r.ReplayStepIDs() {
 		counts := map[string]float64{}
@@ -267,7 +296,7 @@ func (b *builder) repeats(r *runs.Run) {
 			}
 		}
 		for _, v := range names {
-			b.gauge("kvbench_repeats_verdict_count", ptr(counts[v]), "step", id, "verdict", v)
+			b.gauge("kvbench_repeats_verdict_repetitions", ptr(counts[v]), "step", id, "verdict", v)
 		}
 	}
 	b.gauge("kvbench_repeats_verdicts_agree", &agree)
