@@ -106,6 +106,12 @@ var catalog = map[string]family{
 	"kvbench_decode_tokens_per_second":            {"Output tokens per second after the first one.", gauge},
 	"kvbench_effective_prefill_tokens_per_second": {"Prompt tokens over the time to first output.", gauge},
 
+	"kvbench_compare_regressions":       {"Regressions kvbench compare found in the candidate run against the baseline (0: none).", gauge},
+	"kvbench_compare_regressed":         {"1 when the compared metric (or the replay's verdict) regressed, 0 when it did not.", gauge},
+	"kvbench_compare_relative_change":   {"The metric's change from the baseline's median to the candidate's, over the baseline's.", gauge},
+	"kvbench_compare_server_changed":    {"1 for each server setting (run.json field) the baseline and the candidate differ in.", gauge},
+	"kvbench_compare_timestamp_seconds": {"When the compared candidate run was observed, in Unix seconds.", gauge},
+
 	"kvbench_repeats_repetitions":                         {"Repetitions the run made of its steps.", gauge},
 	"kvbench_repeats_verdicts_agree":                      {"1 when every replay reached the same verdict in every repetition.", gauge},
 	"kvbench_repeats_verdict_repetitions":                 {"Repetitions in which the replay step reached the verdict.", gauge},
