@@ -250,7 +250,7 @@ scrape_configs:
 	at, _ := time.Parse(time.RFC3339, r.ObservedAt)
 	check(`kvbench_run_timestamp_seconds{ci="run"}`, float64(at.Unix()))
 	check(`kvbench_run_status{ci="run",status="completed"}`, 1)
-	check(`kvbench_repeats_count{ci="run"}`, 2)
+	check(`kvbench_repeats_repetitions{ci="run"}`, 2)
 	check(`kvbench_repeats_time_to_first_output_seconds_count{ci="run",step="replay",request="0"}`, 2)
 
 	// Every dashboard query is valid PromQL and finds the pushed run (the gate table aside:

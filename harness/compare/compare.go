@@ -8,6 +8,7 @@ package compare
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -286,6 +287,9 @@ func Movement(m MetricValue) string {
 func number(v *float64) string {
 	if v == nil {
 		return "absent"
+	}
+	if math.Abs(*v) >= 1000 {
+		return fmt.Sprintf("%.0f", *v) // 18030, not 1.803e+04
 	}
 	return fmt.Sprintf("%.4g", *v)
 }
