@@ -219,7 +219,7 @@ func TestPushURLWithQueryAndBasicAuthFromEnv(t *testing.T) {
 	// Bad input, one line each, before anything runs.
 	run := filepath.Join("testdata", "compare", "baseline")
 	for _, args := range [][]string{
-		{"push", run, pg.URL, "--push-password-env", "KVBENCH_TEST_PUSH_PASSWORD"},                                             // no user
+		{"push", run, pg.URL, "--push-password-env", "KVBENCH_TEST_PUSH_PASSWORD"},                                               // no user
 		{"push", run, pg.URL, "--push-user-env", "KVBENCH_TEST_PUSH_USER", "--push-password-env", "KVBENCH_TEST_UNSET_VARIABLE"}, // unset
 		{"push", run, strings.Replace(pg.URL, "http://", "http://a:b@", 1), "--push-user-env", "KVBENCH_TEST_PUSH_USER", "--push-password-env", "KVBENCH_TEST_PUSH_PASSWORD"},
 	} {
