@@ -73,7 +73,7 @@ if [ -n "${PUSHGATEWAY:-}" ]; then
 	fi
 fi
 
-echo "nightly: $SCENARIO on $ENDPOINT, $REPEAT repetitions, in $NIGHT"
+echo "nightly: $SCENARIO, $REPEAT repetitions, in $NIGHT" # not the URLs: they may hold credentials
 kvbench run "$SCENARIO" --endpoint "$ENDPOINT" --repeat "$REPEAT" --out "$NIGHT" \
 	${API_KEY_ENV:+--api-key-env "$API_KEY_ENV"} "$@"
 run_rc=$?
