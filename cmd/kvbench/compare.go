@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
+	"github.com/anvil-serving/kvbench/harness/export"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
@@ -16,9 +18,11 @@ func init() {
 	register(command{name: "compare", summary: "compare a candidate run (or sweep) with a baseline (exit 4 on regression)", run: runCompare})
 }
 
-func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
+func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var push pushFlags
 	fs := newFlagSet("compare", "BASELINE_RUN CANDIDATE_RUN [flags]",
-		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"\nkvbench compare baselines/chat-sweep results/chat-capacity-offload16-sweep-20260803T020000Z   # two sweeps: capacity", stdout)
+		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"\nkvbench compare base/ cand/ --push http://pushgateway:9091 --push-label cluster=eu1   # the result as series, for alerts\nkvbench compare baselines/chat-sweep results/chat-capacity-offload16-sweep-20260803T020000Z   # two sweeps: capacity", stdout)
+	push.register(fs, "push the comparison's series (kvbench_compare_regressions, ...) to this Prometheus Pushgateway, grouped under job "+export.CompareJob+" and the candidate's identity; a failed push exits 5 unless a regression (4) outranks it")
 	format := fs.String("format", "text", "output: text (table), json or markdown")
 	tolerance := fs.Float64("tolerance", compare.DefaultTolerance, "relative change below which nothing counts (0.10 = 10%), whatever the noise")
 	allow := fs.Bool("allow-mismatch", false, "compare runs of different scenarios, models or prompt identities anyway")
@@ -36,7 +40,13 @@ func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if *tolerance < 0 {
 		return usageErrorf("compare: --tolerance must not be negative")
 	}
+	if err := push.check(); err != nil {
+		return err
+	}
 	if runs.IsSweep(args[0]) || runs.IsSweep(args[1]) {
+		if push.url != "" {
+			return usageErrorf("compare: --push compares runs, not sweeps")
+		}
 		return compareSweeps(args, *format, *tolerance, *allow, stdout)
 	}
 	loaded, err := loadRunDirs(args)
@@ -60,7 +70,28 @@ func runCompare(_ context.Context, args []string, stdout, _ io.Writer) error {
 	default:
 		res.WriteText(stdout)
 	}
-	return compareError(res)
+	if push.url == "" {
+		return compareError(res)
+	}
+	return pushComparison(ctx, &push, res, loaded[1], stderr)
+}
+
+// pushComparison pushes res's series, grouped by the candidate's identity and the labels, and
+// folds a failed push into compare's result: a regression (exit 4) outranks it (exit 5).
+func pushComparison(ctx context.Context, p *pushFlags, res *compare.Result, candidate *runs.Run, stderr io.Writer) error {
+	cmpErr := compareError(res)
+	fams, err := export.CompareFamilies(res, nil)
+	if err == nil {
+		err = export.PushFamilies(ctx, fams, export.CompareJob, append(export.Identity(candidate), p.parsed...), p.options())
+	}
+	if err == nil {
+		fmt.Fprintf(stderr, "pushed the comparison to %s\n", redact.URL(p.url))
+		return cmpErr
+	}
+	if cmpErr != nil {
+		return fmt.Errorf("%w; also: the comparison's push failed: %v", cmpErr, err)
+	}
+	return pushError(err)
 }
 
 // compareError maps a regression to its exit code.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/export"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 const deployDir = "../../deploy"
@@ -54,9 +59,11 @@ func kvbenchCalls(script string) [][]string {
 	return calls
 }
 
-// TestNightlyManifestUsesRealFlags keeps deploy/kubernetes honest: every flag the nightly
-// script passes to kvbench exists on that command, the script runs the README's recipe (run
-// --repeat 3 --push, then compare), and the CronJob mounts the script and sets what it needs.
+// TestNightlyManifestUsesRealFlags keeps deploy/kubernetes/nightly.sh honest: every flag it
+// passes to kvbench exists on that command (the push flags it shares between run and
+// compare on both), and it runs the recipe: run with repeats, the API key's variable and the
+// push, compare as markdown with the push, and the report. (The CronJob's objects are checked
+// against the Kubernetes API types in package deploy.)
 func TestNightlyManifestUsesRealFlags(t *testing.T) {
 	script := readDeploy(t, "kubernetes/nightly.sh")
 	calls := kvbenchCalls(script)
@@ -69,6 +76,10 @@ func TestNightlyManifestUsesRealFlags(t *testing.T) {
 		}
 		known := commandFlags(t, cmd)
 		for _, w := range call[2:] {
+			// ${API_KEY_ENV:+--api-key-env ...} passes a flag only when the setting is given.
+			if _, flag, ok := strings.Cut(w, ":+"); ok {
+				w = flag
+			}
 			if !strings.HasPrefix(w, "-") {
 				continue
 			}
@@ -79,70 +90,83 @@ func TestNightlyManifestUsesRealFlags(t *testing.T) {
 			used[cmd] = append(used[cmd], name)
 		}
 	}
-	for cmd, flags := range map[string][]string{"run": {"repeat", "push", "push-label", "out"}, "compare": {"format"}} {
-		for _, f := range flags {
-			if !slices.Contains(used[cmd], f) {
-				t.Errorf("nightly.sh: kvbench %s without --%s (calls: %v)", cmd, f, calls)
+	// The push flags, set once with 'set --' and passed to run and compare as "$@".
+	var pushFlags []string
+	for _, line := range strings.Split(script, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "set -- "); ok {
+			for _, w := range strings.Fields(rest) {
+				if strings.HasPrefix(w, "--") {
+					pushFlags = append(pushFlags, strings.TrimPrefix(w, "--"))
+				}
 			}
 		}
 	}
-	if !strings.Contains(script, "--repeat 3") {
-		t.Error("nightly.sh: the recipe runs --repeat 3")
-	}
-
-	cron := readDeploy(t, "kubernetes/cronjob.yaml")
-	kust := readDeploy(t, "kubernetes/kustomization.yaml")
-	for _, want := range []string{"kind: CronJob", `command: ["/busybox/sh", "/etc/kvbench/nightly.sh"]`, "mountPath: /etc/kvbench", "name: kvbench-nightly", "restartPolicy: Never", "runAsNonRoot: true"} {
-		if !strings.Contains(cron, want) {
-			t.Errorf("cronjob.yaml lacks %q", want)
+	for _, cmd := range []string{"run", "compare"} {
+		known := commandFlags(t, cmd)
+		for _, f := range pushFlags {
+			if !slices.Contains(known, f) {
+				t.Errorf("nightly.sh passes --%s to kvbench %s, which has no such flag", f, cmd)
+			}
 		}
 	}
-	if !strings.Contains(kust, "- nightly.sh") || !strings.Contains(kust, "name: kvbench-nightly") || !strings.Contains(kust, "- cronjob.yaml") {
-		t.Errorf("kustomization.yaml does not build the kvbench-nightly ConfigMap from nightly.sh:\n%s", kust)
-	}
-	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+):\?`).FindAllStringSubmatch(script, -1) {
-		if !strings.Contains(cron, "- name: "+m[1]+"\n") {
-			t.Errorf("nightly.sh requires %s; cronjob.yaml does not set it", m[1])
+	for _, f := range []string{"push", "push-label", "push-user-env", "push-password-env"} {
+		if !slices.Contains(pushFlags, f) {
+			t.Errorf("nightly.sh's push flags %v lack --%s", pushFlags, f)
 		}
+	}
+	for cmd, flags := range map[string][]string{"run": {"endpoint", "repeat", "out", "api-key-env"}, "compare": {"format"}, "report": {"o"}} {
+		for _, f := range flags {
+			if !slices.Contains(used[cmd], f) {
+				t.Errorf("nightly.sh: kvbench %s without -%s (calls: %v)", cmd, f, calls)
+			}
+		}
+	}
+	if !strings.Contains(script, "REPEAT=${REPEAT:-3}") {
+		t.Error("nightly.sh: the recipe repeats 3 times unless told otherwise")
 	}
 }
 
-var metricName = regexp.MustCompile(`\bkvbench_[a-z0-9_]+`)
+// dashboard is the Grafana dashboard's panels, as far as the tests read them.
+type dashboard struct {
+	Panels []struct {
+		Title       string `json:"title"`
+		Type        string `json:"type"`
+		FieldConfig struct {
+			Defaults struct {
+				Unit       string `json:"unit"`
+				Thresholds *struct {
+					Steps []struct {
+						Color string   `json:"color"`
+						Value *float64 `json:"value"`
+					} `json:"steps"`
+				} `json:"thresholds"`
+			} `json:"defaults"`
+		} `json:"fieldConfig"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Templating struct {
+		List []struct {
+			Type  string          `json:"type"`
+			Query json.RawMessage `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+}
 
-// checkMetricNames reports every kvbench_ name in text that kvbench does not export; it
-// returns how many it found.
-func checkMetricNames(t *testing.T, where, text string) int {
+func readDashboard(t *testing.T) dashboard {
 	t.Helper()
-	names := export.Names()
-	found := metricName.FindAllString(text, -1)
-	for _, n := range found {
-		if !slices.Contains(names, n) {
-			t.Errorf("%s queries %s, which kvbench does not export", where, n)
-		}
+	var d dashboard
+	if err := json.Unmarshal([]byte(readDeploy(t, "grafana/kvbench-dashboard.json")), &d); err != nil {
+		t.Fatalf("dashboard: %v", err)
 	}
-	return len(found)
+	return d
 }
 
 // dashboardQueries returns each panel's title with its queries, and the variables' queries.
 func dashboardQueries(t *testing.T) (panels map[string][]string, variables []string) {
 	t.Helper()
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Type  string          `json:"type"`
-				Query json.RawMessage `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal([]byte(readDeploy(t, "grafana/kvbench-dashboard.json")), &d); err != nil {
-		t.Fatalf("dashboard: %v", err)
-	}
+	d := readDashboard(t)
 	panels = map[string][]string{}
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
@@ -157,23 +181,169 @@ func dashboardQueries(t *testing.T) (panels map[string][]string, variables []str
 	return panels, variables
 }
 
-// TestDashboardAndAlertsQueryExportedSeries: every series the Grafana dashboard, the alert
-// rules and the README's fleet section name is one kvbench exports, and every panel queries one.
-func TestDashboardAndAlertsQueryExportedSeries(t *testing.T) {
-	panels, variables := dashboardQueries(t)
-	if len(panels) < 8 {
-		t.Fatalf("dashboard has %d panels with queries", len(panels))
+// alertExprs returns each alert rule's expression by name.
+func alertExprs(t *testing.T) map[string]string {
+	t.Helper()
+	// The rule file is YAML; each rule's expr follows its alert name, inline or as a block.
+	text := readDeploy(t, "prometheus/kvbench-alerts.yaml")
+	out := map[string]string{}
+	var name string
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimSpace(lines[i])
+		if v, ok := strings.CutPrefix(l, "- alert: "); ok {
+			name = v
+		}
+		v, ok := strings.CutPrefix(l, "expr: ")
+		if !ok || name == "" {
+			continue
+		}
+		if v == "|" { // a block: the more indented lines that follow
+			indent := len(lines[i+1]) - len(strings.TrimLeft(lines[i+1], " "))
+			var block []string
+			for i+1 < len(lines) && len(lines[i+1])-len(strings.TrimLeft(lines[i+1], " ")) >= indent && strings.TrimSpace(lines[i+1]) != "" {
+				i++
+				block = append(block, strings.TrimSpace(lines[i]))
+			}
+			v = strings.Join(block, " ")
+		}
+		out[name] = v
 	}
-	for title, exprs := range panels {
-		if checkMetricNames(t, "dashboard panel "+title, strings.Join(exprs, "\n")) == 0 {
-			t.Errorf("dashboard panel %q queries no kvbench series: %v", title, exprs)
+	return out
+}
+
+// selector is one series selector of a PromQL expression: a metric name and its matchers.
+type selector struct {
+	name     string
+	matchers []matcher
+}
+
+type matcher struct{ label, op, value string }
+
+var (
+	selectorPattern = regexp.MustCompile(`\b((?:kvbench|kube_job)_[a-z0-9_]+)\b(\{[^}]*\})?`)
+	matcherPattern  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"`)
+)
+
+// selectors finds the series selectors of expr, Grafana's $variables read as "match all".
+func selectors(expr string) []selector {
+	expr = regexp.MustCompile(`"\$[a-z]+"`).ReplaceAllString(expr, `".*"`)
+	var out []selector
+	for _, m := range selectorPattern.FindAllStringSubmatch(expr, -1) {
+		s := selector{name: m[1]}
+		for _, mm := range matcherPattern.FindAllStringSubmatch(m[2], -1) {
+			s.matchers = append(s.matchers, matcher{mm[1], mm[2], mm[3]})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// matches reports whether a series' labels satisfy every matcher (an absent label is "").
+func (s selector) matches(labels map[string]string) bool {
+	for _, m := range s.matchers {
+		v := labels[m.label]
+		var ok bool
+		switch m.op {
+		case "=":
+			ok = v == m.value
+		case "!=":
+			ok = v != m.value
+		case "=~", "!~":
+			re := regexp.MustCompile("^(?:" + m.value + ")$")
+			ok = re.MatchString(v) == (m.op == "=~")
+		}
+		if !ok {
+			return false
 		}
 	}
-	if checkMetricNames(t, "dashboard variables", strings.Join(variables, "\n")) < 3 {
-		t.Errorf("dashboard variables %v", variables)
+	return true
+}
+
+// kubeStateMetrics are the kube-state-metrics Job series the alerts read, with their labels
+// (docs/metrics/workload/job-metrics.md, commit 076987a505f4657582125886383ec68eba5ec45d of
+// kubernetes/kube-state-metrics), plus the job label of the scrape.
+var kubeStateMetrics = map[string][]string{
+	"kube_job_failed":  {"job", "namespace", "job_name", "condition"},
+	"kube_job_owner":   {"job", "namespace", "job_name", "owner_kind", "owner_name", "owner_is_controller"},
+	"kube_job_created": {"job", "namespace", "job_name"},
+}
+
+// pushedSeries runs the nightly scenario (gated on the replay's verdict, repeated) on two
+// embedded engines and compares the runs, and returns every series a Prometheus scraping the
+// Pushgateway would hold after run --push and compare --push with --push-label cluster=ci: the
+// families' labels, the grouping key's (job, identity, cluster) and the series' own.
+func pushedSeries(t *testing.T) map[string][]map[string]string {
+	t.Helper()
+	// Eight output tokens at 50 a second: every request has a decode rate.
+	scenario := writeScenario(t, strings.Replace(regressionScenario, "max_tokens = 1\n", "max_tokens = 8\n", 1)+
+		"[[gate]]\nstep = \"replay\"\nverdict = \"cpu_reload\"\n")
+	var dirs []string
+	for range 2 {
+		srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.DecodeTokensPerSecond = 50 }})
+		out := t.TempDir()
+		_, stderr, code := runCLI(t, "run", scenario, "--endpoint", srv.URL()+"/v1", "--out", out, "--force", "--repeat", "2")
+		if code != exitOK && code != exitGateFailed {
+			t.Fatalf("run: exit %d: %s", code, stderr)
+		}
+		dirs = append(dirs, filepath.Join(out, onlyEntry(t, out)))
 	}
-	if checkMetricNames(t, "kvbench-alerts.yaml", readDeploy(t, "prometheus/kvbench-alerts.yaml")) < 4 {
-		t.Error("kvbench-alerts.yaml: too few kvbench series")
+	loaded, err := loadRunDirs(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := export.Label{Name: "cluster", Value: "ci"}
+	runFams, err := export.Families(loaded[1], append(export.Identity(loaded[1]), cluster, export.Label{Name: "job", Value: export.Job}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: compare.DefaultTolerance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmpFams, err := export.CompareFamilies(res, append(export.Identity(loaded[1]), cluster, export.Label{Name: "job", Value: export.CompareJob}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string][]map[string]string{}
+	for _, f := range append(runFams, cmpFams...) {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			names := []string{f.GetName()}
+			if f.GetType() == dto.MetricType_SUMMARY {
+				names = append(names, f.GetName()+"_sum", f.GetName()+"_count")
+				labels["quantile"] = "0.5" // each quantile is a series of the summary's name
+			}
+			for _, n := range names {
+				series[n] = append(series[n], labels)
+			}
+		}
+	}
+	return series
+}
+
+// TestDeployQueriesFindSeriesARunExports: every series selector of the Grafana dashboard, the
+// alert rules and the README's fleet section names a series that a run and a comparison on
+// the embedded engine really push, and its label matchers find such a series (a matcher on a
+// label the series lacks, or on a value kvbench never writes, finds nothing in production
+// either). The kube-state-metrics selectors name series of its documented Job metrics.
+func TestDeployQueriesFindSeriesARunExports(t *testing.T) {
+	series := pushedSeries(t)
+	exprs := map[string]string{}
+	panels, variables := dashboardQueries(t)
+	for title, es := range panels {
+		for i, e := range es {
+			exprs[fmt.Sprintf("dashboard panel %q query %d", title, i)] = e
+		}
+	}
+	for i, v := range variables {
+		exprs[fmt.Sprintf("dashboard variable %d", i)] = v
+	}
+	for name, e := range alertExprs(t) {
+		exprs["alert "+name] = e
 	}
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -184,8 +354,118 @@ func TestDashboardAndAlertsQueryExportedSeries(t *testing.T) {
 		t.Fatal(`README has no "## Running nightly on a fleet" section`)
 	}
 	fleet, _, _ = strings.Cut(fleet, "\n## ")
-	if checkMetricNames(t, "README (fleet section)", fleet) < 3 {
-		t.Error("README's fleet section names too few series")
+	for i, block := range regexp.MustCompile("(?s)```promql\n(.*?)```").FindAllStringSubmatch(fleet, -1) {
+		exprs[fmt.Sprintf("README promql block %d", i)] = block[1]
+	}
+	if len(alertExprs(t)) < 10 || len(panels) < 15 {
+		t.Fatalf("%d alert rules, %d panels: the readers changed", len(alertExprs(t)), len(panels))
+	}
+	checked := 0
+	for where, e := range exprs {
+		sels := selectors(e)
+		if len(sels) == 0 && !strings.Contains(where, "variable") {
+			t.Errorf("%s: no kvbench series in %s", where, e)
+		}
+		for _, s := range sels {
+			checked++
+			if now, ok := export.Renamed[s.name]; ok {
+				t.Errorf("%s: %s was renamed %s", where, s.name, now)
+				continue
+			}
+			if labels, ok := kubeStateMetrics[s.name]; ok {
+				for _, m := range s.matchers {
+					if !slices.Contains(labels, m.label) {
+						t.Errorf("%s: %s has no label %s", where, s.name, m.label)
+					}
+				}
+				continue
+			}
+			got, ok := series[s.name]
+			if !ok {
+				t.Errorf("%s: %s is not a series kvbench pushes", where, s.name)
+				continue
+			}
+			if !slices.ContainsFunc(got, s.matches) {
+				t.Errorf("%s: no pushed %s series matches %v (the series: %v)", where, s.name, s.matchers, got)
+			}
+		}
+	}
+	t.Logf("%d selectors in %d expressions checked against %d pushed series names", checked, len(exprs), len(series))
+}
+
+// thresholdColor is the color a stat panel shows for v: the last step whose value is at most v.
+func thresholdColor(steps []struct {
+	Color string   `json:"color"`
+	Value *float64 `json:"value"`
+}, v float64) string {
+	color := ""
+	for _, s := range steps {
+		if s.Value == nil || *s.Value <= v {
+			color = s.Color
+		}
+	}
+	return color
+}
+
+// TestDashboardPanels: stat panels have thresholds (one failed gate is red), the time to
+// first output and decode panels read an unrepeated run's series too, run status and version
+// have panels, and the decode rate's unit says tokens per second.
+func TestDashboardPanels(t *testing.T) {
+	d := readDashboard(t)
+	want := map[string]map[float64]string{
+		"Replays not as expected":  {0: "green", 1: "red"},
+		"Failed gates":             {0: "green", 1: "red"},
+		"Regressions":              {0: "green", 1: "red"},
+		"Runs not completed":       {0: "green", 1: "red"},
+		"Hours since the last run": {12: "green", 30: "orange", 40: "red"},
+		"Repetitions agree":        {0: "red", 1: "green"},
+	}
+	queries := map[string]string{}
+	for _, p := range d.Panels {
+		var exprs []string
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+		queries[p.Title] = strings.Join(exprs, "\n")
+		if p.Type != "stat" {
+			continue
+		}
+		colors, ok := want[p.Title]
+		if !ok {
+			t.Errorf("stat panel %q: no threshold expectation in this test", p.Title)
+			continue
+		}
+		delete(want, p.Title)
+		th := p.FieldConfig.Defaults.Thresholds
+		if th == nil {
+			t.Errorf("stat panel %q has no thresholds", p.Title)
+			continue
+		}
+		for v, c := range colors {
+			if got := thresholdColor(th.Steps, v); got != c {
+				t.Errorf("stat panel %q shows %v as %q, want %q", p.Title, v, got, c)
+			}
+		}
+	}
+	for title := range want {
+		t.Errorf("no stat panel %q", title)
+	}
+	for title, reads := range map[string][]string{
+		"Time to first output":              {"kvbench_repeats_time_to_first_output_seconds", "kvbench_time_to_first_output_seconds"},
+		"Decode rate":                       {"kvbench_repeats_decode_tokens_per_second", "kvbench_decode_tokens_per_second"},
+		"Run status":                        {"kvbench_run_status"},
+		"kvbench version, model and engine": {"kvbench_run_info"},
+	} {
+		for _, name := range reads {
+			if !regexp.MustCompile(`\b` + name + `\b`).MatchString(queries[title]) {
+				t.Errorf("panel %q does not read %s: %q", title, name, queries[title])
+			}
+		}
+	}
+	for _, p := range d.Panels {
+		if p.Title == "Decode rate" && !strings.Contains(p.FieldConfig.Defaults.Unit, "tokens/s") {
+			t.Errorf("decode rate unit %q, want tokens/s", p.FieldConfig.Defaults.Unit)
+		}
 	}
 }
 

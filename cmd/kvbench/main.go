@@ -98,6 +98,17 @@ func signalName(sig os.Signal) string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
+	if len(args) > 1 && args[0] == "help" {
+		// kvbench help COMMAND is kvbench COMMAND -h.
+		c, ok := commands[args[1]]
+		if !ok {
+			return usageErrorf("help: unknown command %q (see 'kvbench help')", args[1])
+		}
+		return c.run(ctx, []string{"-h"}, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(stdout)
 		if len(args) == 0 {
@@ -128,7 +139,7 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nExample:\n  kvbench demo                      # the whole job on the embedded engine, no GPU")
 	fmt.Fprintln(w, "  kvbench plan eviction-6x150k-replay")
-	fmt.Fprintln(w, "\nRun 'kvbench COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'kvbench help COMMAND' (or 'kvbench COMMAND -h') for a command's flags; 'kvbench --version' for the version.")
 }
 
 // exitError carries the exit code a failure maps to.

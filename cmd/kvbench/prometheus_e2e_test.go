@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -250,20 +251,40 @@ scrape_configs:
 	at, _ := time.Parse(time.RFC3339, r.ObservedAt)
 	check(`kvbench_run_timestamp_seconds{ci="run"}`, float64(at.Unix()))
 	check(`kvbench_run_status{ci="run",status="completed"}`, 1)
-	check(`kvbench_repeats_count{ci="run"}`, 2)
+	check(`kvbench_repeats_repetitions{ci="run"}`, 2)
 	check(`kvbench_repeats_time_to_first_output_seconds_count{ci="run",step="replay",request="0"}`, 2)
 
-	// Every dashboard query is valid PromQL and finds the pushed run (the gate table aside:
-	// this scenario has no gates), its variables matching everything.
+	// An unrepeated run of the same scenario, pushed under ci=single, and the repeated run
+	// compared with itself, pushed under ci=run.
+	single := t.TempDir()
+	if _, stderr, code := runCLI(t, "run", writeScenario(t, strings.Replace(regressionScenario, "max_tokens = 1\n", "max_tokens = 8\n", 1)), "--endpoint", srv.URL()+"/v1",
+		"--out", single, "--force", "--push", "http://"+gwAddr, "--push-label", "ci=single"); code != exitOK {
+		t.Fatalf("unrepeated run --push: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "compare", r.Dir, r.Dir, "--push", "http://"+gwAddr, "--push-label", "ci=run"); code != exitOK {
+		t.Fatalf("compare --push: exit %d: %s", code, stderr)
+	}
+	check(`kvbench_compare_regressions{ci="run",job="kvbench_compare"}`, 0)
+
+	// Every dashboard query is valid PromQL and finds the pushed runs, the repeated and the
+	// unrepeated, its variables matching everything but the run's ci label; what a run or a
+	// comparison without gates, repeats, regressions or server changes has no series for
+	// stays empty.
 	panels, _ := dashboardQueries(t)
-	all := strings.NewReplacer(`"$cluster"`, `".*"`, `"$scenario"`, `".*"`, `"$endpoint"`, `".*"`)
-	for title, exprs := range panels {
-		for _, e := range exprs {
-			if title == "Gates" {
+	empty := map[string][]string{
+		"run":    {"Gates", "Compare: relative change of regressed metrics", "Server changes against the baseline"},
+		"single": {"Gates", "Compare: relative change of regressed metrics", "Server changes against the baseline", "Time to first output, spread of repetitions", "Repetitions agree"},
+	}
+	for ci, skip := range empty {
+		only := strings.NewReplacer(`cluster=~"$cluster"`, `ci="`+ci+`"`, `"$scenario"`, `".*"`, `"$endpoint"`, `".*"`)
+		for title, exprs := range panels {
+			if slices.Contains(skip, title) {
 				continue
 			}
-			if len(queryAny(t, prom, all.Replace(e))) == 0 {
-				t.Errorf("dashboard panel %q: %s finds nothing", title, e)
+			for _, e := range exprs {
+				if len(queryAny(t, prom, only.Replace(e))) == 0 {
+					t.Errorf("dashboard panel %q finds nothing for the run pushed as ci=%s: %s", title, ci, only.Replace(e))
+				}
 			}
 		}
 	}

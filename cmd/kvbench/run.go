@@ -59,7 +59,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var push pushFlags
 	fs := o.register("run", stdout, "SCENARIO [flags]",
 		"kvbench run eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1\nkvbench run my-study.toml --metrics http://gpu0:8000/metrics --metrics http://gpu1:8001/metrics --format json\nkvbench run smoke --endpoint http://gpu-host:8000/v1 --repeat 3 --push http://pushgateway:9091 --push-label cluster=eu1")
-	push.register(fs, true)
+	push.register(fs, "after the records are written, push the run's series to this Prometheus Pushgateway (http://pushgateway:9091); a failed push exits 5 and 'kvbench push' retries it")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -1,52 +1,143 @@
 #!/bin/sh
-# nightly.sh is the README's nightly capacity regression as the CronJob runs it (busybox sh in
-# the kvbench:nightly image): run the scenario with repeats and push its series, then compare
-# it with the baseline. The exit code is the Job's status:
-#   0 no regression, 4 a regression, 3 a gate failed, 5 the push failed (the run is kept in
-#   $RESULTS; 'kvbench push' retries it), anything else: broken (2: not comparable).
-# A regression outranks a failed gate, which outranks a failed push.
+# kvbench nightly capacity regression: run a scenario with repeats, compare it with the
+# baseline, keep the report. POSIX sh (the CronJob runs it with the image's busybox sh).
+#
+# Settings, from the environment or from the flag of the same name (--scenario, --endpoint,
+# --baseline, --results, --repeat, --api-key-env, --pushgateway, --cluster,
+# --push-user-env, --push-password-env):
+#   SCENARIO     a built-in scenario name or a scenario file (required)
+#   ENDPOINT     the server's OpenAI-compatible base URL, ending in /v1 (required)
+#   BASELINE     the baseline run directory (default: baselines/<scenario's file name>)
+#   RESULTS      where the nights go, each in RESULTS/nightly/<UTC time>/ (default: results)
+#   REPEAT       repetitions of the steps (default: 3)
+#   API_KEY_ENV  the environment variable holding the server's API key (default: no key)
+#   PUSHGATEWAY  push the run and the comparison to this Pushgateway (default: no push)
+#   CLUSTER      the push label telling this fleet's runs apart (default: default)
+#   PUSH_USER_ENV, PUSH_PASSWORD_ENV  the variables holding the Pushgateway's basic auth
+# Exit code: 0 no regression; 4 a regression; 3 a gate failed; 5 a push failed (the run is
+# kept); 2 no baseline yet (the message says how to promote this night's run) or runs that
+# are not comparable; anything else, broken. A regression outranks a failed gate, which
+# outranks a failed push.
 set -u
-: "${SCENARIO:?set SCENARIO: a built-in scenario name or a scenario file}"
-: "${ENDPOINT:?set ENDPOINT: the server's OpenAI-compatible base URL, ending in /v1}"
-: "${PUSHGATEWAY:?set PUSHGATEWAY: the Pushgateway's base URL}"
-: "${CLUSTER:?set CLUSTER: the push-label telling this fleet's runs apart}"
-BASELINE=${BASELINE:-/baseline}
-RESULTS=${RESULTS:-/results}
-NIGHT="$RESULTS/$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$NIGHT" || exit 1
 
-kvbench run "$SCENARIO" --endpoint "$ENDPOINT" --repeat 3 --out "$NIGHT" \
-	--push "$PUSHGATEWAY" --push-label cluster="$CLUSTER"
+while [ $# -gt 0 ]; do
+	[ $# -ge 2 ] || {
+		echo "nightly.sh: $1 needs a value" >&2
+		exit 2
+	}
+	case $1 in
+	--scenario) SCENARIO=$2 ;;
+	--endpoint) ENDPOINT=$2 ;;
+	--baseline) BASELINE=$2 ;;
+	--results) RESULTS=$2 ;;
+	--repeat) REPEAT=$2 ;;
+	--api-key-env) API_KEY_ENV=$2 ;;
+	--pushgateway) PUSHGATEWAY=$2 ;;
+	--cluster) CLUSTER=$2 ;;
+	--push-user-env) PUSH_USER_ENV=$2 ;;
+	--push-password-env) PUSH_PASSWORD_ENV=$2 ;;
+	*)
+		echo "nightly.sh: unknown flag $1" >&2
+		exit 2
+		;;
+	esac
+	shift 2
+done
+: "${SCENARIO:?set SCENARIO (or --scenario): a built-in scenario name or a scenario file}"
+: "${ENDPOINT:?set ENDPOINT (or --endpoint): the server's OpenAI-compatible base URL, ending in /v1}"
+BASELINE=${BASELINE:-baselines/$(basename "$SCENARIO" .toml)}
+RESULTS=${RESULTS:-results}
+REPEAT=${REPEAT:-3}
+CLUSTER=${CLUSTER:-default}
+
+# Each night, a rerun the same day included, gets a directory of its own.
+mkdir -p "$RESULTS/nightly" || exit 1
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+NIGHT=$RESULTS/nightly/$stamp
+n=1
+while ! mkdir "$NIGHT" 2>/dev/null; do
+	n=$((n + 1))
+	[ "$n" -le 100 ] || {
+		echo "nightly: cannot create a directory for this night in $RESULTS/nightly" >&2
+		exit 1
+	}
+	NIGHT=$RESULTS/nightly/$stamp-$n
+done
+
+# The push flags, shared by run and compare.
+set --
+if [ -n "${PUSHGATEWAY:-}" ]; then
+	set -- --push "$PUSHGATEWAY" --push-label "cluster=$CLUSTER"
+	if [ -n "${PUSH_USER_ENV:-}${PUSH_PASSWORD_ENV:-}" ]; then
+		set -- "$@" --push-user-env "${PUSH_USER_ENV:-}" --push-password-env "${PUSH_PASSWORD_ENV:-}"
+	fi
+fi
+
+echo "nightly: $SCENARIO, $REPEAT repetitions, in $NIGHT" # not the URLs: they may hold credentials
+kvbench run "$SCENARIO" --endpoint "$ENDPOINT" --repeat "$REPEAT" --out "$NIGHT" \
+	${API_KEY_ENV:+--api-key-env "$API_KEY_ENV"} "$@"
 run_rc=$?
+CANDIDATE=
+for dir in "$NIGHT"/*/; do
+	[ -f "$dir/run.json" ] && CANDIDATE=${dir%/}
+done
 case $run_rc in
 0 | 3 | 5) ;; # the records are written: compare them
 *)
-	echo "run failed ($run_rc)"
+	echo "nightly: the run failed (exit $run_rc)${CANDIDATE:+; what it measured is in $CANDIDATE}"
+	[ -n "$CANDIDATE" ] || rmdir "$NIGHT" 2>/dev/null # refused before it measured anything
 	exit "$run_rc"
 	;;
 esac
-set -- "$NIGHT"/*/
-CANDIDATE=$1
-[ -f "$CANDIDATE/run.json" ] || {
-	echo "no run directory in $NIGHT"
+[ -n "$CANDIDATE" ] || {
+	echo "nightly: no run directory in $NIGHT"
 	exit 1
 }
 
-kvbench compare "$BASELINE" "$CANDIDATE" --format markdown >"$NIGHT/compare.md"
+if [ ! -f "$BASELINE/run.json" ]; then
+	kvbench report "$CANDIDATE" -o "$NIGHT/report.html" || echo "nightly: the report failed (kept going)"
+	chmod g+r "$NIGHT/report.html" 2>/dev/null
+	echo "nightly: no baseline at $BASELINE, so nothing to compare this first night with."
+	echo "Check this night's report, $NIGHT/report.html. If its run is the normal later nights"
+	echo "should be held to, make it the baseline, whole (run.json and every artifact):"
+	echo "  mkdir -p \"$(dirname "$BASELINE")\" && cp -r \"$CANDIDATE\" \"$BASELINE\""
+	echo "and keep it: in version control, or as deploy/kubernetes' kvbench-baseline ConfigMap"
+	echo "(kubectl create configmap kvbench-baseline --from-file=$BASELINE/)."
+	[ "$run_rc" -eq 0 ] || echo "nightly: the run itself exited $run_rc (3: a gate failed, 5: a push failed)"
+	exit 2
+fi
+
+kvbench compare "$BASELINE" "$CANDIDATE" --format markdown "$@" >"$NIGHT/compare.md"
 compare_rc=$?
+kvbench compare "$BASELINE" "$CANDIDATE" --format json >"$NIGHT/compare.json"
+kvbench report "$BASELINE" "$CANDIDATE" -o "$NIGHT/report.html" || echo "nightly: the report failed (kept going)"
+# Readable by the group (the CronJob's fsGroup), so another pod of the group can copy them.
+chmod g+r "$NIGHT/compare.md" "$NIGHT/compare.json" "$NIGHT/report.html" 2>/dev/null
 cat "$NIGHT/compare.md"
-kvbench report "$BASELINE" "$CANDIDATE" -o "$NIGHT/report.html" || echo "report failed (kept going)"
+# A CI job's summary, where there is one; never /dev/stdout, which a redirected log would
+# have reopened and overwritten.
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+	cat "$NIGHT/compare.md" >>"$GITHUB_STEP_SUMMARY"
+fi
 
 case $compare_rc in
-0) ;;
+0 | 5) ;;
 4)
-	echo "capacity regression: see $NIGHT/report.html"
+	echo "nightly: capacity regression: see $NIGHT/report.html"
 	exit 4
 	;;
 *)
-	echo "compare failed ($compare_rc)"
+	echo "nightly: compare failed (exit $compare_rc): $BASELINE and $CANDIDATE do not compare; promote a new baseline if the scenario or model changed on purpose"
 	exit "$compare_rc"
 	;;
 esac
-[ "$run_rc" -eq 0 ] || echo "run exit $run_rc (3: a gate failed, 5: the push failed; retry: kvbench push $CANDIDATE PUSHGATEWAY_URL --push-label cluster=$CLUSTER)"
-exit "$run_rc"
+if [ "$run_rc" -eq 3 ]; then
+	echo "nightly: a gate failed: see the run's output above and $NIGHT/report.html"
+	exit 3
+fi
+if [ "$run_rc" -eq 5 ] || [ "$compare_rc" -eq 5 ]; then
+	echo "nightly: a push failed; the records are kept (retry: kvbench push $CANDIDATE PUSHGATEWAY_URL --push-label cluster=$CLUSTER)"
+	exit 5
+fi
+echo "nightly: no regression: see $NIGHT/report.html"
+exit 0

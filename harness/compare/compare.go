@@ -8,6 +8,8 @@ package compare
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -95,7 +97,11 @@ type Result struct {
 	Tolerance  float64         `json:"tolerance"`
 	Noise      string          `json:"noise"`
 	Mismatches []runs.Mismatch `json:"mismatches"`
-	Steps      []Step          `json:"steps"`
+	// ServerChanges names each server setting the runs were measured on that differs (the
+	// endpoint, engine, recipe, KV pool, CPU tier): no reason to refuse the comparison (a
+	// nightly exists to catch what a changed server does), but every reader must see it.
+	ServerChanges []runs.Mismatch `json:"server_changes"`
+	Steps         []Step          `json:"steps"`
 	// Findings lists each regression in words; Regression is true when there is any.
 	Findings   []string `json:"regressions"`
 	Regression bool     `json:"regression"`
@@ -174,6 +180,7 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 	if res.Mismatches == nil {
 		res.Mismatches = []runs.Mismatch{}
 	}
+	res.ServerChanges = ServerChanges(baseline, candidate)
 	nb, nc := len(baseline.Repetitions), len(candidate.Repetitions)
 	switch {
 	case nb > 1 || nc > 1:
@@ -208,7 +215,7 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 				}
 				mv := MetricValue{Metric: m.Name, Better: m.Better, Baseline: b, Candidate: c, Change: stats.Compare(b, c, m.Better, opts.Tolerance)}
 				if mv.Judgement == stats.Regressed {
-					res.Findings = append(res.Findings, fmt.Sprintf("%s[%d] %s: %s worse (threshold %s)", id, rq.Index, m.Name, Percent(*mv.Worse), Share(mv.Threshold)))
+					res.Findings = append(res.Findings, fmt.Sprintf("%s[%d] %s %s", id, rq.Index, m.Name, Movement(mv)))
 				}
 				rq.Metrics = append(rq.Metrics, mv)
 			}
@@ -269,6 +276,75 @@ func failures(r *runs.Run, id string, i int) int {
 		}
 	}
 	return n
+}
+
+// Movement says which way a judged metric moved, by how much, and why that is better or
+// worse: "fell 93.2% (median 100 -> 6.8; higher is better; threshold 10.0%)".
+func Movement(m MetricValue) string {
+	if m.Relative == nil {
+		return "not compared (" + m.Why + ")"
+	}
+	dir := "unchanged"
+	switch rel := *m.Relative; {
+	case rel > 0:
+		dir = "rose " + Share(rel)
+	case rel < 0:
+		dir = "fell " + Share(-rel)
+	}
+	return fmt.Sprintf("%s (median %s -> %s; %s is better; threshold %s)", dir, number(m.Baseline.Median), number(m.Candidate.Median), m.Better, Share(m.Threshold))
+}
+
+func number(v *float64) string {
+	if v == nil {
+		return "absent"
+	}
+	if math.Abs(*v) >= 1000 {
+		return fmt.Sprintf("%.0f", *v) // 18030, not 1.803e+04
+	}
+	return fmt.Sprintf("%.4g", *v)
+}
+
+// ServerChanges lists the server settings b and c were measured on that differ, named by
+// their run.json fields; the endpoint is compared by host, never with its credentials.
+func ServerChanges(b, c *runs.Run) []runs.Mismatch {
+	out := []runs.Mismatch{}
+	add := func(field, bv, cv string) {
+		if bv != cv {
+			out = append(out, runs.Mismatch{Field: field, Baseline: bv, Candidate: cv})
+		}
+	}
+	add("target.endpoint (host)", endpointHost(b), endpointHost(c))
+	add("runtime.engine", b.Runtime.Engine, c.Runtime.Engine)
+	add("runtime.image", b.Runtime.Image, c.Runtime.Image)
+	add("runtime.recipe", b.Runtime.Recipe, c.Runtime.Recipe)
+	bc, cc := b.Cache, c.Cache
+	add("cache.max_model_len", fmt.Sprint(bc.MaxModelLen), fmt.Sprint(cc.MaxModelLen))
+	add("cache.gpu_kv_cache_tokens", fmt.Sprint(bc.GPUKVCacheTokens), fmt.Sprint(cc.GPUKVCacheTokens))
+	add("cache.block_size", fmt.Sprint(bc.BlockSize), fmt.Sprint(cc.BlockSize))
+	add("cache.cpu_offload_gib", fmt.Sprint(bc.CPUOffloadGiB), fmt.Sprint(cc.CPUOffloadGiB))
+	add("cache.cpu_mmap_bytes", optional(bc.CPUMmapBytes), optional(cc.CPUMmapBytes))
+	add("cache.kv_dtype", optional(bc.KVDtype), optional(cc.KVDtype))
+	add("cache.prefix_caching", optional(bc.PrefixCaching), optional(cc.PrefixCaching))
+	return out
+}
+
+func endpointHost(r *runs.Run) string {
+	if r.Scenario == nil {
+		return ""
+	}
+	u, err := url.Parse(r.Scenario.Target.Endpoint)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Host
+}
+
+// optional prints a value the record may hold as null: absent is no value, never 0.
+func optional[T any](v *T) string {
+	if v == nil {
+		return "absent"
+	}
+	return fmt.Sprint(*v)
 }
 
 // Percent prints a fraction as a signed percentage with one decimal.

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -135,7 +136,7 @@ func TestCompareFindsTheCandidatesRegressions(t *testing.T) {
 	if !slices.Contains(res.Findings, "replay: verdict cpu_reload -> recompute") {
 		t.Errorf("findings lack the verdict change: %q", res.Findings)
 	}
-	if !strings.HasPrefix(res.Findings[0], "sequence[0] time_to_first_output_ms: +") {
+	if !strings.HasPrefix(res.Findings[0], "sequence[0] time_to_first_output_ms rose ") {
 		t.Errorf("first finding %q", res.Findings[0])
 	}
 }
@@ -356,3 +357,88 @@ func TestCompareVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestCompareNamesAChangedServer: the candidate ran on a server with a quarter of the CPU tier;
+// compare still compares (a nightly exists to catch that) and names the change in every
+// output format, where only the HTML report's identity table showed it.
+func TestCompareNamesAChangedServer(t *testing.T) {
+	res := mustCompare(t, load(t, "baseline"), load(t, "candidate"), Options{Tolerance: DefaultTolerance})
+	// The fixtures ran on two embedded engines, each on its own free port.
+	want := []runs.Mismatch{
+		{Field: "target.endpoint (host)", Baseline: "127.0.0.1:46493", Candidate: "127.0.0.1:37973"},
+		{Field: "cache.cpu_offload_gib", Baseline: "0.015625", Candidate: "0.00390625"},
+	}
+	if !slices.Equal(res.ServerChanges, want) {
+		t.Fatalf("server changes %v, want %v", res.ServerChanges, want)
+	}
+	var text, md bytes.Buffer
+	res.WriteText(&text)
+	res.WriteMarkdown(&md)
+	if !strings.Contains(text.String(), `SERVER CHANGED: cache.cpu_offload_gib: baseline "0.015625", candidate "0.00390625"`) {
+		t.Errorf("text does not name the changed CPU tier:\n%s", text.String())
+	}
+	if !strings.Contains(md.String(), "> **Server changed:** cache.cpu_offload_gib: baseline `0.015625`, candidate `0.00390625`") {
+		t.Errorf("markdown does not name the changed CPU tier:\n%s", md.String())
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `{"field":"cache.cpu_offload_gib","baseline":"0.015625","candidate":"0.00390625"}]`) {
+		t.Errorf("json does not name the changed CPU tier: %s", data)
+	}
+
+	same := mustCompare(t, load(t, "baseline"), load(t, "baseline"), Options{Tolerance: DefaultTolerance})
+	if same.ServerChanges == nil || len(same.ServerChanges) != 0 {
+		t.Errorf("a run compared with itself: server changes %#v, want []", same.ServerChanges)
+	}
+}
+
+// TestFindingsSayWhichWayTheMetricMoved: a regression names the direction of the change and
+// which way is better, so a rate that fell reads "fell", never "+93.2% worse".
+func TestFindingsSayWhichWayTheMetricMoved(t *testing.T) {
+	res := mustCompare(t, load(t, "baseline"), load(t, "candidate"), Options{Tolerance: DefaultTolerance})
+	n := 0
+	for _, st := range res.Steps {
+		for _, q := range st.Requests {
+			for _, m := range q.Metrics {
+				if m.Judgement != stats.Regressed {
+					continue
+				}
+				n++
+				word := "rose "
+				if m.Better == stats.Higher {
+					word = "fell "
+				}
+				prefix := fmt.Sprintf("%s[%d] %s %s", st.Step, q.Index, m.Metric, word)
+				found := false
+				for _, f := range res.Findings {
+					found = found || strings.HasPrefix(f, prefix)
+				}
+				if !found {
+					t.Errorf("no finding starts %q: %q", prefix, res.Findings)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("fixture has no regressed metric")
+	}
+	for _, f := range res.Findings {
+		if strings.Contains(f, "worse") {
+			t.Errorf("finding %q still words the change as worse", f)
+		}
+	}
+	drop := MetricValue{Better: stats.Higher, Baseline: stats.Summary{Median: ptr(100.0)}, Candidate: stats.Summary{Median: ptr(6.8)},
+		Change: stats.Change{Relative: ptr(-0.932), Worse: ptr(0.932), Threshold: 0.1}}
+	if got, want := Movement(drop), "fell 93.2% (median 100 -> 6.8; higher is better; threshold 10.0%)"; got != want {
+		t.Errorf("decode drop: %q, want %q", got, want)
+	}
+	rise := MetricValue{Better: stats.Lower, Baseline: stats.Summary{Median: ptr(20.0)}, Candidate: stats.Summary{Median: ptr(358.0)},
+		Change: stats.Change{Relative: ptr(16.9), Worse: ptr(16.9), Threshold: 0.1}}
+	if got, want := Movement(rise), "rose 1690.0% (median 20 -> 358; lower is better; threshold 10.0%)"; got != want {
+		t.Errorf("ttft rise: %q, want %q", got, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -44,6 +44,9 @@ func (res *Result) WriteText(w io.Writer) {
 	for _, m := range res.Mismatches {
 		fmt.Fprintf(w, "MISMATCH (allowed): %s: baseline %q, candidate %q\n", m.Field, m.Baseline, m.Candidate)
 	}
+	for _, m := range res.ServerChanges {
+		fmt.Fprintf(w, "SERVER CHANGED: %s: baseline %q, candidate %q\n", m.Field, m.Baseline, m.Candidate)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tREQ\tMETRIC\tBASELINE\tCANDIDATE\tCHANGE\tTHRESHOLD\tSTATUS")
@@ -78,6 +81,9 @@ func (res *Result) WriteMarkdown(w io.Writer) {
 	}
 	for _, m := range res.Mismatches {
 		fmt.Fprintf(w, "> **Mismatch (allowed):** %s: baseline `%s`, candidate `%s`\n\n", m.Field, m.Baseline, m.Candidate)
+	}
+	for _, m := range res.ServerChanges {
+		fmt.Fprintf(w, "> **Server changed:** %s: baseline `%s`, candidate `%s`\n\n", m.Field, m.Baseline, m.Candidate)
 	}
 	if res.Regression {
 		for _, f := range res.Findings {

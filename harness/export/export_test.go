@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
@@ -169,7 +172,7 @@ func TestOpenMetricsCarriesTheRecordsValues(t *testing.T) {
 	if n != 5 {
 		t.Errorf("%d requests with a time to first output, want 5", n)
 	}
-	if v := sample(t, got, "kvbench_repeats_verdict_count", map[string]string{"step": "replay", "verdict": string(sec.Verdict)}).GetGauge().GetValue(); v != 2 {
+	if v := sample(t, got, "kvbench_repeats_verdict_repetitions", map[string]string{"step": "replay", "verdict": string(sec.Verdict)}).GetGauge().GetValue(); v != 2 {
 		t.Errorf("verdict %s in %v repetitions, want 2 (verdicts %v)", sec.Verdict, v, r.Verdicts("replay"))
 	}
 }
@@ -202,7 +205,7 @@ func TestAbsentIsNotZero(t *testing.T) {
 	if len(got["kvbench_time_to_first_output_seconds"].GetMetric()) != len(seq.Requests) {
 		t.Errorf("%d time to first output samples, want the %d measured", len(got["kvbench_time_to_first_output_seconds"].GetMetric()), len(seq.Requests))
 	}
-	if _, ok := got["kvbench_repeats_count"]; ok {
+	if _, ok := got["kvbench_repeats_repetitions"]; ok {
 		t.Error("a single run exports repeats series")
 	}
 }
@@ -322,5 +325,183 @@ func TestParseLabel(t *testing.T) {
 		if _, err := ParseLabel(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// promtool finds Debian's promtool (or KVBENCH_PROMTOOL); without it the test skips, or
+// fails when KVBENCH_REQUIRE_PROMETHEUS=1 (as .ci/run sets it).
+func promtool(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("KVBENCH_PROMTOOL")
+	if bin == "" {
+		bin = "/usr/bin/promtool"
+	}
+	if _, err := os.Stat(bin); err != nil {
+		msg := bin + " not found (apt-get install prometheus, or set KVBENCH_PROMTOOL)"
+		if os.Getenv("KVBENCH_REQUIRE_PROMETHEUS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+// TestSeriesPassPromtoolLint: every series kvbench exports, a repeated run's and a
+// comparison's, passes 'promtool check metrics' (no _count suffix on a gauge, base units,
+// help on every family).
+func TestSeriesPassPromtoolLint(t *testing.T) {
+	bin := promtool(t)
+	base, cand := load(t, repeatedRun), load(t, "../../cmd/kvbench/testdata/compare/candidate")
+	runFams, err := Families(base, Identity(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compare.Compare(base, cand, compare.Options{Tolerance: compare.DefaultTolerance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmpFams, err := CompareFamilies(res, Identity(cand))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	enc := expfmt.NewEncoder(&text, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range append(runFams, cmpFams...) {
+		if err := enc.Encode(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "check", "metrics")
+	cmd.Stdin = &text
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+	for old, now := range Renamed {
+		if slices.Contains(Names(), old) || !slices.Contains(Names(), now) {
+			t.Errorf("%s was renamed %s: Names() has the old name or lacks the new", old, now)
+		}
+	}
+}
+
+// TestRunStatusEnumeratesEveryStatus: a failed run's status series says failed, and every
+// status a run can have has its series, so an alert on one finds it at 0 on a healthy run.
+func TestRunStatusEnumeratesEveryStatus(t *testing.T) {
+	r := load(t, singleRun)
+	r.Status = record.StatusFailed
+	fams, err := Families(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	for _, status := range []string{record.StatusCompleted, record.StatusFailed, record.StatusInterrupted, record.StatusIncomplete} {
+		want := 0.0
+		if status == record.StatusFailed {
+			want = 1
+		}
+		if v := sample(t, got, "kvbench_run_status", map[string]string{"status": status}).GetGauge().GetValue(); v != want {
+			t.Errorf("status %s = %v, want %v", status, v, want)
+		}
+	}
+}
+
+// TestExpectedVerdictFromTheScenariosGates: the verdict a gate expects of a replay step is a
+// series of its own, read from the scenario in run.json, so an alert can tell a control whose
+// gate expects gpu_hit from a replay that should have reloaded. No gate, no series.
+func TestExpectedVerdictFromTheScenariosGates(t *testing.T) {
+	r := load(t, singleRun)
+	sc := *r.Scenario
+	sc.Gates = []scenarios.Gate{{Step: "replay", Verdict: "gpu_hit"}, {Step: "replay", MinCachedFraction: 0.9}, {Step: "replay", Verdict: "gpu_hit", RequireValidSetup: true}}
+	r.Scenario = &sc
+	fams, err := Families(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	if n := len(got["kvbench_replay_expected_verdict"].GetMetric()); n != 1 {
+		t.Fatalf("%d expected-verdict series, want 1: %v", n, got["kvbench_replay_expected_verdict"])
+	}
+	if v := sample(t, got, "kvbench_replay_expected_verdict", map[string]string{"step": "replay", "verdict": "gpu_hit"}).GetGauge().GetValue(); v != 1 {
+		t.Errorf("expected gpu_hit = %v", v)
+	}
+
+	sc.Gates = []scenarios.Gate{{Step: "replay", MinCachedFraction: 0.9}}
+	fams, err = Families(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = parse(t, fams)
+	if f, ok := got["kvbench_replay_expected_verdict"]; ok {
+		t.Errorf("no gate names a verdict, yet %v", f)
+	}
+}
+
+// TestCompareFamiliesCarryTheComparison: the comparison's series say what compare said: as
+// many regressions as findings, the verdict and each regressed metric at 1, the changed CPU
+// tier named, and the candidate's time.
+func TestCompareFamiliesCarryTheComparison(t *testing.T) {
+	base, cand := load(t, repeatedRun), load(t, "../../cmd/kvbench/testdata/compare/candidate")
+	res, err := compare.Compare(base, cand, compare.Options{Tolerance: compare.DefaultTolerance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams, err := CompareFamilies(res, []Label{{"cluster", "eu1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	if v := sample(t, got, "kvbench_compare_regressions", map[string]string{"cluster": "eu1"}).GetGauge().GetValue(); v != float64(len(res.Findings)) || v == 0 {
+		t.Errorf("regressions %v, findings %d", v, len(res.Findings))
+	}
+	if v := sample(t, got, "kvbench_compare_regressed", map[string]string{"step": "replay", "metric": "verdict"}).GetGauge().GetValue(); v != 1 {
+		t.Errorf("verdict regressed = %v", v)
+	}
+	ones := 0
+	for _, m := range got["kvbench_compare_regressed"].GetMetric() {
+		ones += int(m.GetGauge().GetValue())
+	}
+	if ones != len(res.Findings) {
+		t.Errorf("%d metrics at 1, %d findings", ones, len(res.Findings))
+	}
+	if v := sample(t, got, "kvbench_compare_server_changed", map[string]string{"field": "cache.cpu_offload_gib"}).GetGauge().GetValue(); v != 1 {
+		t.Errorf("changed CPU tier = %v", v)
+	}
+	ttft := sample(t, got, "kvbench_compare_relative_change", map[string]string{"step": "sequence", "request": "0", "metric": "time_to_first_output_ms"}).GetGauge().GetValue()
+	if want := *res.Steps[0].Requests[0].Metrics[0].Relative; !near(ttft, want) {
+		t.Errorf("relative change %v, compare %v", ttft, want)
+	}
+	at, _ := time.Parse(time.RFC3339, cand.ObservedAt)
+	if v := sample(t, got, "kvbench_compare_timestamp_seconds", nil).GetGauge().GetValue(); v != float64(at.Unix()) {
+		t.Errorf("timestamp %v, candidate observed %s", v, cand.ObservedAt)
+	}
+}
+
+// TestPushKeepsTheQueryOutOfThePath: a push URL with a query string (a gateway behind a proxy
+// that wants a token) sends the group's path as the path and the query as the query, and
+// basic auth from the options (a Secret's variables) reaches the gateway.
+func TestPushKeepsTheQueryOutOfThePath(t *testing.T) {
+	r := load(t, singleRun)
+	type request struct{ path, query, user, pass string }
+	got := make(chan request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		q := request{path: req.URL.Path, query: req.URL.RawQuery}
+		q.user, q.pass, _ = req.BasicAuth()
+		got <- q
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	err := Push(context.Background(), r, PushOptions{URL: srv.URL + "/?token=t0ken", Username: "ci", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := <-got
+	if !strings.HasPrefix(q.path, "/metrics/job/kvbench/") || strings.Contains(q.path, "token") {
+		t.Errorf("path %q, want /metrics/job/kvbench/... without the query", q.path)
+	}
+	if q.query != "token=t0ken" {
+		t.Errorf("query %q, want token=t0ken", q.query)
+	}
+	if q.user != "ci" || q.pass != "s3cret" {
+		t.Errorf("basic auth %q:%q, want the options'", q.user, q.pass)
 	}
 }

@@ -87,11 +87,12 @@ var (
 // Names lists them for dashboards and alerts to be checked against.
 var catalog = map[string]family{
 	"kvbench_run_info":              {"The run's kvbench version, model and engine (always 1).", gauge},
-	"kvbench_run_status":            {"1 for the run's status (completed or interrupted), 0 for the others.", gauge},
+	"kvbench_run_status":            {"1 for the run's status (completed, failed, interrupted or incomplete), 0 for the others.", gauge},
 	"kvbench_run_timestamp_seconds": {"When the run was observed, in Unix seconds: alert when it gets old.", gauge},
 	"kvbench_gate_passed":           {"1 when the scenario's gate passed, 0 when it failed.", gauge},
 
 	"kvbench_replay_verdict":                {"1 for the replay step's verdict, 0 for the other verdicts.", gauge},
+	"kvbench_replay_expected_verdict":       {"1 for each verdict a gate of the scenario expects of the replay step (no series: no gate names one).", gauge},
 	"kvbench_cached_fraction":               {"Cached prompt tokens over prompt tokens of the replay.", gauge},
 	"kvbench_offload_load_bytes":            {"CPU->GPU bytes the offload connector loaded during the step.", gauge},
 	"kvbench_offload_load_duration_seconds": {"Time the offload connector spent loading CPU->GPU during the step.", gauge},
@@ -106,9 +107,15 @@ var catalog = map[string]family{
 	"kvbench_decode_tokens_per_second":            {"Output tokens per second after the first one.", gauge},
 	"kvbench_effective_prefill_tokens_per_second": {"Prompt tokens over the time to first output.", gauge},
 
-	"kvbench_repeats_count":                               {"Repetitions the run made of its steps.", gauge},
+	"kvbench_compare_regressions":       {"Regressions kvbench compare found in the candidate run against the baseline (0: none).", gauge},
+	"kvbench_compare_regressed":         {"1 when the compared metric (or the replay's verdict) regressed, 0 when it did not.", gauge},
+	"kvbench_compare_relative_change":   {"The metric's change from the baseline's median to the candidate's, over the baseline's.", gauge},
+	"kvbench_compare_server_changed":    {"1 for each server setting (run.json field) the baseline and the candidate differ in.", gauge},
+	"kvbench_compare_timestamp_seconds": {"When the compared candidate run was observed, in Unix seconds.", gauge},
+
+	"kvbench_repeats_repetitions":                         {"Repetitions the run made of its steps.", gauge},
 	"kvbench_repeats_verdicts_agree":                      {"1 when every replay reached the same verdict in every repetition.", gauge},
-	"kvbench_repeats_verdict_count":                       {"Repetitions in which the replay step reached the verdict.", gauge},
+	"kvbench_repeats_verdict_repetitions":                 {"Repetitions in which the replay step reached the verdict.", gauge},
 	"kvbench_repeats_time_to_first_output_seconds":        {"Time to first output across repetitions (quantile 0, 0.5 and 1).", summary},
 	"kvbench_repeats_time_to_first_output_spread_seconds": {"Max minus min time to first output across repetitions.", gauge},
 	"kvbench_repeats_decode_tokens_per_second":            {"Decode rate across repetitions (quantile 0, 0.5 and 1).", summary},
@@ -117,6 +124,14 @@ var catalog = map[string]family{
 	"kvbench_repeats_cached_fraction_spread":              {"Max minus min cached fraction across repetitions.", gauge},
 	"kvbench_repeats_offload_load_bytes_per_token":        {"CPU->GPU bytes per hit token across repetitions (quantile 0, 0.5 and 1).", summary},
 	"kvbench_repeats_offload_load_bytes_per_token_spread": {"Max minus min CPU->GPU bytes per hit token across repetitions.", gauge},
+}
+
+// Renamed maps the names earlier kvbench versions exported to today's: promtool's lint
+// refuses a _count suffix on a gauge. A query over pushes of both versions reads
+// "new or old", e.g. kvbench_repeats_repetitions or kvbench_repeats_count.
+var Renamed = map[string]string{
+	"kvbench_repeats_count":         "kvbench_repeats_repetitions",
+	"kvbench_repeats_verdict_count": "kvbench_repeats_verdict_repetitions",
 }
 
 // Names lists every series name kvbench exports, a summary's _sum and _count included.
@@ -141,8 +156,9 @@ var verdicts = func() []string {
 	return out
 }()
 
-// runStatuses are the values kvbench_run_status enumerates.
-var runStatuses = []string{record.StatusCompleted, record.StatusInterrupted}
+// runStatuses are the values kvbench_run_status enumerates: every status a loaded run can
+// have, so an alert on any of them finds its series (at 0) on a healthy run too.
+var runStatuses = []string{record.StatusCompleted, record.StatusFailed, record.StatusInterrupted, record.StatusIncomplete}
 
 // Families returns r's series as metric families sorted by name; every series also carries
 // the labels in extra (the identity, for a file; none for a push, whose grouping key adds them).
@@ -156,6 +172,7 @@ func Families(r *runs.Run, extra []Label) ([]*dto.MetricFamily, error) {
 		b.requests(st)
 	}
 	b.gates(r.Gates)
+	b.expectedVerdicts(r)
 	if len(r.Repetitions) > 1 {
 		b.repeats(r)
 	}
@@ -221,6 +238,24 @@ func (b *builder) gates(gates []record.GateResult) {
 	}
 }
 
+// expectedVerdicts exports the verdicts the scenario's gates expect of each replay step, read
+// from the scenario the run record holds: an alert compares the verdict seen with these, so
+// a control whose gate expects gpu_hit is healthy when its replay is a GPU hit.
+func (b *builder) expectedVerdicts(r *runs.Run) {
+	if r.Scenario == nil {
+		return
+	}
+	seen := map[[2]string]bool{}
+	for _, g := range r.Scenario.Gates {
+		key := [2]string{g.Step, string(g.Verdict)}
+		if g.Verdict == "" || seen[key] {
+			continue
+		}
+		seen[key] = true
+		b.gauge("kvbench_replay_expected_verdict", ptr(1.0), "step", g.Step, "verdict", string(g.Verdict))
+	}
+}
+
 // GateName names a gate by its step and conditions, e.g. "replay: verdict=cpu_reload".
 func GateName(g scenarios.Gate) string {
 	data, err := json.Marshal(g)
@@ -254,7 +289,7 @@ var repeated = []struct {
 }
 
 func (b *builder) repeats(r *runs.Run) {
-	b.gauge("kvbench_repeats_count", ptr(float64(len(r.Repetitions))))
+	b.gauge("kvbench_repeats_repetitions", ptr(float64(len(r.Repetitions))))
 	agree := 1.0
 	for _, id := range r.ReplayStepIDs() {
 		counts := map[string]float64{}
@@ -272,7 +307,7 @@ func (b *builder) repeats(r *runs.Run) {
 			}
 		}
 		for _, v := range names {
-			b.gauge("kvbench_repeats_verdict_count", ptr(counts[v]), "step", id, "verdict", v)
+			b.gauge("kvbench_repeats_verdict_repetitions", ptr(counts[v]), "step", id, "verdict", v)
 		}
 	}
 	b.gauge("kvbench_repeats_verdicts_agree", &agree)

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestHelpCommandPrintsTheCommandsHelp: 'kvbench help run' prints run's usage and flags, as
+// 'kvbench run -h' does, not the top-level list; an unknown name is bad input.
+func TestHelpCommandPrintsTheCommandsHelp(t *testing.T) {
+	for _, name := range []string{"run", "compare", "push"} {
+		want, _, code := runCLI(t, name, "-h")
+		if code != exitOK {
+			t.Fatalf("%s -h: exit %d", name, code)
+		}
+		got, stderr, code := runCLI(t, "help", name)
+		if code != exitOK || got != want {
+			t.Errorf("help %s: exit %d (%s), output:\n%s\nwant %s -h's:\n%s", name, code, stderr, got, name, want)
+		}
+		if !strings.HasPrefix(got, "Usage: kvbench "+name+" ") {
+			t.Errorf("help %s starts %q", name, got[:min(len(got), 60)])
+		}
+	}
+	if _, stderr, code := runCLI(t, "help", "nosuch"); code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, `"nosuch"`) {
+		t.Errorf("help nosuch: exit %d: %q", code, stderr)
+	}
+}
+
+// TestVersionFlag: --version and -version print what 'kvbench version' prints.
+func TestVersionFlag(t *testing.T) {
+	want, _, code := runCLI(t, "version")
+	if code != exitOK || !strings.HasPrefix(want, "kvbench ") {
+		t.Fatalf("version: exit %d: %q", code, want)
+	}
+	for _, flag := range []string{"--version", "-version"} {
+		if got, stderr, code := runCLI(t, flag); code != exitOK || got != want {
+			t.Errorf("%s: exit %d (%s): %q, want %q", flag, code, stderr, got, want)
+		}
+	}
+}
+
+// TestCountersAcceptsFormatJSON: counters prints JSON, so --format json is accepted (and any
+// other format refused as bad input).
+func TestCountersAcceptsFormatJSON(t *testing.T) {
+	out, stderr, code := runCLI(t, "counters", counterSample, "--format", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if _, stderr, code := runCLI(t, "counters", counterSample, "--format", "text"); code != exitUsage || !strings.Contains(stderr, "--format") {
+		t.Errorf("--format text: exit %d: %q", code, stderr)
+	}
+}

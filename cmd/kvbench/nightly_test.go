@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/sim"
+)
+
+// readmeNightlyScript returns the script the README's nightly section prints, and checks it
+// is deploy/kubernetes/nightly.sh to the byte: the CronJob runs the file, a reader the text.
+func readmeNightlyScript(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Nightly capacity regression\n")
+	if !ok {
+		t.Fatal(`README has no "## Nightly capacity regression" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	m := regexp.MustCompile("(?s)```sh\n(#!/bin/sh\n.*?)```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal("the README's nightly section prints no #!/bin/sh script")
+	}
+	if file := readDeploy(t, "kubernetes/nightly.sh"); m[1] != file {
+		t.Fatalf("the README's nightly script differs from deploy/kubernetes/nightly.sh")
+	}
+	return m[1]
+}
+
+// nightlyHarness runs the printed script as a user would: kvbench on PATH (this test binary,
+// re-executed as kvbench), in a working directory of its own.
+type nightlyHarness struct {
+	t *testing.T
+	// shell is the command that runs a script file: /bin/sh, or busybox sh.
+	shell                  []string
+	script, work, bin, key string
+	scenario, results      string
+}
+
+func newNightlyHarness(t *testing.T, shell []string, script string) *nightlyHarness {
+	t.Helper()
+	h := &nightlyHarness{t: t, shell: shell, work: t.TempDir(), bin: t.TempDir(), key: "sk-nightly-test"}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(h.bin, "kvbench")); err != nil {
+		t.Fatal(err)
+	}
+	h.script = filepath.Join(h.work, "nightly.sh")
+	if err := os.WriteFile(h.script, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.results = "results" // relative, as the README runs it
+	return h
+}
+
+// night runs the script once against a fresh embedded engine (cold caches, a key required)
+// with env and args; stdout goes to a log file opened as '> night.log' opens it. It returns
+// the exit code, the log and the night's directory named in its first line.
+func (h *nightlyHarness) night(env []string, args ...string) (int, string, string) {
+	t := h.t
+	t.Helper()
+	// Requests of about a second (slowTiny): a loaded machine's lateness stays within the
+	// tolerance, so a night compares as no regression.
+	srv := startSim(t, sim.Options{Profile: "tiny", APIKey: h.key, Override: slowTiny})
+	logPath := filepath.Join(t.TempDir(), "night.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append(append(append([]string{}, h.shell...), h.script, "--endpoint", srv.URL()+"/v1"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = h.work
+	cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1", "PATH="+h.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KVBENCH_NIGHTLY_KEY="+h.key, "SCENARIO="+h.scenario, "RESULTS="+h.results, "REPEAT=2")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	runErr := cmd.Run()
+	logf.Close()
+	code := 0
+	if ee, ok := runErr.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if runErr != nil {
+		t.Fatal(runErr)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^nightly: .* in (\S+)$`).FindStringSubmatch(string(data))
+	if m == nil {
+		t.Fatalf("exit %d; the log names no night directory:\n%s", code, data)
+	}
+	return code, string(data), m[1]
+}
+
+// TestNightlyScriptAsPrinted runs the README's nightly script, as printed, with the shells a
+// user's machine and the nightly image have, against the embedded engine: the first night has
+// no baseline and says how to promote one (exit 2); its own instructions promote it; the next
+// nights pass (0) with a log the script's own output never corrupts, each in its own
+// directory with its own report, a rerun the same second included; a failed gate is a failed
+// night (3) though compare finds nothing; the API key and the push go where they are sent.
+func TestNightlyScriptAsPrinted(t *testing.T) {
+	script := readmeNightlyScript(t)
+	shells := map[string][]string{"sh": {"/bin/sh"}}
+	for _, bb := range []string{"/bin/busybox", "/usr/bin/busybox"} {
+		if _, err := os.Stat(bb); err == nil {
+			shells["busybox"] = []string{bb, "sh"} // the nightly image's shell
+			break
+		}
+	}
+	for name, shell := range shells {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each shell its own engines and directories; the nights mostly wait
+			testNightly(t, shell, script)
+		})
+	}
+}
+
+func testNightly(t *testing.T, shell []string, script string) {
+	h := newNightlyHarness(t, shell, script)
+	// A tiny scenario file whose name gives the baseline's: baselines/nightly-tiny.
+	h.scenario = filepath.Join(h.work, "nightly-tiny.toml")
+	if err := os.WriteFile(h.scenario, []byte(regressionScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	baseline := filepath.Join(h.work, "baselines", "nightly-tiny")
+
+	// 1. The first night: no baseline. The key's variable comes by flag.
+	code, log, night1 := h.night(nil, "--api-key-env", "KVBENCH_NIGHTLY_KEY")
+	if code != 2 || !strings.Contains(log, "no baseline at baselines/nightly-tiny") {
+		t.Fatalf("first night: exit %d, want 2 naming the missing baseline:\n%s", code, log)
+	}
+	if _, err := os.Stat(filepath.Join(h.work, night1, "report.html")); err != nil {
+		t.Errorf("first night: no report: %v", err)
+	}
+	promote := regexp.MustCompile(`(?m)^  (mkdir -p .* && cp -r .*)$`).FindStringSubmatch(log)
+	if promote == nil {
+		t.Fatalf("first night: no command to promote its run:\n%s", log)
+	}
+	cmd := exec.Command("/bin/sh", "-c", promote[1])
+	cmd.Dir = h.work
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the printed promotion %q: %v: %s", promote[1], err, out)
+	}
+	if _, err := runs.Load(baseline); err != nil {
+		t.Fatalf("the promoted baseline: %v", err)
+	}
+
+	// 2. A night whose output is redirected to a log; the key's variable comes by environment,
+	// and the run and the comparison are pushed with basic auth from two more variables.
+	gw := &gateway{status: http.StatusOK}
+	pg := httptest.NewServer(gw)
+	defer pg.Close()
+	pushEnv := []string{"API_KEY_ENV=KVBENCH_NIGHTLY_KEY", "PUSHGATEWAY=" + pg.URL, "CLUSTER=ci",
+		"PUSH_USER_ENV=KVBENCH_NIGHTLY_PUSH_USER", "PUSH_PASSWORD_ENV=KVBENCH_NIGHTLY_PUSH_PASSWORD",
+		"KVBENCH_NIGHTLY_PUSH_USER=ci", "KVBENCH_NIGHTLY_PUSH_PASSWORD=hunter2"}
+	code, log, night2 := h.night(pushEnv)
+	if code != 0 {
+		t.Fatalf("second night: exit %d, want 0:\n%s", code, log)
+	}
+	compareMD, err := os.ReadFile(filepath.Join(h.work, night2, "compare.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(compareMD, []byte("## kvbench compare: No regression\n")) || !strings.Contains(log, string(compareMD)) {
+		t.Errorf("second night: the log does not hold the comparison whole:\n%s\n--- compare.md:\n%s", log, compareMD)
+	}
+	if want := "nightly: no regression: see " + night2 + "/report.html\n"; !strings.HasSuffix(log, want) {
+		t.Errorf("second night: the log does not end %q:\n%s", want, log)
+	}
+	if strings.Contains(log, "hunter2") || strings.Contains(log, h.key) {
+		t.Errorf("second night: a credential in the log:\n%s", log)
+	}
+	paths := gw.pushes()
+	_, auths, _ := gw.pushed()
+	if len(paths) != 2 || !strings.HasPrefix(paths[0], "PUT /metrics/job/kvbench/") || !strings.HasPrefix(paths[1], "PUT /metrics/job/kvbench_compare/") ||
+		!strings.Contains(paths[1], "/cluster/ci") || auths[0] != "ci:hunter2" || auths[1] != "ci:hunter2" {
+		t.Errorf("second night's pushes %v (auth %q), want the run's and the comparison's", paths, auths)
+	}
+	for _, f := range []string{"report.html", "compare.md", "compare.json"} {
+		if st, err := os.Stat(filepath.Join(h.work, night2, f)); err != nil || st.Mode().Perm()&0o040 == 0 {
+			t.Errorf("second night's %s: %v, not readable by the group (%v)", f, err, st)
+		}
+	}
+
+	// 3. A rerun at once, same day (the same second, likely): its own directory and report,
+	// and a CI job summary that gets the comparison.
+	summary := filepath.Join(t.TempDir(), "summary.md")
+	code, log, night3 := h.night([]string{"API_KEY_ENV=KVBENCH_NIGHTLY_KEY", "GITHUB_STEP_SUMMARY=" + summary})
+	if code != 0 || night3 == night2 || !strings.HasSuffix(log, "see "+night3+"/report.html\n") {
+		t.Errorf("rerun: exit %d in %s (the night before: %s):\n%s", code, night3, night2, log)
+	}
+	if got, err := os.ReadFile(summary); err != nil || !bytes.HasPrefix(got, []byte("## kvbench compare: No regression\n")) {
+		t.Errorf("rerun: the job summary holds %q (%v)", got, err)
+	}
+	for _, n := range []string{night2, night3} {
+		if _, err := os.Stat(filepath.Join(h.work, n, "report.html")); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+
+	// 4. A gate that fails (no replay is that fast): a failed night, though compare finds no
+	// regression. The scenario keeps its name and prompts, so it compares with the baseline.
+	if err := os.WriteFile(h.scenario, []byte(regressionScenario+"[[gate]]\nstep = \"replay\"\nmax_time_to_first_output_ms = 0.001\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, log, _ = h.night([]string{"API_KEY_ENV=KVBENCH_NIGHTLY_KEY"})
+	if code != 3 || !strings.Contains(log, "nightly: a gate failed") {
+		t.Errorf("a failed gate: exit %d, want 3:\n%s", code, log)
+	}
+
+	// 5. Without the key the server refuses the run: not a pass, and no empty night is left.
+	code, log, night5 := h.night(nil)
+	if code == 0 || code == 3 || code == 4 {
+		t.Errorf("no API key: exit %d:\n%s", code, log)
+	}
+	if _, err := os.Stat(filepath.Join(h.work, night5)); !os.IsNotExist(err) {
+		t.Errorf("a night refused before it measured anything left %s: %v", night5, err)
+	}
+
+	// push's own example, on this layout, finds every night's run.
+	help, _, _ := runCLI(t, "push", "-h")
+	m := regexp.MustCompile(`kvbench push (results/nightly/\S+) `).FindStringSubmatch(help)
+	if m == nil {
+		t.Fatalf("push -h has no example on the nightly layout:\n%s", help)
+	}
+	// The shell expands it as the user's would: directories only, the trailing slash kept.
+	glob := exec.Command("/bin/sh", "-c", `for d in `+m[1]+`; do echo "$d"; done`)
+	glob.Dir = h.work
+	out, err := glob.Output()
+	dirs := strings.Fields(string(out))
+	if err != nil || len(dirs) != 4 {
+		t.Fatalf("push's example %s finds %v (%v), want the 4 runs of the nights that ran", m[1], dirs, err)
+	}
+	for _, d := range dirs {
+		if _, err := runs.Load(filepath.Join(h.work, d)); err != nil {
+			t.Errorf("push's example finds %s, no run: %v", d, err)
+		}
+	}
+}
+
+// TestNightlyScriptFlags: the script refuses an unknown flag and a flag without its value
+// with exit 2, before it runs anything.
+func TestNightlyScriptFlags(t *testing.T) {
+	h := newNightlyHarness(t, []string{"/bin/sh"}, readDeploy(t, "kubernetes/nightly.sh"))
+	for _, args := range [][]string{{"--nosuch", "x"}, {"--api-key-env"}} {
+		cmd := exec.Command("/bin/sh", append([]string{h.script}, args...)...)
+		cmd.Dir = h.work
+		cmd.Env = append(os.Environ(), "PATH="+h.bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), args[0]) {
+			t.Errorf("%v: %v: %s", args, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(h.work, "results")); !os.IsNotExist(err) {
+		t.Errorf("a refused flag left a results directory: %v", err)
+	}
+}
