@@ -176,7 +176,7 @@ func TestCompletionsErrors(t *testing.T) {
 	long := `[` + strings.Repeat("1,", 2040) + `1]`
 	cases := []struct {
 		name, body, message string
-		status             int
+		status              int
 	}{
 		{"malformed JSON", `{"model": "tiny-sim", "prompt": [`, "malformed JSON", 400},
 		{"unknown model", `{"model": "gpt-9", "prompt": "hi"}`, "does not exist", 404},
