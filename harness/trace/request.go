@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -71,6 +72,25 @@ func (r *Request) AppendJSON(dst []byte) []byte {
 // last one; req.HashIDs may be reused by the next call.
 type Source interface {
 	Next(req *Request) error
+}
+
+// ReadAll reads src to its end and returns every request, each with its own copy of its
+// hash ids. It holds the whole trace in memory: for small traces and tests; a replay or an
+// analysis streams with Next instead.
+func ReadAll(src Source) ([]Request, error) {
+	var out []Request
+	for {
+		var req Request
+		err := src.Next(&req)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		req.HashIDs = slices.Clone(req.HashIDs)
+		out = append(out, req)
+	}
 }
 
 // Errors a trace file can give; each comes wrapped in a *FormatError naming file and line.

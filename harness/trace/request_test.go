@@ -2,32 +2,16 @@ package trace
 
 import (
 	"errors"
-	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// readAll reads every request of text, copying each one's hash ids.
+// readAll reads every request of text.
 func readAll(t testing.TB, text string, blockTokens int) ([]Request, error) {
 	t.Helper()
-	r := NewReader(strings.NewReader(text), "t.jsonl", blockTokens)
-	var out []Request
-	for range 10000 {
-		var req Request
-		err := r.Next(&req)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		req.HashIDs = slices.Clone(req.HashIDs)
-		out = append(out, req)
-	}
-	t.Fatal("reader did not end")
-	return nil, nil
+	return ReadAll(NewReader(strings.NewReader(text), "t.jsonl", blockTokens))
 }
 
 func TestReaderAcceptsMooncakeLines(t *testing.T) {
