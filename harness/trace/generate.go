@@ -34,7 +34,7 @@ type GeneratorConfig struct {
 	BlockTokens int
 	Scale       float64
 
-	SystemPrompts      int
+	SystemPrompts      int // 0: conversations open with their first message alone
 	SystemPromptTokens int // per system prompt; its whole blocks are what conversations share
 	FirstTurn          Length
 	FollowUp           Length // tokens a later turn's new user message adds
@@ -131,6 +131,9 @@ func NewGenerator(cfg GeneratorConfig) (*Generator, error) {
 		systemLen: int(math.Round(float64(cfg.SystemPromptTokens) * cfg.Scale)),
 		maxInput:  max(1, int(math.Round(float64(cfg.MaxInputTokens)*cfg.Scale))),
 		startRate: cfg.Rate / cfg.Turns,
+	}
+	if cfg.SystemPrompts == 0 {
+		g.systemLen = 0 // no system prompt to open a conversation with
 	}
 	if cfg.SystemPrompts > 1 {
 		g.zipf = rand.NewZipf(g.rng, 1.2, 1, uint64(cfg.SystemPrompts-1))

@@ -178,3 +178,24 @@ func TestGeneratorConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratorWithoutSystemPrompts: with no system prompt and one turn, no two requests
+// share a block, so an unbounded cache hits nothing.
+func TestGeneratorWithoutSystemPrompts(t *testing.T) {
+	cfg := smallConfig(5)
+	cfg.SystemPrompts, cfg.Turns = 0, 1
+	a, err := Analyze(mustGenerator(t, cfg), Config{BlockTokens: cfg.BlockTokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MaxHitTokens != 0 || a.DistinctBlocks != a.WholeBlocks {
+		t.Errorf("max hits %d, %d distinct of %d blocks: want no reuse", a.MaxHitTokens, a.DistinctBlocks, a.WholeBlocks)
+	}
+	cfg.SystemPrompts = 1
+	a, _ = Analyze(mustGenerator(t, cfg), Config{BlockTokens: cfg.BlockTokens})
+	// One system prompt of 1536/32 = 48 tokens, 3 blocks of 16; every request but the first
+	// hits those 3 (its prompt is at least one token longer) and nothing else.
+	if want := int64(cfg.Requests-1) * 48; a.MaxHitTokens != want {
+		t.Errorf("one shared system prompt: max hits %d, want %d", a.MaxHitTokens, want)
+	}
+}
