@@ -73,17 +73,7 @@ var errStreamCut = errors.New("stream cut by fault injection")
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
-	p := s.profile
-	n := s.chatRequests.Add(1)
-	if p.RestartAtRequest > 0 && n == int64(p.RestartAtRequest) {
-		s.replicas.restart()
-	}
-	if p.FailEveryNthRequest > 0 && n%int64(p.FailEveryNthRequest) == 0 {
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("simulated failure of chat request %d", n), "")
-		return
-	}
-	if p.HangEveryNthRequest > 0 && n%int64(p.HangEveryNthRequest) == 0 {
-		hang(r)
+	if !s.passFaults(w, r) {
 		return
 	}
 	var req chatRequest
@@ -104,61 +94,110 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), "messages")
 		return
 	}
-	maxTokens := p.DefaultMaxTokens
+	maxTokens := s.profile.DefaultMaxTokens
 	if req.MaxCompletionTokens != nil {
 		maxTokens = *req.MaxCompletionTokens
 	} else if req.MaxTokens != nil {
 		maxTokens = *req.MaxTokens
 	}
-	if maxTokens < 1 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens), "max_tokens")
+	g, ok := s.startGeneration(w, r, generationRequest{
+		arrival:   arrival,
+		prompt:    Tokenize(RenderChat(msgs, true)),
+		promptIn:  "messages",
+		maxTokens: maxTokens,
+		minTokens: req.MinTokens,
+		ignoreEOS: req.IgnoreEOS,
+		idPrefix:  "chatcmpl-",
+	})
+	if !ok {
 		return
 	}
+	g.cachedDetails = req.ReturnCachedTokensDetails
+	if req.Stream {
+		g.stream(r.Context(), w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+	} else {
+		g.complete(r.Context(), w)
+	}
+}
+
+// passFaults numbers a generation request (chat or completions) and applies the request
+// faults; it returns false when a fault answered the request.
+func (s *Server) passFaults(w http.ResponseWriter, r *http.Request) bool {
+	p := s.profile
+	n := s.chatRequests.Add(1)
+	if p.RestartAtRequest > 0 && n == int64(p.RestartAtRequest) {
+		s.replicas.restart()
+	}
+	if p.FailEveryNthRequest > 0 && n%int64(p.FailEveryNthRequest) == 0 {
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("simulated failure of generation request %d", n), "")
+		return false
+	}
+	if p.HangEveryNthRequest > 0 && n%int64(p.HangEveryNthRequest) == 0 {
+		hang(r)
+		return false
+	}
+	return true
+}
+
+// generationRequest is what the chat and completions endpoints hand the engine.
+type generationRequest struct {
+	arrival   time.Time
+	prompt    []int32
+	promptIn  string // where the prompt came from, for the context-length error
+	maxTokens int
+	minTokens *int
+	ignoreEOS bool
+	idPrefix  string // "chatcmpl-" or "cmpl-"
+}
+
+// startGeneration checks the sampling limits and the context length, submits the prompt to
+// a replica and waits for its admission. It answers the request itself and returns false
+// when the request cannot run.
+func (s *Server) startGeneration(w http.ResponseWriter, r *http.Request, req generationRequest) (*generation, bool) {
+	p := s.profile
+	maxTokens := req.maxTokens
+	if maxTokens < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", maxTokens), "max_tokens")
+		return nil, false
+	}
 	minTokens := 0
-	if req.MinTokens != nil {
-		minTokens = *req.MinTokens
+	if req.minTokens != nil {
+		minTokens = *req.minTokens
 	}
 	if minTokens < 0 || minTokens > maxTokens {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("min_tokens must be in [0, max_tokens], got %d.", minTokens), "min_tokens")
-		return
+		return nil, false
 	}
-	prompt := Tokenize(RenderChat(msgs, true))
+	prompt := req.prompt
 	if len(prompt)+maxTokens > p.MaxModelLen {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(
-			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			p.MaxModelLen, len(prompt)+maxTokens, len(prompt), maxTokens), "")
-		return
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			p.MaxModelLen, len(prompt)+maxTokens, len(prompt), req.promptIn, maxTokens, req.promptIn), "")
+		return nil, false
 	}
 	engine := s.replicas.pick(prompt, p.BlockSize)
 	seq, err := engine.Submit(prompt)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "")
-		return
+		return nil, false
 	}
-	ctx := r.Context()
-	first, err := engine.WaitAdmitted(ctx, seq)
+	first, err := engine.WaitAdmitted(r.Context(), seq)
 	if err != nil {
 		engine.Finish(seq, FinishAbort)
 		if errors.Is(err, ErrRestarted) {
 			writeError(w, http.StatusInternalServerError, "server restarted", "")
 		}
-		return
+		return nil, false
 	}
-	g := &generation{
+	return &generation{
 		server:  s,
 		engine:  engine,
 		seq:     seq,
-		plan:    planOutput(p, seq.Digest, maxTokens, minTokens, req.IgnoreEOS),
+		plan:    planOutput(p, seq.Digest, maxTokens, minTokens, req.ignoreEOS),
 		first:   first,
-		arrival: arrival,
-		id:      fmt.Sprintf("chatcmpl-%016x%04x", seq.Digest, seq.ID&0xffff),
-	}
-	g.cachedDetails = req.ReturnCachedTokensDetails
-	if req.Stream {
-		g.stream(ctx, w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
-	} else {
-		g.complete(ctx, w)
-	}
+		arrival: req.arrival,
+		id:      fmt.Sprintf("%s%016x%04x", req.idPrefix, seq.Digest, seq.ID&0xffff),
+	}, true
 }
 
 // generation is one request's decode, paced on the engine's schedule.

@@ -12,7 +12,7 @@ import (
 
 // Router policies of the data-parallel mode (Profile.Router).
 const (
-	// RouterRoundRobin sends chat requests to the replicas in turn, blind to their caches.
+	// RouterRoundRobin sends generation requests to the replicas in turn, blind to their caches.
 	RouterRoundRobin = "round-robin"
 	// RouterPrefixAffinity sends a request to the replica whose GPU pool or CPU tier holds
 	// the longest prefix of its block hashes; ties go round-robin.

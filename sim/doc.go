@@ -1,8 +1,9 @@
 // Package sim is kvbench's embedded vLLM-compatible engine: an HTTP server that speaks the
-// OpenAI chat API, /tokenize and vLLM V1's /metrics, with a KV-cache model (GPU prefix cache
-// plus a write-through CPU offload tier) that follows vLLM's counting rules closely enough to
-// exercise every kvbench verdict without a GPU. It is not a replacement for vLLM. The counters
-// and API shapes it reproduces are described in docs/domain.md.
+// OpenAI chat and completions APIs, /tokenize and vLLM V1's /metrics, with a KV-cache model
+// (GPU prefix cache plus a write-through CPU offload tier) that follows vLLM's counting
+// rules closely enough to exercise every kvbench verdict without a GPU. It is not a
+// replacement for vLLM. The counters and API shapes it reproduces are described in
+// docs/domain.md.
 //
 // The package imports nothing else from kvbench; the harness meets it only over HTTP.
 //
@@ -27,6 +28,17 @@
 // makes it exactly max_tokens, and min_tokens extends a shorter one, as vLLM's sampling
 // parameters do.
 //
+// # Completions
+//
+// POST /v1/completions takes prompt as a string, tokenized by the rule above with no
+// template and no added token, or as a list of token ids in [0, VocabSize), taken as they
+// are (a list holding one prompt of either kind is accepted; more than one prompt is a
+// 400). Both feed the same KV engine as chat, so a token-id prompt reaches the prefix
+// cache exactly as sent. max_tokens defaults to 16 as in vLLM's completions API;
+// min_tokens, ignore_eos, stream and stream_options.include_usage work as for chat, and
+// usage carries the same prompt_tokens_details. Chunks are vLLM's text_completion objects
+// (choices[].text, finish_reason on the last token); the output has no reasoning part.
+//
 // # KV engine
 //
 // See Engine: a pool of GPU blocks with chained block hashes and an LRU free queue as in
@@ -50,15 +62,16 @@
 // A profile (or Options.Override, or kvbench sim's flags) can inject the faults a real server
 // shows, to rehearse a client's handling of them; all are off by default:
 //
-//   - fail_every_nth_request = N: chat requests N, 2N, ... answer HTTP 500;
+//   - fail_every_nth_request = N: generation requests (chat and completions, counted
+//     together) N, 2N, ... answer HTTP 500;
 //   - cut_stream_after_tokens = K: streams drop the connection after K tokens, no [DONE];
 //   - malformed_sse_at_token = K: a broken data: line precedes token K of every stream;
-//   - restart_at_request = R: chat request R finds counters and caches reset, as after a
-//     restart (waiting requests fail, running ones finish uncounted);
+//   - restart_at_request = R: generation request R finds counters and caches reset, as
+//     after a restart (waiting requests fail, running ones finish uncounted);
 //   - metrics_delay = "2s": /metrics answers late (wall time, not scaled);
 //   - metrics_fault = "error" or "hang", after metrics_fault_after good scrapes: /metrics
 //     answers 500 or never answers;
-//   - hang_every_nth_request = N: chat requests N, 2N, ... are read and never answered;
+//   - hang_every_nth_request = N: generation requests N, 2N, ... are read and never answered;
 //   - allocation_fail_every_nth_store = N: block stores N, 2N, ... find no room in the CPU
 //     tier (vllm:kv_offload_allocation_failure_total counts them);
 //   - hang_paths = ["/v1/models"]: every request to these routes is read and never answered;

@@ -95,17 +95,17 @@ type Profile struct {
 
 	// DataParallel runs this many independent engines (replicas), each with the profile's
 	// GPU pool and CPU tier, behind one endpoint; Router ("round-robin" or
-	// "prefix-affinity") picks the replica of each chat request.
+	// "prefix-affinity") picks the replica of each generation request.
 	DataParallel int    `toml:"data_parallel"`
 	Router       string `toml:"router"`
 
 	// Faults, all off at 0.
-	FailEveryNthRequest  int           `toml:"fail_every_nth_request"`  // chat requests n, 2n, ... get a 500
+	FailEveryNthRequest  int           `toml:"fail_every_nth_request"`  // generation requests n, 2n, ... get a 500
 	CutStreamAfterTokens int           `toml:"cut_stream_after_tokens"` // streams end without [DONE] after K tokens
-	RestartAtRequest     int           `toml:"restart_at_request"`      // the Rth chat request finds counters and caches reset
+	RestartAtRequest     int           `toml:"restart_at_request"`      // the Rth generation request finds counters and caches reset
 	MetricsDelay         time.Duration `toml:"metrics_delay"`           // /metrics answers after this wall time (not scaled)
 	MalformedSSEAtToken  int           `toml:"malformed_sse_at_token"`  // a broken data: line precedes the Kth token's chunk
-	// HangEveryNthRequest: chat requests n, 2n, ... are read and never answered.
+	// HangEveryNthRequest: generation requests n, 2n, ... are read and never answered.
 	HangEveryNthRequest int `toml:"hang_every_nth_request"`
 	// HangPaths are routes ("/v1/models", "/tokenize", ...) whose every request is read and
 	// never answered. A hang ends only when the client goes away or the server closes.
@@ -125,7 +125,7 @@ type Profile struct {
 }
 
 // Routes are the paths the server answers; HangPaths must name some of them.
-var Routes = []string{"/v1/chat/completions", "/v1/models", "/tokenize", "/version", "/health", "/metrics"}
+var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/version", "/health", "/metrics"}
 
 // Metrics fault modes.
 const (

@@ -39,7 +39,8 @@ type Server struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	created  int64
-	// chatRequests numbers chat requests for the faults; it survives simulated restarts.
+	// chatRequests numbers generation requests (chat and completions) for the faults; it
+	// survives simulated restarts.
 	chatRequests atomic.Int64
 	scrapes      atomic.Int64 // /metrics requests, for metrics_fault_after
 	// handlers counts requests in flight; closed (under closing) stops new ones counting.
@@ -138,6 +139,7 @@ func (s *Server) Close() error {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.requireKey(s.handleChat))
+	mux.HandleFunc("POST /v1/completions", s.requireKey(s.handleCompletions))
 	mux.HandleFunc("GET /v1/models", s.requireKey(s.handleModels))
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {

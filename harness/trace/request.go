@@ -1,0 +1,381 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// DefaultBlockTokens is the block size of the public Mooncake traces: one hash id per 512
+// prompt tokens.
+const DefaultBlockTokens = 512
+
+// MaxLineBytes bounds one line of a trace file: a 1M-token request has about 2,000 hash
+// ids (about 16 KB), so a longer line is a file that is not a trace.
+const MaxLineBytes = 16 << 20
+
+// Request is one line of a trace.
+type Request struct {
+	// Line is the request's 1-based line in its file (for generated traces, its ordinal).
+	// It is unique within a file, which makes it the key of the request's private blocks.
+	Line int
+	// Timestamp is the arrival time since the trace's start (the timestamp field, in ms).
+	Timestamp time.Duration
+	// InputLength is the prompt length in tokens, at least 1.
+	InputLength int
+	// OutputLength is the number of tokens the request generated, at least 0.
+	OutputLength int
+	// HashIDs names the prompt's blocks in order: HashIDs[i] covers tokens
+	// [i*block_tokens, (i+1)*block_tokens). A request may name fewer blocks than its length
+	// spans: the blocks it leaves unnamed are private to it (never shared with another
+	// request). A Reader reuses the slice at its next call.
+	HashIDs []uint64
+}
+
+// Blocks is how many blocks of blockTokens the request's prompt spans, the partial last
+// one included: the most hash ids it may name.
+func (r *Request) Blocks(blockTokens int) int {
+	return (r.InputLength + blockTokens - 1) / blockTokens
+}
+
+// AppendJSON appends the request as one Mooncake-format line, without the newline.
+func (r *Request) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"timestamp": `...)
+	if r.Timestamp%time.Millisecond == 0 {
+		dst = strconv.AppendInt(dst, int64(r.Timestamp/time.Millisecond), 10)
+	} else {
+		dst = strconv.AppendFloat(dst, float64(r.Timestamp)/float64(time.Millisecond), 'f', -1, 64)
+	}
+	dst = append(dst, `, "input_length": `...)
+	dst = strconv.AppendInt(dst, int64(r.InputLength), 10)
+	dst = append(dst, `, "output_length": `...)
+	dst = strconv.AppendInt(dst, int64(r.OutputLength), 10)
+	dst = append(dst, `, "hash_ids": [`...)
+	for i, id := range r.HashIDs {
+		if i > 0 {
+			dst = append(dst, ", "...)
+		}
+		dst = strconv.AppendUint(dst, id, 10)
+	}
+	return append(dst, "]}"...)
+}
+
+// Source hands out a trace's requests in order. Next fills req and returns io.EOF after the
+// last one; req.HashIDs may be reused by the next call.
+type Source interface {
+	Next(req *Request) error
+}
+
+// ReadAll reads src to its end and returns every request, each with its own copy of its
+// hash ids. It holds the whole trace in memory: for small traces and tests; a replay or an
+// analysis streams with Next instead.
+func ReadAll(src Source) ([]Request, error) {
+	var out []Request
+	for {
+		var req Request
+		err := src.Next(&req)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		req.HashIDs = slices.Clone(req.HashIDs)
+		out = append(out, req)
+	}
+}
+
+// Errors a trace file can give; each comes wrapped in a *FormatError naming file and line.
+var (
+	ErrEmpty         = errors.New("empty trace: no requests")
+	ErrNotJSON       = errors.New("not a JSON object")
+	ErrMissingField  = errors.New("missing field")
+	ErrBadValue      = errors.New("bad value")
+	ErrNotMonotonic  = errors.New("timestamp goes back")
+	ErrTooManyBlocks = errors.New("more hash ids than the input length spans")
+	ErrLineTooLong   = errors.New("line too long")
+)
+
+// FormatError is a trace that breaks the format, at File:Line (Line 0: the file as a whole).
+type FormatError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *FormatError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *FormatError) Unwrap() error { return e.Err }
+
+// Reader streams the requests of a Mooncake-format trace, checking each line: it must be a
+// JSON object with a non-negative timestamp not before the previous line's, an input_length
+// of at least 1, a non-negative output_length and hash_ids, a list of non-negative integers
+// no longer than ceil(input_length/block_tokens). Blank lines are skipped; other fields are
+// ignored. A trace without a request is an error (ErrEmpty).
+type Reader struct {
+	name        string
+	in          *bufio.Reader
+	blockTokens int
+	line        int
+	requests    int
+	last        time.Duration
+	lastLine    int
+	buf         []byte
+	wire        wireRequest
+	err         error
+}
+
+var _ Source = (*Reader)(nil)
+
+// NewReader reads a trace from in; name (a file name) is what errors cite.
+func NewReader(in io.Reader, name string, blockTokens int) *Reader {
+	if blockTokens <= 0 {
+		blockTokens = DefaultBlockTokens
+	}
+	return &Reader{name: name, in: bufio.NewReaderSize(in, 256<<10), blockTokens: blockTokens}
+}
+
+// File is an open trace file.
+type File struct {
+	*Reader
+	f *os.File
+}
+
+// Open opens the trace file at path for reading.
+func Open(path string, blockTokens int) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &File{Reader: NewReader(f, path, blockTokens), f: f}, nil
+}
+
+// Close closes the file.
+func (f *File) Close() error { return f.f.Close() }
+
+// Name is the name errors cite.
+func (r *Reader) Name() string { return r.name }
+
+// BlockTokens is the block size the reader checks hash ids against.
+func (r *Reader) BlockTokens() int { return r.blockTokens }
+
+// Next reads the next request into req. It returns io.EOF after the last request, and a
+// *FormatError for a line that breaks the format (every later call returns it again).
+func (r *Reader) Next(req *Request) error {
+	if r.err != nil {
+		return r.err
+	}
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) && r.requests == 0 {
+				err = &FormatError{File: r.name, Err: ErrEmpty}
+			}
+			r.err = err
+			return err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := r.parse(line, req); err != nil {
+			r.err = &FormatError{File: r.name, Line: r.line, Err: err}
+			return r.err
+		}
+		r.requests++
+		return nil
+	}
+}
+
+// readLine returns the next line without its line ending, io.EOF at the end.
+func (r *Reader) readLine() ([]byte, error) {
+	r.buf = r.buf[:0]
+	for {
+		chunk, err := r.in.ReadSlice('\n')
+		r.buf = append(r.buf, chunk...)
+		if len(r.buf) > MaxLineBytes {
+			return nil, &FormatError{File: r.name, Line: r.line + 1, Err: fmt.Errorf("%w: over %d MiB", ErrLineTooLong, MaxLineBytes>>20)}
+		}
+		switch {
+		case err == nil:
+			r.line++
+			return bytes.TrimRight(r.buf, "\r\n"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if len(r.buf) == 0 {
+				return nil, io.EOF
+			}
+			r.line++
+			return bytes.TrimRight(r.buf, "\r\n"), nil
+		default:
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+	}
+}
+
+// wireRequest is a line as it is decoded: raw values, checked after decoding so each
+// problem is named by its field.
+type wireRequest struct {
+	Timestamp    rawValue `json:"timestamp"`
+	InputLength  rawValue `json:"input_length"`
+	OutputLength rawValue `json:"output_length"`
+	HashIDs      rawValue `json:"hash_ids"`
+}
+
+// rawValue keeps a field's JSON text in a buffer reused from line to line.
+type rawValue struct {
+	set  bool
+	text []byte
+}
+
+func (v *rawValue) UnmarshalJSON(data []byte) error {
+	v.set = true
+	v.text = append(v.text[:0], data...)
+	return nil
+}
+
+func (r *Reader) parse(line []byte, req *Request) error {
+	w := &r.wire
+	w.Timestamp.set, w.InputLength.set, w.OutputLength.set, w.HashIDs.set = false, false, false, false
+	if err := json.Unmarshal(line, w); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return fmt.Errorf("%w: %v", ErrNotJSON, syntax)
+		}
+		return fmt.Errorf("%w: %s", ErrNotJSON, firstBytes(line))
+	}
+	ms, err := number(&w.Timestamp, "timestamp", false)
+	if err != nil {
+		return err
+	}
+	if ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+		return fmt.Errorf("%w: timestamp %s ms is beyond any trace", ErrBadValue, w.Timestamp.text)
+	}
+	input, err := number(&w.InputLength, "input_length", true)
+	if err != nil {
+		return err
+	}
+	if input < 1 {
+		return fmt.Errorf("%w: input_length %s: a prompt has at least 1 token", ErrBadValue, w.InputLength.text)
+	}
+	output, err := number(&w.OutputLength, "output_length", true)
+	if err != nil {
+		return err
+	}
+	if !w.HashIDs.set {
+		return fmt.Errorf("%w: hash_ids", ErrMissingField)
+	}
+	ids, err := parseHashIDs(req.HashIDs[:0], w.HashIDs.text)
+	if err != nil {
+		return err
+	}
+	req.HashIDs = ids
+	req.Line = r.line
+	req.Timestamp = time.Duration(math.Round(ms * float64(time.Millisecond)))
+	req.InputLength = int(input)
+	req.OutputLength = int(output)
+	if r.requests > 0 && req.Timestamp < r.last {
+		return fmt.Errorf("%w: %s ms is before line %d's %s ms (a trace is in arrival order)",
+			ErrNotMonotonic, w.Timestamp.text, r.lastLine, formatMillis(r.last))
+	}
+	if most := req.Blocks(r.blockTokens); len(ids) > most {
+		return fmt.Errorf("%w: %d hash ids for input_length %d, at most ceil(%d/%d) = %d (is the block size %d tokens?)",
+			ErrTooManyBlocks, len(ids), req.InputLength, req.InputLength, r.blockTokens, most, r.blockTokens)
+	}
+	r.last, r.lastLine = req.Timestamp, r.line
+	return nil
+}
+
+// number reads a present, non-negative JSON number; whole insists on an integer.
+func number(v *rawValue, field string, whole bool) (float64, error) {
+	if !v.set || string(v.text) == "null" {
+		return 0, fmt.Errorf("%w: %s", ErrMissingField, field)
+	}
+	x, err := strconv.ParseFloat(string(v.text), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %s is not a number", ErrBadValue, field, firstBytes(v.text))
+	}
+	if x < 0 {
+		return 0, fmt.Errorf("%w: %s %s is negative", ErrBadValue, field, v.text)
+	}
+	if whole && (x != math.Trunc(x) || x > 1<<40) {
+		return 0, fmt.Errorf("%w: %s %s is not a whole number of tokens", ErrBadValue, field, v.text)
+	}
+	return x, nil
+}
+
+// parseHashIDs parses a JSON array of non-negative integers (already valid JSON).
+func parseHashIDs(dst []uint64, text []byte) ([]uint64, error) {
+	i := skipSpace(text, 0)
+	if i >= len(text) || text[i] != '[' {
+		return nil, fmt.Errorf("%w: hash_ids %s is not a list", ErrBadValue, firstBytes(text))
+	}
+	i = skipSpace(text, i+1)
+	if i < len(text) && text[i] == ']' {
+		return dst, nil
+	}
+	for n := 0; ; n++ {
+		start := i
+		var id uint64
+		for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+			d := uint64(text[i] - '0')
+			if id > (math.MaxUint64-d)/10 {
+				return nil, fmt.Errorf("%w: hash_ids[%d] does not fit in 64 bits", ErrBadValue, n)
+			}
+			id = id*10 + d
+			i++
+		}
+		end := i
+		i = skipSpace(text, i)
+		if end == start || i >= len(text) || text[i] != ',' && text[i] != ']' {
+			return nil, fmt.Errorf("%w: hash_ids[%d] %s is not a non-negative integer", ErrBadValue, n, firstBytes(element(text, start)))
+		}
+		dst = append(dst, id)
+		if text[i] == ']' {
+			return dst, nil
+		}
+		i = skipSpace(text, i+1)
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// element returns the array element starting at i, up to the next comma or bracket.
+func element(b []byte, i int) []byte {
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != ']' {
+		j++
+	}
+	return bytes.TrimSpace(b[i:j])
+}
+
+// firstBytes quotes the start of b for an error message.
+func firstBytes(b []byte) string {
+	const most = 40
+	if len(b) > most {
+		return strconv.Quote(string(b[:most])) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+func formatMillis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
+}

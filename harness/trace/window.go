@@ -1,0 +1,120 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Window selects part of a trace. Requests are considered in trace order from the first
+// one at or after Start; a request longer than MaxInputTokens is dropped (and counted); the
+// window ends at Start+Duration, or once Requests requests have been kept. The zero Window
+// is the whole trace. Timestamps keep their trace time: a replay subtracts Start.
+type Window struct {
+	Start          time.Duration
+	Duration       time.Duration // 0: until the trace ends
+	Requests       int           // 0: no limit
+	MaxInputTokens int           // 0: no limit
+}
+
+// ErrEmptyWindow is a window that keeps no request.
+var ErrEmptyWindow = errors.New("the window keeps no request")
+
+// Validate checks the window's fields.
+func (w Window) Validate() error {
+	switch {
+	case w.Start < 0:
+		return fmt.Errorf("window start %s is negative", w.Start)
+	case w.Duration < 0:
+		return fmt.Errorf("window duration %s is negative", w.Duration)
+	case w.Requests < 0:
+		return fmt.Errorf("window requests %d is negative", w.Requests)
+	case w.Duration > 0 && w.Requests > 0:
+		return errors.New("a window has a duration or a request count, not both")
+	case w.MaxInputTokens < 0:
+		return fmt.Errorf("max_input_tokens %d is negative", w.MaxInputTokens)
+	}
+	return nil
+}
+
+// IsWhole reports whether the window keeps the whole trace.
+func (w Window) IsWhole() bool { return w == Window{} }
+
+// String describes the window for a console line.
+func (w Window) String() string {
+	if w.IsWhole() {
+		return "whole trace"
+	}
+	s := fmt.Sprintf("from %s", w.Start)
+	switch {
+	case w.Duration > 0:
+		s += fmt.Sprintf(" for %s", w.Duration)
+	case w.Requests > 0:
+		s += fmt.Sprintf(", %d requests", w.Requests)
+	default:
+		s += " to the end"
+	}
+	if w.MaxInputTokens > 0 {
+		s += fmt.Sprintf(", input <= %d tokens", w.MaxInputTokens)
+	}
+	return s
+}
+
+// Selection is the part of a source a window keeps.
+type Selection struct {
+	src     Source
+	window  Window
+	kept    int
+	dropped int
+	done    bool
+}
+
+var _ Source = (*Selection)(nil)
+
+// Select returns the requests of src that w keeps. w must be valid (see Window.Validate).
+func Select(src Source, w Window) *Selection {
+	return &Selection{src: src, window: w}
+}
+
+// Next fills req with the next kept request; io.EOF when the window ends. It stops reading
+// src at the window's end, and returns ErrEmptyWindow when the window kept nothing.
+func (s *Selection) Next(req *Request) error {
+	w := s.window
+	for !s.done {
+		if w.Requests > 0 && s.kept >= w.Requests {
+			s.done = true
+			break
+		}
+		if err := s.src.Next(req); err != nil {
+			if !errors.Is(err, io.EOF) {
+				return err
+			}
+			s.done = true
+			break
+		}
+		if req.Timestamp < w.Start {
+			continue
+		}
+		if w.Duration > 0 && req.Timestamp >= w.Start+w.Duration {
+			s.done = true
+			break
+		}
+		if w.MaxInputTokens > 0 && req.InputLength > w.MaxInputTokens {
+			s.dropped++
+			continue
+		}
+		s.kept++
+		return nil
+	}
+	if s.kept == 0 {
+		return fmt.Errorf("%w (%s; %d dropped over max_input_tokens)", ErrEmptyWindow, w, s.dropped)
+	}
+	return io.EOF
+}
+
+// Kept is how many requests the selection has handed out.
+func (s *Selection) Kept() int { return s.kept }
+
+// Dropped is how many requests inside the window were longer than MaxInputTokens.
+func (s *Selection) Dropped() int { return s.dropped }
