@@ -90,14 +90,13 @@ func TestStreamChatSuccess(t *testing.T) {
 			wantVisible: true, wantFinish: "stop", wantAnswer: "xyz",
 		},
 	}
-	var cfg Config
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 				startStream(w)
 				writeEvents(w, tt.events...)
 			})
-			res := testClient(t, cfg, srv.URL).StreamChat(context.Background(),
+			res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
 				ChatRequest{Model: "m", Messages: testMessages, MaxTokens: 64}, nil)
 
 			if res.Failed() {
@@ -196,10 +195,6 @@ func assertDerivedRates(t *testing.T, res Result) {
 }
 
 func TestStreamChatSendsRequestFields(t *testing.T) {
-	testStreamChatSendsRequestFields(t, Config{})
-}
-
-func testStreamChatSendsRequestFields(t *testing.T, cfg Config) {
 	var got struct {
 		Model         string  `json:"model"`
 		Stream        bool    `json:"stream"`
@@ -219,7 +214,7 @@ func testStreamChatSendsRequestFields(t *testing.T, cfg Config) {
 		startStream(w)
 		writeEvents(w, deltaChunk("content", "ok"), "[DONE]")
 	})
-	res := testClient(t, cfg, srv.URL).StreamChat(context.Background(),
+	res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
 		ChatRequest{Model: "served-name", Messages: testMessages, MaxTokens: 128}, nil)
 	if res.Failed() {
 		t.Fatalf("request failed: %s", res.Error)
@@ -341,11 +336,10 @@ func TestStreamChatFailures(t *testing.T) {
 			wantKind: ErrorKindServerError, wantStatus: 200, wantError: "scheduler failed", wantChunks: 1,
 		},
 	}
-	var cfg Config
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := sseServer(t, tt.handler)
-			res := testClient(t, cfg, srv.URL).StreamChat(context.Background(),
+			res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
 				ChatRequest{Model: "m", Messages: testMessages}, nil)
 			if res.ErrorKind != tt.wantKind || res.HTTPStatus != tt.wantStatus {
 				t.Errorf("kind %q status %d, want %q %d (error %q)", res.ErrorKind, res.HTTPStatus, tt.wantKind, tt.wantStatus, res.Error)
@@ -383,8 +377,7 @@ func TestStreamChatConnectionRefused(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var cfg Config
-	c := testClient(t, cfg, "http://"+addr)
+	c := testClient(t, Config{}, "http://"+addr)
 	res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
 	if res.ErrorKind != ErrorKindUnreachable || res.HTTPStatus != 0 {
 		t.Errorf("kind %q status %d, want unreachable 0 (error %q)", res.ErrorKind, res.HTTPStatus, res.Error)
@@ -396,10 +389,6 @@ func TestStreamChatConnectionRefused(t *testing.T) {
 }
 
 func TestStreamChatCancel(t *testing.T) {
-	testStreamChatCancel(t, Config{})
-}
-
-func testStreamChatCancel(t *testing.T, cfg Config) {
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
 		writeEvents(w, deltaChunk("content", "first"))
@@ -408,7 +397,7 @@ func testStreamChatCancel(t *testing.T, cfg Config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var phases []string
-	res := testClient(t, cfg, srv.URL).StreamChat(ctx, ChatRequest{Model: "m", Messages: testMessages}, func(p Progress) {
+	res := testClient(t, Config{}, srv.URL).StreamChat(ctx, ChatRequest{Model: "m", Messages: testMessages}, func(p Progress) {
 		phases = append(phases, p.Phase)
 		if p.Phase == PhaseDecode {
 			cancel()
@@ -438,11 +427,10 @@ func TestStreamChatTimeout(t *testing.T) {
 			blockUntilDone(r)
 		}, 200},
 	}
-	var cfg Config
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := sseServer(t, tt.handler)
-			res := testClient(t, cfg, srv.URL).StreamChat(context.Background(),
+			res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
 				ChatRequest{Model: "m", Messages: testMessages, Timeout: 50 * time.Millisecond}, nil)
 			if res.ErrorKind != ErrorKindTimeout || res.HTTPStatus != tt.status {
 				t.Errorf("kind %q status %d, want timeout %d (error %q)", res.ErrorKind, res.HTTPStatus, tt.status, res.Error)
@@ -461,10 +449,7 @@ func TestStreamChatInvalidRequest(t *testing.T) {
 }
 
 func TestStreamChatProgress(t *testing.T) {
-	testStreamChatProgress(t, Config{})
-}
-
-func testStreamChatProgress(t *testing.T, cfg Config) {
+	var cfg Config
 	const chunks = 50
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
@@ -496,10 +481,6 @@ func testStreamChatProgress(t *testing.T, cfg Config) {
 }
 
 func TestStreamChatAnswerCap(t *testing.T) {
-	testStreamChatAnswerCap(t, Config{})
-}
-
-func testStreamChatAnswerCap(t *testing.T, cfg Config) {
 	piece := strings.Repeat("é", 100) // 200 bytes, 2-byte runes
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
@@ -508,7 +489,7 @@ func testStreamChatAnswerCap(t *testing.T, cfg Config) {
 		}
 		writeEvents(w, "[DONE]")
 	})
-	res := testClient(t, cfg, srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
+	res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
 	if res.Failed() {
 		t.Fatalf("request failed: %s", res.Error)
 	}

@@ -436,7 +436,6 @@ func TestStreamResponseForms(t *testing.T) {
 // TestStreamResetMidStream: a reset (SO_LINGER 0) after the first token cuts the stream.
 func TestStreamResetMidStream(t *testing.T) {
 	eachPath(t, func(t *testing.T, path string) {
-		var cfg Config
 		firstToken := make(chan struct{})
 		srv := startRawServerOn(t, path, 0, func(conn net.Conn, br *bufio.Reader) {
 			readRequest(br)
@@ -448,7 +447,7 @@ func TestStreamResetMidStream(t *testing.T) {
 			resetOnClose(conn)
 		})
 		var once sync.Once
-		res := streamGuarded(t, faultClient(t, cfg, srv), context.Background(), faultRequest, func(p Progress) {
+		res := streamGuarded(t, faultClient(t, Config{}, srv), context.Background(), faultRequest, func(p Progress) {
 			if p.Phase == PhaseDecode {
 				once.Do(func() { close(firstToken) })
 			}
@@ -483,7 +482,6 @@ func TestStreamCancelMidStream(t *testing.T) {
 // even on a pooled connection.
 func TestStreamCanceledBeforeSending(t *testing.T) {
 	eachPath(t, func(t *testing.T, path string) {
-		var cfg Config
 		var requests atomic.Int64
 		srv := startRawServerOn(t, path, 0, func(conn net.Conn, br *bufio.Reader) {
 			for {
@@ -494,7 +492,7 @@ func TestStreamCanceledBeforeSending(t *testing.T) {
 				io.WriteString(conn, chunkedSSEHead+sseChunk(deltaChunk("content", "ok"), "[DONE]")+"0\r\n\r\n")
 			}
 		})
-		c := faultClient(t, cfg, srv)
+		c := faultClient(t, Config{}, srv)
 		if res := streamGuarded(t, c, context.Background(), faultRequest, nil); res.Failed() {
 			t.Fatalf("first request: %s", res.Error)
 		}
@@ -518,7 +516,6 @@ func TestStreamCanceledBeforeSending(t *testing.T) {
 // bound; the request's own timeout ends it.
 func TestStreamHeadersThenSilence(t *testing.T) {
 	eachPath(t, func(t *testing.T, path string) {
-		var cfg Config
 		srv := startRawServerOn(t, path, 0, func(conn net.Conn, br *bufio.Reader) {
 			readRequest(br)
 			io.WriteString(conn, chunkedSSEHead)
@@ -526,7 +523,7 @@ func TestStreamHeadersThenSilence(t *testing.T) {
 		})
 		req := faultRequest
 		req.Timeout = 3 * faultBound
-		res := streamGuarded(t, faultClient(t, cfg, srv), context.Background(), req, nil)
+		res := streamGuarded(t, faultClient(t, Config{}, srv), context.Background(), req, nil)
 		assertKind(t, res, ErrorKindTimeout, 200, "request timeout", 0)
 	})
 }
@@ -608,7 +605,6 @@ func TestStreamConnectionReuse(t *testing.T) {
 				wantConns: 1, errorBody: true,
 			},
 		}
-		var cfg Config
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				srv := startRawServerOn(t, path, 0, func(conn net.Conn, br *bufio.Reader) {
@@ -618,7 +614,7 @@ func TestStreamConnectionReuse(t *testing.T) {
 						}
 					}
 				})
-				c := faultClient(t, cfg, srv)
+				c := faultClient(t, Config{}, srv)
 				for i := range 3 {
 					res := streamGuarded(t, c, context.Background(), faultRequest, nil)
 					if tt.errorBody {
@@ -690,9 +686,8 @@ func bigRequest(size int) ChatRequest {
 }
 
 // TestStreamLargeRequestBody: a request far larger than the socket buffers reaches the
-// server whole (the loop writes the rest as the socket drains).
+// server whole, on a connection reused for the next request.
 func TestStreamLargeRequestBody(t *testing.T) {
-	var cfg Config
 	req := bigRequest(largeRequestBytes())
 	body, err := encodeChatRequest(req)
 	if err != nil {
@@ -710,7 +705,7 @@ func TestStreamLargeRequestBody(t *testing.T) {
 			io.WriteString(conn, chunkedSSEHead+sseChunk(deltaChunk("content", "ok"), "[DONE]")+"0\r\n\r\n")
 		}
 	})
-	c := bigClient(t, cfg, srv)
+	c := bigClient(t, Config{}, srv)
 	for i := range 2 {
 		res := streamGuarded(t, c, context.Background(), req, nil)
 		if res.Failed() || res.Answer != "ok" {
@@ -733,14 +728,13 @@ func TestStreamEarlyAnswer(t *testing.T) {
 	const msg = `{"error":{"message":"request too large","type":"BadRequestError","code":413}}`
 	answer := fmt.Sprintf("HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", len(msg))
 	t.Run("and closes", func(t *testing.T) {
-		var cfg Config
 		srv := startRawServerBuffered(t, 64<<10, func(conn net.Conn, br *bufio.Reader) {
 			if _, err := http.ReadRequest(br); err != nil { // the head, not the body
 				return
 			}
 			io.WriteString(conn, answer+"Connection: close\r\n\r\n"+msg)
 		})
-		res := streamGuarded(t, bigClient(t, cfg, srv), context.Background(), bigRequest(size), nil)
+		res := streamGuarded(t, bigClient(t, Config{}, srv), context.Background(), bigRequest(size), nil)
 		switch {
 		case res.ErrorKind == ErrorKindHTTPStatus:
 			assertKind(t, res, ErrorKindHTTPStatus, 413, "request too large", 0)
@@ -752,7 +746,6 @@ func TestStreamEarlyAnswer(t *testing.T) {
 		}
 	})
 	t.Run("and reads on", func(t *testing.T) {
-		var cfg Config
 		srv := startRawServerBuffered(t, 64<<10, func(conn net.Conn, br *bufio.Reader) {
 			for {
 				req, err := http.ReadRequest(br)
@@ -770,7 +763,7 @@ func TestStreamEarlyAnswer(t *testing.T) {
 				io.WriteString(conn, chunkedSSEHead+sseChunk(deltaChunk("content", "ok"), "[DONE]")+"0\r\n\r\n")
 			}
 		})
-		c := bigClient(t, cfg, srv)
+		c := bigClient(t, Config{}, srv)
 		res := streamGuarded(t, c, context.Background(), bigRequest(size), nil)
 		assertKind(t, res, ErrorKindHTTPStatus, 413, "request too large", 0)
 		for i := range 2 {
@@ -847,7 +840,6 @@ func TestStreamNoDescriptorLeak(t *testing.T) {
 			schedule[i] = 0
 		}
 	}
-	var cfg Config
 	var served atomic.Int64
 	srv := startRawServer(t, func(conn net.Conn, br *bufio.Reader) {
 		for {
@@ -859,8 +851,8 @@ func TestStreamNoDescriptorLeak(t *testing.T) {
 			}
 		}
 	})
-	c := faultClient(t, cfg, srv)
-	// One request first: the loop's epoll descriptor and Go's poller exist from then on.
+	c := faultClient(t, Config{}, srv)
+	// One request first: Go's poller and the client's pool exist from then on.
 	served.Store(0)
 	if res := streamGuarded(t, c, context.Background(), faultRequest, nil); res.Failed() {
 		t.Fatalf("warm-up: %s", res.Error)
@@ -913,8 +905,7 @@ func TestStreamManyConcurrent(t *testing.T) {
 		}
 		writeEvents(w, finishChunk("stop"), usageChunk(5, len(words), ""), "[DONE]")
 	})
-	var cfg Config
-	c := testClient(t, cfg, srv.URL)
+	c := testClient(t, Config{}, srv.URL)
 	results := make([]Result, streams)
 	var wg sync.WaitGroup
 	for i := range streams {

@@ -202,12 +202,13 @@ func (r *eventReader) endOfBody() {
 func (r *eventReader) next() (payload []byte, ok bool) {
 	for {
 		from := max(r.start, r.scanned)
-		r.examined += int64(r.end - from)
 		i := bytes.IndexByte(r.buf[from:r.end], '\n')
 		if i < 0 {
+			r.examined += int64(r.end - from)
 			r.scanned = r.end
 			return nil, false
 		}
+		r.examined += int64(i + 1)
 		line := bytes.TrimSpace(r.buf[r.start : from+i])
 		r.start = from + i + 1
 		r.scanned = r.start
