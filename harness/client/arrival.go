@@ -17,7 +17,9 @@ import (
 // segment brought eight of them. The client's transport therefore dials connections that
 // stamp each read of the socket (arrivalConn), with TLS, proxies and HTTP layered on top
 // by net/http as usual, and a stream's reader takes the stamp of the latest socket read
-// whose bytes had been handed up when its read of the body returned.
+// whose bytes had been handed up when its read of the body returned. So an event is never
+// timed before its last byte came; a read of the body that waited for the rest of an HTTP
+// chunk times what came before in that chunk with the later read too.
 
 // socketReadBytes is what one read of the socket may take: bytes the kernel holds beyond it
 // wait for the next read, which gets a stamp of its own.
