@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/anvil-serving/kvbench/harness/client"
 )
 
 // engineProcessEnv makes the test binary serve the embedded engine from the profile file it
@@ -138,8 +136,7 @@ func selfCPU() time.Duration {
 // reports the client's CPU per 1,000 output tokens from getrusage of this process, which
 // holds only the client. Target at 64 streams: at most half the CPU of vLLM's benchmark
 // client on the same machine, and within 2x of a minimal C client on epoll (5-6 ms per 1k
-// tokens on a 2-core VM), i.e. about 11 ms per 1k tokens. The net-http cases measure the
-// fallback transport (KVBENCH_CLIENT_TRANSPORT=net/http) beside the event loop.
+// tokens on a 2-core VM), i.e. about 11 ms per 1k tokens.
 //
 // step-cpu is the same from the step record's client cost: the streaming step alone,
 // without the run's preflight and the writing of its records.
@@ -154,14 +151,11 @@ func BenchmarkClientCPU(b *testing.B) {
 	for _, tc := range []struct {
 		name                  string
 		requests, concurrency int
-		transport             string
 	}{
-		{"c64/loop", 1920, 64, ""},
-		{"c64/net-http", 1920, 64, client.TransportNetHTTP},
-		{"c256/loop", 1024, 256, ""},
+		{"c64", 1920, 64},
+		{"c256", 1024, 256},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			b.Setenv(client.TransportEnv, tc.transport)
 			url, pid := startEngineProcess(b)
 			scenario := filepath.Join(b.TempDir(), "clientcost.toml")
 			if err := os.WriteFile(scenario, []byte(fmt.Sprintf(`name = "clientcost-%s"

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/termsafe"
 )
@@ -119,9 +118,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, ok := commands[args[0]]
 	if !ok {
 		return usageErrorf("unknown command %q (see 'kvbench help')", args[0])
-	}
-	if v := os.Getenv(client.TransportEnv); v != "" && v != client.TransportNetHTTP {
-		return usageErrorf("%s=%q: the only value is %q (unset: the event loop where it serves the URL)", client.TransportEnv, v, client.TransportNetHTTP)
 	}
 	return c.run(ctx, args[1:], stdout, stderr)
 }

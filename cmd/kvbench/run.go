@@ -122,7 +122,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		return nil, usageError(err)
 	}
 	con.Printf("%s", destination(sc))
-	con.Printf("preflight %s against %s (client: %s)", sc.Name, redact.URL(sc.Target.Endpoint), t.Client.TransportName())
+	con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
 	rep, p, err := runner.Preflight(ctx, sc, t)
 	if err != nil {
 		return nil, preflightError(ctx, err)

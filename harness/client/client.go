@@ -15,8 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -46,6 +46,10 @@ type Config struct {
 	APIKey string
 	// HTTPClient defaults to a client without an overall timeout, since streams are long;
 	// every wait is bounded by the timeouts below, ChatRequest.Timeout and the context.
+	// The client uses a copy whose *http.Transport (nil: the default one) dials connections
+	// that time each socket read and speaks HTTP/1.1 only (see arrival.go); another
+	// RoundTripper is used as it is, and its streams are timed per read of the body, which
+	// over HTTPS is per TLS record.
 	HTTPClient *http.Client
 	// CallTimeout bounds each call to /v1/models, /version and /health, from connecting to
 	// the last byte of the answer; 0 means DefaultCallTimeout.
@@ -62,30 +66,6 @@ type Config struct {
 	ChunkTimeout time.Duration
 	// ProgressInterval throttles decode progress callbacks; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
-	// Transport picks how chat streams travel: TransportAuto or TransportNetHTTP.
-	Transport string
-}
-
-// Chat stream transports (Config.Transport).
-const (
-	// TransportAuto reads chat streams on the process's event loop where it serves the
-	// URL (Linux, plain http, no proxy, no HTTPClient of the caller's) and with net/http
-	// elsewhere. The loop wakes once per batch of arriving tokens of all streams, not once
-	// per token of each: at 64 streams it costs about half the CPU per token.
-	TransportAuto = ""
-	// TransportNetHTTP always uses net/http.
-	TransportNetHTTP = "net/http"
-	// TransportEnv set to TransportNetHTTP makes TransportAuto mean net/http too: a way
-	// to compare the two, or to step around the loop, without a flag in every command.
-	TransportEnv = "KVBENCH_CLIENT_TRANSPORT"
-)
-
-// TransportName says which transport serves c's chat streams: "event loop" or "net/http".
-func (c *Client) TransportName() string {
-	if c.loop != nil {
-		return "event loop"
-	}
-	return TransportNetHTTP
 }
 
 // Client streams chat completions and calls a server's helper endpoints. It is safe for
@@ -98,7 +78,6 @@ type Client struct {
 	chatURL          string
 	chatWhere        string // "post <redacted chat URL>", the prefix of chat errors
 	chatHeader       http.Header
-	loop             *loopTarget // nil: chat streams use net/http
 	progressInterval time.Duration
 	callTimeout      time.Duration
 	tokenizeTimeout  time.Duration
@@ -108,16 +87,19 @@ type Client struct {
 
 // New returns a Client for cfg.
 func New(cfg Config) *Client {
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
-		httpClient = &http.Client{Transport: pooledTransport()}
+	httpClient := &http.Client{Transport: stampingTransport(pooledTransport())}
+	if cfg.HTTPClient != nil {
+		httpClient = stampingClient(cfg.HTTPClient)
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	header := http.Header{
-		"Content-Type":  {"application/json"},
-		"Accept":        {"text/event-stream"},
-		"Cache-Control": {"no-cache"},
-		"User-Agent":    {"kvbench"},
+		"Content-Type": {"application/json"},
+		"Accept":       {"text/event-stream"},
+		// An explicit identity keeps net/http from asking for gzip: a compressed stream
+		// is timed by when the server's compressor flushes, not by its tokens.
+		"Accept-Encoding": {"identity"},
+		"Cache-Control":   {"no-cache"},
+		"User-Agent":      {"kvbench"},
 	}
 	if cfg.APIKey != "" {
 		header.Set("Authorization", "Bearer "+cfg.APIKey)
@@ -140,12 +122,6 @@ func New(cfg Config) *Client {
 		chunkTimeout:     orDefault(cfg.ChunkTimeout, DefaultChunkTimeout),
 	}
 	c.tokenizeTimeout = orDefault(cfg.TokenizeTimeout, c.callTimeout)
-	if cfg.Transport == TransportAuto && os.Getenv(TransportEnv) == TransportNetHTTP {
-		cfg.Transport = TransportNetHTTP
-	}
-	if cfg.Transport == TransportAuto && cfg.HTTPClient == nil {
-		c.loop = newLoopTarget(c.chatURL, header)
-	}
 	return c
 }
 
@@ -361,20 +337,16 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 		cancelCause(fmt.Errorf("%w (%s)", errHeaderTimeout, c.headerTimeout))
 	})
 	defer headers.Stop()
-	if c.loop != nil {
-		c.streamOnLoop(ctx, reqCtx, cancelCause, headers, &acc, body, progress)
-		return res
-	}
-	c.streamNetHTTP(ctx, reqCtx, cancelCause, headers, &acc, body, progress)
+	c.stream(ctx, reqCtx, cancelCause, headers, &acc, body, progress)
 	return res
 }
 
-// streamNetHTTP sends and reads a chat stream with net/http: the portable transport, and
-// the one for HTTPS, proxies and a caller's own http.Client.
-func (c *Client) streamNetHTTP(ctx, reqCtx context.Context, cancelCause context.CancelCauseFunc, headers *time.Timer,
+// stream sends a chat request and reads its stream into acc.
+func (c *Client) stream(ctx, reqCtx context.Context, cancelCause context.CancelCauseFunc, headers *time.Timer,
 	acc *streamAccumulator, body []byte, progress func(Progress)) {
 	res, where := acc.res, c.chatWhere
-	httpReq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.chatURL, bytes.NewReader(body))
+	var conn net.Conn // the connection the request went on, whose reads are timed
+	httpReq, err := http.NewRequestWithContext(traceConn(reqCtx, &conn), http.MethodPost, c.chatURL, bytes.NewReader(body))
 	if err != nil {
 		res.ErrorKind = ErrorKindInvalidRequest
 		res.Error = c.redact(fmt.Sprintf("%s: %v", where, err))
@@ -397,14 +369,26 @@ func (c *Client) streamNetHTTP(ctx, reqCtx context.Context, cancelCause context.
 	defer dog.stop()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		errBody, _ := io.ReadAll(io.LimitReader(watchedReader{resp.Body, dog}, maxErrorBody))
+		msg := errorBodyMessage(errBody)
+		if enc := contentEncoding(resp.Header); enc != "" {
+			msg = fmt.Sprintf("a body in content encoding %q", snippet([]byte(enc)))
+		}
 		res.ErrorKind = ErrorKindHTTPStatus
-		res.Error = c.redact(fmt.Sprintf("%s: http status %s: %s", where, resp.Status, errorBodyMessage(errBody)))
+		res.Error = c.redact(fmt.Sprintf("%s: http status %s: %s", where, resp.Status, msg))
+		acc.finish()
+		progress(doneProgress(res))
+		return
+	}
+	if enc := contentEncoding(resp.Header); enc != "" {
+		res.ErrorKind = ErrorKindStreamCut
+		res.Error = c.redact(fmt.Sprintf("%s: stream unreadable: content encoding %q, which kvbench does not ask for (it asks for identity)",
+			where, snippet([]byte(enc))))
 		acc.finish()
 		progress(doneProgress(res))
 		return
 	}
 
-	sse := newEventReader(resp.Body)
+	sse := newEventReader(resp.Body, arrivalsOf(conn))
 	defer sse.release()
 	for {
 		now, err := sse.read(dog)
@@ -456,6 +440,15 @@ func (c *Client) handleEvents(ev *eventReader, acc *streamAccumulator, now time.
 			}
 		}
 	}
+}
+
+// contentEncoding returns a response's Content-Encoding unless it is none or identity.
+func contentEncoding(h http.Header) string {
+	enc := strings.TrimSpace(strings.Join(h.Values("Content-Encoding"), ","))
+	if strings.EqualFold(enc, "identity") {
+		return ""
+	}
+	return enc
 }
 
 // doneProgress is the last report on a request, sent once its Result is final.

@@ -90,47 +90,45 @@ func TestStreamChatSuccess(t *testing.T) {
 			wantVisible: true, wantFinish: "stop", wantAnswer: "xyz",
 		},
 	}
-	eachTransport(t, func(t *testing.T, cfg Config) {
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
-					startStream(w)
-					writeEvents(w, tt.events...)
-				})
-				res := transportClient(t, cfg, srv.URL).StreamChat(context.Background(),
-					ChatRequest{Model: "m", Messages: testMessages, MaxTokens: 64}, nil)
-
-				if res.Failed() {
-					t.Fatalf("request failed: %s: %s", res.ErrorKind, res.Error)
-				}
-				if res.HTTPStatus != http.StatusOK {
-					t.Errorf("http_status = %d, want 200", res.HTTPStatus)
-				}
-				if res.ReasoningChunks != tt.wantReasoning || res.ContentChunks != tt.wantContent {
-					t.Errorf("reasoning/content chunks = %d/%d, want %d/%d", res.ReasoningChunks, res.ContentChunks, tt.wantReasoning, tt.wantContent)
-				}
-				if res.GeneratedChunks != tt.wantReasoning+tt.wantContent {
-					t.Errorf("generated_chunks = %d, want %d", res.GeneratedChunks, tt.wantReasoning+tt.wantContent)
-				}
-				if res.OutputTokens != tt.wantOutput || res.OutputTokensSource != tt.wantSource {
-					t.Errorf("output tokens = %d from %q, want %d from %q", res.OutputTokens, res.OutputTokensSource, tt.wantOutput, tt.wantSource)
-				}
-				assertIntPtr(t, "prompt_tokens", res.PromptTokens, tt.wantPrompt)
-				assertIntPtr(t, "cached_prompt_tokens", res.CachedPromptTokens, tt.wantCached)
-				if res.PromptTokensDetailsPresent != tt.wantDetails || res.UsagePresent != tt.wantUsage {
-					t.Errorf("details/usage present = %v/%v, want %v/%v", res.PromptTokensDetailsPresent, res.UsagePresent, tt.wantDetails, tt.wantUsage)
-				}
-				if res.VisibleAnswer != tt.wantVisible || res.ReasoningOnly != tt.wantReasonOnly {
-					t.Errorf("visible/reasoning_only = %v/%v, want %v/%v", res.VisibleAnswer, res.ReasoningOnly, tt.wantVisible, tt.wantReasonOnly)
-				}
-				if res.FinishReason != tt.wantFinish || res.Answer != tt.wantAnswer {
-					t.Errorf("finish/answer = %q/%q, want %q/%q", res.FinishReason, res.Answer, tt.wantFinish, tt.wantAnswer)
-				}
-				assertTimingOrder(t, res)
-				assertDerivedRates(t, res)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
+				startStream(w)
+				writeEvents(w, tt.events...)
 			})
-		}
-	})
+			res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
+				ChatRequest{Model: "m", Messages: testMessages, MaxTokens: 64}, nil)
+
+			if res.Failed() {
+				t.Fatalf("request failed: %s: %s", res.ErrorKind, res.Error)
+			}
+			if res.HTTPStatus != http.StatusOK {
+				t.Errorf("http_status = %d, want 200", res.HTTPStatus)
+			}
+			if res.ReasoningChunks != tt.wantReasoning || res.ContentChunks != tt.wantContent {
+				t.Errorf("reasoning/content chunks = %d/%d, want %d/%d", res.ReasoningChunks, res.ContentChunks, tt.wantReasoning, tt.wantContent)
+			}
+			if res.GeneratedChunks != tt.wantReasoning+tt.wantContent {
+				t.Errorf("generated_chunks = %d, want %d", res.GeneratedChunks, tt.wantReasoning+tt.wantContent)
+			}
+			if res.OutputTokens != tt.wantOutput || res.OutputTokensSource != tt.wantSource {
+				t.Errorf("output tokens = %d from %q, want %d from %q", res.OutputTokens, res.OutputTokensSource, tt.wantOutput, tt.wantSource)
+			}
+			assertIntPtr(t, "prompt_tokens", res.PromptTokens, tt.wantPrompt)
+			assertIntPtr(t, "cached_prompt_tokens", res.CachedPromptTokens, tt.wantCached)
+			if res.PromptTokensDetailsPresent != tt.wantDetails || res.UsagePresent != tt.wantUsage {
+				t.Errorf("details/usage present = %v/%v, want %v/%v", res.PromptTokensDetailsPresent, res.UsagePresent, tt.wantDetails, tt.wantUsage)
+			}
+			if res.VisibleAnswer != tt.wantVisible || res.ReasoningOnly != tt.wantReasonOnly {
+				t.Errorf("visible/reasoning_only = %v/%v, want %v/%v", res.VisibleAnswer, res.ReasoningOnly, tt.wantVisible, tt.wantReasonOnly)
+			}
+			if res.FinishReason != tt.wantFinish || res.Answer != tt.wantAnswer {
+				t.Errorf("finish/answer = %q/%q, want %q/%q", res.FinishReason, res.Answer, tt.wantFinish, tt.wantAnswer)
+			}
+			assertTimingOrder(t, res)
+			assertDerivedRates(t, res)
+		})
+	}
 }
 
 func assertIntPtr(t *testing.T, name string, got, want *int) {
@@ -197,10 +195,6 @@ func assertDerivedRates(t *testing.T, res Result) {
 }
 
 func TestStreamChatSendsRequestFields(t *testing.T) {
-	eachTransport(t, testStreamChatSendsRequestFields)
-}
-
-func testStreamChatSendsRequestFields(t *testing.T, cfg Config) {
 	var got struct {
 		Model         string  `json:"model"`
 		Stream        bool    `json:"stream"`
@@ -220,7 +214,7 @@ func testStreamChatSendsRequestFields(t *testing.T, cfg Config) {
 		startStream(w)
 		writeEvents(w, deltaChunk("content", "ok"), "[DONE]")
 	})
-	res := transportClient(t, cfg, srv.URL).StreamChat(context.Background(),
+	res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
 		ChatRequest{Model: "served-name", Messages: testMessages, MaxTokens: 128}, nil)
 	if res.Failed() {
 		t.Fatalf("request failed: %s", res.Error)
@@ -342,28 +336,26 @@ func TestStreamChatFailures(t *testing.T) {
 			wantKind: ErrorKindServerError, wantStatus: 200, wantError: "scheduler failed", wantChunks: 1,
 		},
 	}
-	eachTransport(t, func(t *testing.T, cfg Config) {
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				srv := sseServer(t, tt.handler)
-				res := transportClient(t, cfg, srv.URL).StreamChat(context.Background(),
-					ChatRequest{Model: "m", Messages: testMessages}, nil)
-				if res.ErrorKind != tt.wantKind || res.HTTPStatus != tt.wantStatus {
-					t.Errorf("kind %q status %d, want %q %d (error %q)", res.ErrorKind, res.HTTPStatus, tt.wantKind, tt.wantStatus, res.Error)
-				}
-				if !strings.Contains(res.Error, tt.wantError) || !strings.Contains(res.Error, srv.URL) {
-					t.Errorf("error %q does not name the URL and contain %q", res.Error, tt.wantError)
-				}
-				if strings.Contains(res.Error, "\n") {
-					t.Errorf("error is not one line: %q", res.Error)
-				}
-				if res.GeneratedChunks != tt.wantChunks {
-					t.Errorf("generated_chunks = %d, want %d", res.GeneratedChunks, tt.wantChunks)
-				}
-				assertNoKey(t, res)
-			})
-		}
-	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := sseServer(t, tt.handler)
+			res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
+				ChatRequest{Model: "m", Messages: testMessages}, nil)
+			if res.ErrorKind != tt.wantKind || res.HTTPStatus != tt.wantStatus {
+				t.Errorf("kind %q status %d, want %q %d (error %q)", res.ErrorKind, res.HTTPStatus, tt.wantKind, tt.wantStatus, res.Error)
+			}
+			if !strings.Contains(res.Error, tt.wantError) || !strings.Contains(res.Error, srv.URL) {
+				t.Errorf("error %q does not name the URL and contain %q", res.Error, tt.wantError)
+			}
+			if strings.Contains(res.Error, "\n") {
+				t.Errorf("error is not one line: %q", res.Error)
+			}
+			if res.GeneratedChunks != tt.wantChunks {
+				t.Errorf("generated_chunks = %d, want %d", res.GeneratedChunks, tt.wantChunks)
+			}
+			assertNoKey(t, res)
+		})
+	}
 }
 
 // assertNoKey fails if the API key appears anywhere in the result's JSON.
@@ -385,24 +377,18 @@ func TestStreamChatConnectionRefused(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	eachTransport(t, func(t *testing.T, cfg Config) {
-		c := transportClient(t, cfg, "http://"+addr)
-		res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
-		if res.ErrorKind != ErrorKindUnreachable || res.HTTPStatus != 0 {
-			t.Errorf("kind %q status %d, want unreachable 0 (error %q)", res.ErrorKind, res.HTTPStatus, res.Error)
-		}
-		if !strings.Contains(res.Error, addr) {
-			t.Errorf("error %q does not name the address", res.Error)
-		}
-		assertNoKey(t, res)
-	})
+	c := testClient(t, Config{}, "http://"+addr)
+	res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
+	if res.ErrorKind != ErrorKindUnreachable || res.HTTPStatus != 0 {
+		t.Errorf("kind %q status %d, want unreachable 0 (error %q)", res.ErrorKind, res.HTTPStatus, res.Error)
+	}
+	if !strings.Contains(res.Error, addr) {
+		t.Errorf("error %q does not name the address", res.Error)
+	}
+	assertNoKey(t, res)
 }
 
 func TestStreamChatCancel(t *testing.T) {
-	eachTransport(t, testStreamChatCancel)
-}
-
-func testStreamChatCancel(t *testing.T, cfg Config) {
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
 		writeEvents(w, deltaChunk("content", "first"))
@@ -411,7 +397,7 @@ func testStreamChatCancel(t *testing.T, cfg Config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var phases []string
-	res := transportClient(t, cfg, srv.URL).StreamChat(ctx, ChatRequest{Model: "m", Messages: testMessages}, func(p Progress) {
+	res := testClient(t, Config{}, srv.URL).StreamChat(ctx, ChatRequest{Model: "m", Messages: testMessages}, func(p Progress) {
 		phases = append(phases, p.Phase)
 		if p.Phase == PhaseDecode {
 			cancel()
@@ -441,18 +427,16 @@ func TestStreamChatTimeout(t *testing.T) {
 			blockUntilDone(r)
 		}, 200},
 	}
-	eachTransport(t, func(t *testing.T, cfg Config) {
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				srv := sseServer(t, tt.handler)
-				res := transportClient(t, cfg, srv.URL).StreamChat(context.Background(),
-					ChatRequest{Model: "m", Messages: testMessages, Timeout: 50 * time.Millisecond}, nil)
-				if res.ErrorKind != ErrorKindTimeout || res.HTTPStatus != tt.status {
-					t.Errorf("kind %q status %d, want timeout %d (error %q)", res.ErrorKind, res.HTTPStatus, tt.status, res.Error)
-				}
-			})
-		}
-	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := sseServer(t, tt.handler)
+			res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(),
+				ChatRequest{Model: "m", Messages: testMessages, Timeout: 50 * time.Millisecond}, nil)
+			if res.ErrorKind != ErrorKindTimeout || res.HTTPStatus != tt.status {
+				t.Errorf("kind %q status %d, want timeout %d (error %q)", res.ErrorKind, res.HTTPStatus, tt.status, res.Error)
+			}
+		})
+	}
 }
 
 func TestStreamChatInvalidRequest(t *testing.T) {
@@ -465,10 +449,7 @@ func TestStreamChatInvalidRequest(t *testing.T) {
 }
 
 func TestStreamChatProgress(t *testing.T) {
-	eachTransport(t, testStreamChatProgress)
-}
-
-func testStreamChatProgress(t *testing.T, cfg Config) {
+	var cfg Config
 	const chunks = 50
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
@@ -478,7 +459,7 @@ func testStreamChatProgress(t *testing.T, cfg Config) {
 		writeEvents(w, usageChunk(3, chunks, ""), "[DONE]")
 	})
 	cfg.ProgressInterval = time.Nanosecond
-	c := transportClient(t, cfg, srv.URL)
+	c := testClient(t, cfg, srv.URL)
 	var reports []Progress
 	res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages},
 		func(p Progress) { reports = append(reports, p) })
@@ -500,10 +481,6 @@ func testStreamChatProgress(t *testing.T, cfg Config) {
 }
 
 func TestStreamChatAnswerCap(t *testing.T) {
-	eachTransport(t, testStreamChatAnswerCap)
-}
-
-func testStreamChatAnswerCap(t *testing.T, cfg Config) {
 	piece := strings.Repeat("é", 100) // 200 bytes, 2-byte runes
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
@@ -512,7 +489,7 @@ func testStreamChatAnswerCap(t *testing.T, cfg Config) {
 		}
 		writeEvents(w, "[DONE]")
 	})
-	res := transportClient(t, cfg, srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
+	res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
 	if res.Failed() {
 		t.Fatalf("request failed: %s", res.Error)
 	}
@@ -550,7 +527,7 @@ func TestResultJSONFieldNames(t *testing.T) {
 // stops in the middle of a stream, ends the request at the header or chunk bound, far
 // before its total timeout; silence before the first byte (a long prefill) is not cut.
 func TestStreamChatWaitsAreBounded(t *testing.T) {
-	eachTransport(t, testStreamChatWaitsAreBounded)
+	testStreamChatWaitsAreBounded(t, Config{})
 	d := New(Config{BaseURL: "http://127.0.0.1:1/v1"})
 	if d.headerTimeout != DefaultHeaderTimeout || d.chunkTimeout != DefaultChunkTimeout {
 		t.Errorf("defaults: header %s chunk %s", d.headerTimeout, d.chunkTimeout)
@@ -561,7 +538,7 @@ func testStreamChatWaitsAreBounded(t *testing.T, cfg Config) {
 	const total = 20 * time.Second // only a regression would reach it
 	bounded := func(url string) *Client {
 		cfg.HeaderTimeout, cfg.ChunkTimeout = 100*time.Millisecond, 100*time.Millisecond
-		return transportClient(t, cfg, url)
+		return testClient(t, cfg, url)
 	}
 	t.Run("no headers", func(t *testing.T) {
 		url := silentServer(t)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/anvil-serving/kvbench/prompts"
 )
@@ -57,4 +58,38 @@ func finishChunk(reason string) string {
 // the usage's extra fields, e.g. `,"prompt_tokens_details":{"cached_tokens":5}`.
 func usageChunk(prompt, completion int, details string) string {
 	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}}`, prompt, prompt+completion, completion, details)
+}
+
+// testClient is a client of the server at url (its root, without /v1) configured by cfg,
+// with the tests' API key unless cfg sets one.
+func testClient(t testing.TB, cfg Config, url string) *Client {
+	t.Helper()
+	cfg.BaseURL = url + "/v1"
+	if cfg.APIKey == "" {
+		cfg.APIKey = testKey
+	}
+	return New(cfg)
+}
+
+// Bounds of the fault tests: the client's own (small), and the guard every wait of a test
+// runs under, far beyond them (a hang fails the test instead of stalling the suite).
+const (
+	faultBound = 200 * time.Millisecond
+	testGuard  = 10 * time.Second
+)
+
+// Paths to a server, which must meet each fault and time each token the same way.
+const (
+	pathHTTP  = "http"
+	pathHTTPS = "https" // the server's bytes inside TLS
+)
+
+var paths = []string{pathHTTP, pathHTTPS}
+
+// eachPath runs f as a subtest per path.
+func eachPath(t *testing.T, f func(t *testing.T, path string)) {
+	t.Helper()
+	for _, path := range paths {
+		t.Run(path, func(t *testing.T) { f(t, path) })
+	}
 }

@@ -1,8 +1,10 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +122,51 @@ func TestFastDecodeTakesTokenChunks(t *testing.T) {
 			t.Errorf("fast path on %s: ok %v, %+v vs encoding/json %+v (%v)", line, ok, fast, slow, err)
 		}
 	}
+}
+
+// FuzzEventReader holds the SSE reader, whatever sizes the body's reads come in, to the
+// payloads a plain split of the whole body into lines gives.
+func FuzzEventReader(f *testing.F) {
+	for _, seed := range []string{
+		"data: {}\n\ndata: [DONE]\n\n",
+		": ping\r\nevent: message\r\nid: 7\r\ndata:{}\r\n\r\n",
+		"data: a\ndata:b\n\ndata:  \tc \n",
+		"data: unterminated",
+		"\n\n\r\n data: x\n",
+		"data: " + strings.Repeat("y", 300) + "\ndata: z",
+	} {
+		f.Add([]byte(seed), uint8(1))
+		f.Add([]byte(seed), uint8(7))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, size uint8) {
+		var want []string
+		lines := strings.Split(string(body), "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		for _, line := range lines {
+			line = strings.TrimSpace(line)
+			if p, ok := strings.CutPrefix(line, "data:"); ok {
+				want = append(want, strings.TrimLeft(p, " \t"))
+			}
+		}
+		r := newEventReader(piecesReader{bytes.NewReader(body), int(size) + 1}, nil)
+		defer r.release()
+		var got []string
+		for range len(body) + 2 { // a read per byte at most, and the end
+			_, err := r.read(nil)
+			for p, ok := r.next(); ok; p, ok = r.next() {
+				got = append(got, string(p))
+			}
+			if err != nil {
+				break
+			}
+		}
+		if !r.eof || !slices.Equal(got, want) {
+			t.Fatalf("reads of %d bytes: payloads %q (end seen: %v), want %q", size+1, got, r.eof, want)
+		}
+		if r.examined > int64(len(body))+1 {
+			t.Errorf("searched %d bytes of a %d-byte body", r.examined, len(body))
+		}
+	})
 }

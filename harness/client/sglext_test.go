@@ -16,10 +16,6 @@ import (
 // return_cached_tokens_details and the final chunk's sglext is parsed; not asked for, the
 // field is not sent and nothing is parsed.
 func TestCachedTokensDetails(t *testing.T) {
-	eachTransport(t, testCachedTokensDetails)
-}
-
-func testCachedTokensDetails(t *testing.T, cfg Config) {
 	var asked []bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
@@ -38,7 +34,7 @@ func testCachedTokensDetails(t *testing.T, cfg Config) {
 		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10300,\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":10240}}%s}\n\ndata: [DONE]\n\n", ext)
 	}))
 	defer srv.Close()
-	c := transportClient(t, cfg, srv.URL)
+	c := testClient(t, Config{}, srv.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := ChatRequest{Model: "m", Messages: []prompts.Message{{Role: "user", Content: "x"}}, MaxTokens: 1, CachedTokensDetails: true}

@@ -83,8 +83,8 @@ func sentTemperature(t float32) float32 {
 }
 
 // Event reading: a stream is read into one buffer and split into data lines by hand, so a
-// token costs a read and a scan, no allocation, and the reader knows which read brought
-// each event (events that share a read have no measurable gap between them).
+// token costs a read and a scan, no allocation, and the reader knows which socket read
+// brought each event (events that share one have no measurable gap between them).
 
 const (
 	eventBufferBytes = 16 << 10
@@ -101,18 +101,25 @@ var (
 // eventReader splits an SSE body into the payloads of its data lines. Other lines (blank
 // separators, comments, event: and id: fields) are skipped, as OpenAI clients do.
 type eventReader struct {
-	body       io.Reader
+	body io.Reader
+	// conn stamps the socket reads under body; nil when it is unknown (a caller's own
+	// RoundTripper), and then each read of the body is an arrival of its own.
+	conn       *arrivalConn
+	stamp      int64 // conn's stamp at the latest read of the body
 	pooled     *[]byte
 	buf        []byte
-	start, end int  // buf[start:end] holds bytes not yet split into lines
-	reads      int  // reads that brought bytes; the current one's number tags its events
-	done       bool // [DONE] seen
+	start, end int   // buf[start:end] holds bytes not yet split into lines
+	scanned    int   // buf[start:scanned] holds no line break: next resumes its search there
+	examined   int64 // bytes searched for line breaks, which a long line must not multiply
+	maxLine    int   // the longest line taken, maxEventBytes but in tests
+	reads      int   // arrivals that brought bytes; the current one's number tags its events
+	done       bool  // [DONE] seen
 	eof        bool
 }
 
-func newEventReader(body io.Reader) *eventReader {
+func newEventReader(body io.Reader, conn *arrivalConn) *eventReader {
 	p := eventBuffers.Get().(*[]byte)
-	return &eventReader{body: body, pooled: p, buf: *p}
+	return &eventReader{body: body, conn: conn, pooled: p, buf: *p, maxLine: maxEventBytes}
 }
 
 // release returns the buffer to the pool; payloads from next are invalid afterwards.
@@ -123,8 +130,11 @@ func (r *eventReader) release() {
 	r.pooled, r.buf = nil, nil
 }
 
-// read reads once more from the body and returns the time the bytes arrived. At the end
-// of the body, an unterminated last line is completed so that next still returns it.
+// read reads once more from the body and returns the time the bytes arrived: that of the
+// latest socket read whose bytes the layers below had handed up, which is the same for
+// bytes that came in one socket read and were handed up in pieces (TLS records, HTTP
+// chunks). At the end of the body, an unterminated last line is completed so that next
+// still returns it.
 func (r *eventReader) read(dog *chunkWatchdog) (time.Time, error) {
 	free, err := r.space()
 	if err != nil {
@@ -134,7 +144,7 @@ func (r *eventReader) read(dog *chunkWatchdog) (time.Time, error) {
 	now := time.Now()
 	if n > 0 {
 		r.end += n
-		r.reads++
+		now = r.arrival(now)
 		dog.touch(now)
 	}
 	if err == io.EOF {
@@ -143,18 +153,18 @@ func (r *eventReader) read(dog *chunkWatchdog) (time.Time, error) {
 	return now, err
 }
 
-// push appends body bytes another reader brought (the event loop's, which counts reads).
-func (r *eventReader) push(p []byte) error {
-	for len(p) > 0 {
-		free, err := r.space()
-		if err != nil {
-			return err
-		}
-		n := copy(free, p)
-		r.end += n
-		p = p[n:]
+// arrival numbers and times the bytes a read of the body just brought at now.
+func (r *eventReader) arrival(now time.Time) time.Time {
+	if r.conn == nil {
+		r.reads++
+		return now
 	}
-	return nil
+	stamp, at := r.conn.latest()
+	if stamp != r.stamp || r.reads == 0 {
+		r.stamp = stamp
+		r.reads++
+	}
+	return at
 }
 
 // space moves the bytes not yet split to the buffer's start and returns its free part,
@@ -162,10 +172,11 @@ func (r *eventReader) push(p []byte) error {
 func (r *eventReader) space() ([]byte, error) {
 	if r.start > 0 {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.scanned -= r.start
 		r.start = 0
 	}
 	if r.end == len(r.buf) {
-		if len(r.buf) >= maxEventBytes {
+		if len(r.buf) >= r.maxLine {
 			return nil, errEventTooLarge
 		}
 		grown := make([]byte, 2*len(r.buf))
@@ -186,15 +197,21 @@ func (r *eventReader) endOfBody() {
 
 // next returns the payload of the next complete data line, "data:" and the spaces after
 // it removed, or ok=false when no complete line is buffered. The payload aliases the
-// buffer and is valid until the next read.
+// buffer and is valid until the next read. Each byte is searched for a line break once,
+// however many reads a long line takes.
 func (r *eventReader) next() (payload []byte, ok bool) {
 	for {
-		i := bytes.IndexByte(r.buf[r.start:r.end], '\n')
+		from := max(r.start, r.scanned)
+		i := bytes.IndexByte(r.buf[from:r.end], '\n')
 		if i < 0 {
+			r.examined += int64(r.end - from)
+			r.scanned = r.end
 			return nil, false
 		}
-		line := bytes.TrimSpace(r.buf[r.start : r.start+i])
-		r.start += i + 1
+		r.examined += int64(i + 1)
+		line := bytes.TrimSpace(r.buf[r.start : from+i])
+		r.start = from + i + 1
+		r.scanned = r.start
 		if bytes.HasPrefix(line, dataPrefix) {
 			return bytes.TrimLeft(line[len(dataPrefix):], " \t"), true
 		}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,7 +37,7 @@ func TestEventReaderSplitsDataLines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for name, wrap := range readers {
-			r := newEventReader(wrap(strings.NewReader(tt.body)))
+			r := newEventReader(wrap(strings.NewReader(tt.body)), nil)
 			var got []string
 			for range 1 << 20 { // bounded: a one-byte reader needs a read per byte
 				_, err := r.read(nil)
@@ -64,10 +65,6 @@ func TestEventReaderSplitsDataLines(t *testing.T) {
 
 // Events that share a read have no measurable gap: they are counted, not timed as 0.
 func TestStreamChatCountsBatchedChunks(t *testing.T) {
-	eachTransport(t, testStreamChatCountsBatchedChunks)
-}
-
-func testStreamChatCountsBatchedChunks(t *testing.T, cfg Config) {
 	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
 		writeEvents(w, roleChunk(), deltaChunk("content", "a"))
@@ -79,7 +76,7 @@ func testStreamChatCountsBatchedChunks(t *testing.T, cfg Config) {
 		writeEvents(w, burst...)
 		writeEvents(w, finishChunk("stop"), usageChunk(3, 7, ""), "[DONE]")
 	})
-	res := transportClient(t, cfg, srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
+	res := testClient(t, Config{}, srv.URL).StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil)
 	if res.Failed() || res.GeneratedChunks != 7 {
 		t.Fatalf("kind %q, %d chunks: %s", res.ErrorKind, res.GeneratedChunks, res.Error)
 	}
@@ -97,10 +94,6 @@ func testStreamChatCountsBatchedChunks(t *testing.T, cfg Config) {
 
 // After [DONE] the client reads the end of the body, so the connection is reused.
 func TestStreamChatReusesConnections(t *testing.T) {
-	eachTransport(t, testStreamChatReusesConnections)
-}
-
-func testStreamChatReusesConnections(t *testing.T, cfg Config) {
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		startStream(w)
@@ -114,7 +107,7 @@ func testStreamChatReusesConnections(t *testing.T, cfg Config) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := transportClient(t, cfg, srv.URL)
+	c := testClient(t, Config{}, srv.URL)
 	const requests = 20
 	for i := range requests {
 		if res := c.StreamChat(context.Background(), ChatRequest{Model: "m", Messages: testMessages}, nil); res.Failed() {
@@ -162,5 +155,77 @@ func TestEncodeChatRequest(t *testing.T) {
 		if res.ErrorKind != ErrorKindInvalidRequest || !strings.Contains(res.Error, fmt.Sprintf("%q", k)) {
 			t.Errorf("extra_body.%s: kind %q error %q, want invalid_request naming the key", k, res.ErrorKind, res.Error)
 		}
+	}
+}
+
+// piecesReader reads r in pieces of at most size bytes, as a socket brings a long line.
+type piecesReader struct {
+	r    io.Reader
+	size int
+}
+
+func (p piecesReader) Read(b []byte) (int, error) { return p.r.Read(b[:min(len(b), p.size)]) }
+
+// A long line is searched for its end once, not again from its start at every read: each
+// byte is searched once, where a rescan would search ~n²/(2*4KiB) bytes (136 MiB for this
+// 1 MiB line).
+func TestEventReaderSearchesLongLineOnce(t *testing.T) {
+	long := strings.Repeat("y", 1<<20)
+	body := "data: " + long + "\n\ndata: [DONE]\n\n"
+	r := newEventReader(piecesReader{strings.NewReader(body), 4 << 10}, nil)
+	defer r.release()
+	var got []string
+	for range 1 << 20 { // bounded: ~260 reads
+		_, err := r.read(nil)
+		for p, ok := r.next(); ok; p, ok = r.next() {
+			got = append(got, string(p))
+		}
+		if err != nil {
+			break
+		}
+	}
+	if len(got) != 2 || got[0] != long || got[1] != "[DONE]" {
+		t.Fatalf("got %d payloads, want the long line and [DONE]", len(got))
+	}
+	if r.examined > int64(len(body))+1 {
+		t.Errorf("searched %d bytes for line ends in a body of %d: a long line is rescanned", r.examined, len(body))
+	}
+}
+
+// A line past the limit ends the stream with its own error, not a hang or a huge buffer.
+func TestEventReaderRefusesOverlongLine(t *testing.T) {
+	r := newEventReader(piecesReader{strings.NewReader("data: " + strings.Repeat("z", 1<<20)), 4 << 10}, nil)
+	defer r.release()
+	r.maxLine = 256 << 10
+	var err error
+	for range 1 << 10 { // bounded: 64 reads fill the limit
+		if _, err = r.read(nil); err != nil {
+			break
+		}
+		if _, ok := r.next(); ok {
+			t.Fatal("a payload from a line without its end")
+		}
+	}
+	if !errors.Is(err, errEventTooLarge) || len(r.buf) > r.maxLine {
+		t.Errorf("error %v with a buffer of %d bytes; want errEventTooLarge within %d", err, len(r.buf), r.maxLine)
+	}
+}
+
+// BenchmarkEventReaderLongLine reads an 8 MiB line in 16 KiB reads: the cost per byte
+// stays flat however long the line.
+func BenchmarkEventReaderLongLine(b *testing.B) {
+	body := "data: " + strings.Repeat("y", 8<<20) + "\n\n"
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		r := newEventReader(piecesReader{strings.NewReader(body), 16 << 10}, nil)
+		for {
+			_, err := r.read(nil)
+			for _, ok := r.next(); ok; _, ok = r.next() {
+			}
+			if err != nil {
+				break
+			}
+		}
+		r.release()
 	}
 }
