@@ -151,6 +151,10 @@ func (s *Scenario) applyDefaults(file string) {
 			s.conversationDefaults(st)
 			continue
 		}
+		if st.IsTrace() {
+			s.traceDefaults(st)
+			continue
+		}
 		if st.Concurrency == 0 && !s.defined(fmt.Sprintf("step[%d].concurrency", i)) {
 			st.Concurrency = 1
 		}
@@ -303,8 +307,15 @@ func (s *Scenario) validate() []Problem {
 			s.validateConversation(i, bad)
 			continue
 		}
+		if st.IsTrace() {
+			s.validateTrace(i, bad)
+			continue
+		}
 		if st.Kind != "" {
-			bad(key+".kind", "%q is not a step kind (want %q, or no kind for a sequence or replay)", st.Kind, KindConversation)
+			bad(key+".kind", "%q is not a step kind (want %q or %q, or no kind for a sequence or replay)", st.Kind, KindConversation, KindTrace)
+		}
+		if st.traceFieldsSet() {
+			bad(key+".file", "file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = %q", KindTrace)
 		}
 		if st.Users != 0 || st.Turns != 0 || st.TurnTokens != 0 || st.SystemPromptTokens != 0 {
 			bad(key+".users", "users, turns, turn_tokens and system_prompt_tokens need kind = %q", KindConversation)
@@ -335,6 +346,8 @@ func (s *Scenario) validate() []Problem {
 				bad(key+".replay.step", "%q is not an earlier step", st.Replay.Step)
 			case s.Steps[src].IsConversation():
 				bad(key+".replay.step", "%q is a conversation: its prompts are built as it runs", st.Replay.Step)
+			case s.Steps[src].IsTrace():
+				bad(key+".replay.step", "%q is a trace step: its prompts are built from the trace as it runs", st.Replay.Step)
 			case s.Steps[src].Replay != nil:
 				bad(key+".replay.step", "%q is itself a replay: name the original step", st.Replay.Step)
 			case st.Replay.Request < 0 || st.Replay.Request >= s.Steps[src].Requests:
