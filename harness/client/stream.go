@@ -7,7 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// streamChunk is the part of a chat.completion.chunk that kvbench reads. go-openai's own
+// streamChunk is the part of a chat.completion.chunk (or a completion's text_completion
+// chunk, whose choices carry text instead of a delta) that kvbench reads. go-openai's own
 // type drops vLLM's newer delta.reasoning, so chunks are decoded from raw JSON into this.
 type streamChunk struct {
 	Choices []chunkChoice `json:"choices"`
@@ -25,6 +26,8 @@ type streamChunk struct {
 type chunkChoice struct {
 	Delta        chunkDelta `json:"delta"`
 	FinishReason *string    `json:"finish_reason"`
+	// Text is a completion chunk's output (text_completion objects have no delta).
+	Text string `json:"text"`
 }
 
 type chunkDelta struct {
@@ -120,7 +123,11 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 			res.ReasoningBytes += reasoning
 			generated = true
 		}
-		if content := choice.Delta.Content; content != "" {
+		content := choice.Delta.Content
+		if choice.Text != "" {
+			content += choice.Text
+		}
+		if content != "" {
 			if !res.VisibleAnswer {
 				res.VisibleAnswer = true
 				res.TimeToFirstVisibleTokenMS = msSince(a.start, now)

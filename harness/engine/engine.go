@@ -98,6 +98,13 @@ type Definition struct {
 	// ReloadCounterHint is noted when the reload counter never moved while the engine's
 	// matched tokens did (KVBM's known bug); "" for engines without the trap.
 	ReloadCounterHint string
+	// TextPromptsOnly: the engine's /v1/completions takes no list of token ids, so a trace
+	// step sends text blocks there (checked with /tokenize at preflight). Every engine
+	// kvbench knows takes token ids (docs/traces.md, "Block-exact prompts on the wire").
+	TextPromptsOnly bool
+	// NoIgnoreEOS: the engine's completions request has no ignore_eos field, so a trace
+	// step's requests may stop before their output_length. Every engine kvbench knows has it.
+	NoIgnoreEOS bool
 	profile           func() metrics.Profile
 }
 
@@ -244,6 +251,15 @@ func (d *Definition) Connect(chat *client.Client, callTimeout time.Duration) *Se
 
 // TokenCounter counts prompts for model in the engine's /tokenize dialect.
 func (s *Server) TokenCounter(model string) prompts.TokenCounter {
+	if s.ids != nil {
+		return s.ids
+	}
+	return s.chat.Tokenizer(model)
+}
+
+// TextTokenCounter counts plain prompts for model (no chat template), in the engine's
+// /tokenize dialect: what a completions endpoint makes of a text prompt.
+func (s *Server) TextTokenCounter(model string) prompts.TextTokenCounter {
 	if s.ids != nil {
 		return s.ids
 	}
