@@ -105,7 +105,7 @@ type Definition struct {
 	// NoIgnoreEOS: the engine's completions request has no ignore_eos field, so a trace
 	// step's requests may stop before their output_length. Every engine kvbench knows has it.
 	NoIgnoreEOS bool
-	profile           func() metrics.Profile
+	profile     func() metrics.Profile
 }
 
 var registry []*Definition
