@@ -47,6 +47,9 @@ func (p *Plan) WriteText(w io.Writer) {
 	}
 	tw.Flush()
 	for _, st := range p.Steps {
+		if t := st.Trace; t != nil {
+			t.WriteText(w, st)
+		}
 		if c := st.Step; c.IsConversation() {
 			fmt.Fprintf(w, "\nconversation %s: %d users x %d turns, %d-token shared system prompt, %d new tokens a turn, up to %d max_tokens an answer carried into the next turn; the last turn resends about %d tokens (built as the answers arrive, estimated)\n",
 				st.ID, c.Users, c.Turns, c.SystemPromptTokens, c.TurnTokens, sc.MaxTokensFor(c), sc.ConversationTokens(c))
@@ -57,6 +60,20 @@ func (p *Plan) WriteText(w io.Writer) {
 	}
 	for _, warning := range p.Warnings {
 		fmt.Fprintf(w, "\nwarning: %s\n", warning)
+	}
+}
+
+// WriteText prints what a trace step will send.
+func (t *TracePlan) WriteText(w io.Writer, st Step) {
+	c := st.Step
+	fmt.Fprintf(w, "\ntrace %s: %d requests from %s (named by the %s, sha256 %s), %s; %d dropped over max_input_tokens\n",
+		st.ID, t.Requests, t.File, t.NamedBy, t.SHA256, t.Window, t.Dropped)
+	fmt.Fprintf(w, "  %d prompt tokens in blocks of %d, %d output tokens asked (output_length, at least 1 each), the longest request %d tokens; prompts as %s\n",
+		t.PromptTokens, t.BlockTokens, t.OutputTokens, t.LongestRequestTokens, t.PromptForm)
+	if c.ClosedLoop() {
+		fmt.Fprintf(w, "  closed loop: in trace order, %d in flight\n", c.Concurrency)
+	} else {
+		fmt.Fprintf(w, "  open loop: at the trace's timestamps x %g, %.1f s of trace time in %.1f s\n", c.TimeScale, t.SpanSeconds, t.SpanSeconds*c.TimeScale)
 	}
 }
 

@@ -25,12 +25,17 @@ func (r *Run) WriteSummary(w io.Writer) {
 			}
 			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", sec.Step, failed, FormatCount(s.GPUToCPUBytesDelta, "absent"), s.Verdict,
 				FormatFraction(s.CachedFraction), FormatMS(s.TimeToFirstOutputMS), s.SetupValid)
+		} else if s := sec.Trace; s != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\tp90 %s\t-\n", sec.Step, s.Requests, s.FailedRequests, FormatCount(s.StoreBytesDelta, "absent"), FormatMS(s.TTFTMS.P90))
 		}
 	}
 	tw.Flush()
 	for _, sec := range r.Sections {
 		if s := sec.Replay; s != nil && s.Interpretation != "" {
 			fmt.Fprintf(w, "%s: %s\n", sec.Step, s.Interpretation)
+		}
+		if s := sec.Trace; s != nil {
+			fmt.Fprintf(w, "%s: %s\n", sec.Step, s.Finding)
 		}
 	}
 	for _, g := range r.Gates {
