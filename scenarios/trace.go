@@ -124,6 +124,8 @@ func (t TraceSource) Open() (*os.File, error) {
 		return nil, errors.New("the trace step names no file: give file = \"...\" or pass --trace FILE")
 	case t.Dir == "":
 		return nil, fmt.Errorf("%s: a built-in scenario's trace is named with --trace FILE", t.File)
+	case !filepath.IsLocal(t.File):
+		return nil, fmt.Errorf("%q is %w: a scenario may name only a trace beside it or below it; name any other trace yourself with --trace FILE", t.File, ErrTraceOutside)
 	default:
 		var root *os.Root
 		if root, err = os.OpenRoot(t.Dir); err != nil {
@@ -220,11 +222,10 @@ func (s *Scenario) validateTrace(i int, bad func(key, format string, args ...any
 	if st.MaxTokens != 0 || st.MinTokens != nil {
 		bad(key+".max_tokens", "a trace step asks each request for its trace's output_length tokens: drop max_tokens and min_tokens")
 	}
-	switch f := st.File; {
-	case f == "" && !strings.HasPrefix(s.Path, "builtin:"):
+	// A file outside the scenario's directory is refused when it is opened, unless the user
+	// names the trace (--trace): then the scenario's choice does not matter.
+	if st.File == "" && !strings.HasPrefix(s.Path, "builtin:") {
 		bad(key+".file", "missing: the Mooncake-format trace to replay, relative to this file")
-	case f != "" && !filepath.IsLocal(f):
-		bad(key+".file", "%q is %s: a scenario may name only a trace beside it or below it; name any other trace yourself with --trace FILE", f, ErrTraceOutside)
 	}
 	if st.BlockTokens < 1 || st.BlockTokens > MaxTraceBlockTokens {
 		bad(key+".block_tokens", "must be between 1 and %d (got %d)", MaxTraceBlockTokens, st.BlockTokens)

@@ -56,16 +56,12 @@ func TestTraceStepParses(t *testing.T) {
 	}
 }
 
-// TestTraceStepRejects: each bad field is named with its line, and a trace a stranger's
-// scenario names outside its own directory is refused before anything is read.
+// TestTraceStepRejects: each bad field is named with its line.
 func TestTraceStepRejects(t *testing.T) {
 	const fileLine = `file = "traces/conv.jsonl"` + "\n"
 	const kindLine = "kind = \"trace\"\n"
 	cases := []struct{ from, to, want string }{
 		{fileLine, "", "r.toml:2: step[0].file: missing: the Mooncake-format trace to replay"},
-		{fileLine, `file = "../secret.jsonl"` + "\n", `r.toml:5: step[0].file: "../secret.jsonl" is outside the scenario file's directory: a scenario may name only a trace beside it or below it; name any other trace yourself with --trace FILE`},
-		{fileLine, `file = "/etc/passwd"` + "\n", `step[0].file: "/etc/passwd" is outside the scenario file's directory`},
-		{fileLine, `file = "a/../../b"` + "\n", `step[0].file: "a/../../b" is outside`},
 		{"time_scale = 0.1\n", "time_scale = 0.0001\n", "step[0].time_scale: must be between 0.001 and 1000 (got 0.0001)"},
 		{"time_scale = 0.1\n", "time_scale = 5000\n", "step[0].time_scale: must be between 0.001 and 1000 (got 5000)"},
 		{"duration = \"5m\"\n", "duration = \"5m\"\nrequests = 10\n", "step[0].duration: a window has a duration or a request count (requests), not both"},
@@ -95,8 +91,9 @@ func TestTraceStepRejects(t *testing.T) {
 	}
 }
 
-// TestTraceSourceOpen: a scenario's trace opens only inside its directory, through no
-// symbolic link leading out, and only as a regular file; the user's --trace opens anywhere.
+// TestTraceSourceOpen: a scenario's trace opens only inside its directory (no "..", no
+// absolute path, no symbolic link leading out), and only as a regular file; the user's
+// --trace opens anywhere.
 func TestTraceSourceOpen(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
@@ -127,7 +124,9 @@ func TestTraceSourceOpen(t *testing.T) {
 		{TraceSource{Dir: dir, File: "traces/ok.jsonl"}, ""},
 		{TraceSource{Dir: dir, File: "inner.jsonl"}, ""},
 		{TraceSource{Dir: dir, File: "link.jsonl"}, "outside the scenario file's directory"},
-		{TraceSource{Dir: dir, File: "../" + filepath.Base(outside) + "/secret.jsonl"}, "outside the scenario file's directory"},
+		{TraceSource{Dir: dir, File: "../" + filepath.Base(outside) + "/secret.jsonl"}, `is outside the scenario file's directory: a scenario may name only a trace beside it or below it; name any other trace yourself with --trace FILE`},
+		{TraceSource{Dir: dir, File: filepath.Join(outside, "secret.jsonl")}, "outside the scenario file's directory"},
+		{TraceSource{Dir: dir, File: "traces/../../x"}, "outside the scenario file's directory"},
 		{TraceSource{Dir: dir, File: "fifo.jsonl"}, "not a regular file"},
 		{TraceSource{Dir: dir, File: "traces"}, "not a regular file"},
 		{TraceSource{Dir: dir, File: "missing.jsonl"}, "no such file"},
