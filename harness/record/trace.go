@@ -40,6 +40,8 @@ type TraceReplay struct {
 	// (not sent). The artifact's requests are those sent.
 	PlannedRequests int `json:"planned_requests"`
 	DroppedRequests int `json:"dropped_requests"`
+	// SpanSeconds is the trace time from the window's first request to its last.
+	SpanSeconds float64 `json:"trace_span_seconds"`
 	// PeakInFlight is the most requests the client had in flight at once.
 	PeakInFlight int `json:"peak_in_flight"`
 	// PromptForm is token_ids or text; TextBlocks is a text form's measured deviation from
@@ -126,7 +128,10 @@ type TraceSection struct {
 	Concurrency     int      `json:"concurrency,omitempty"`
 	PromptForm      string   `json:"prompt_form"`
 	PlannedRequests int      `json:"planned_requests"`
-	Requests        int      `json:"requests"`
+	// OfferedRequestsPerSecond is an open loop's rate: the window's requests over its trace
+	// time x time_scale; null for a closed loop or a window of one instant.
+	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`
+	Requests                 int      `json:"requests"`
 	FailedRequests  int      `json:"failed_requests"`
 	DroppedRequests int      `json:"dropped_requests"`
 	PeakInFlight    int      `json:"peak_in_flight"`
@@ -165,6 +170,10 @@ func TraceOf(st Step, artifact string) TraceSection {
 		s.File, s.SHA256, s.Mode, s.TimeScale, s.Concurrency, s.PromptForm = tr.File, tr.SHA256, tr.Mode, tr.TimeScale, tr.Concurrency, tr.PromptForm
 		s.PlannedRequests, s.DroppedRequests, s.PeakInFlight = tr.PlannedRequests, tr.DroppedRequests, tr.PeakInFlight
 		s.Ideal, s.IdealUnavailable, s.ScrapeIntervalMS = tr.Ideal, tr.IdealUnavailable, tr.ScrapeIntervalMS
+		if tr.TimeScale != nil && tr.SpanSeconds > 0 {
+			rate := float64(tr.PlannedRequests) / (tr.SpanSeconds * *tr.TimeScale)
+			s.OfferedRequestsPerSecond = &rate
+		}
 		if tr.Series != nil {
 			s.Series = tr.Series
 		}

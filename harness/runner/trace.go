@@ -165,7 +165,7 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 		tr.TimeScale = &scale
 	}
 	if tp != nil {
-		tr.PlannedRequests, tr.DroppedRequests, tr.PromptForm = tp.Requests, tp.Dropped, tp.PromptForm
+		tr.PlannedRequests, tr.DroppedRequests, tr.PromptForm, tr.SpanSeconds = tp.Requests, tp.Dropped, tp.PromptForm, tp.SpanSeconds
 	}
 	if p := r.cfg.Preflight; p != nil {
 		if d, ok := p.TraceTextBlocks[ts.ID]; ok {
