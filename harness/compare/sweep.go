@@ -9,21 +9,21 @@ import (
 
 // SweepResult compares two capacity sweeps level by level.
 type SweepResult struct {
-	Baseline          string       `json:"baseline"`
-	Candidate         string       `json:"candidate"`
-	Scenario          string       `json:"scenario"`
-	ThresholdMS       float64      `json:"ttft_p90_threshold_ms"`
-	Tolerance         float64      `json:"tolerance"`
-	BaselineCapacity  *int         `json:"baseline_capacity_users"`
-	CandidateCapacity *int         `json:"candidate_capacity_users"`
+	Baseline          string  `json:"baseline"`
+	Candidate         string  `json:"candidate"`
+	Scenario          string  `json:"scenario"`
+	ThresholdMS       float64 `json:"ttft_p90_threshold_ms"`
+	Tolerance         float64 `json:"tolerance"`
+	BaselineCapacity  *int    `json:"baseline_capacity_users"`
+	CandidateCapacity *int    `json:"candidate_capacity_users"`
 	// BaselineCapacityRate and CandidateCapacityRate are request-rate sweeps' capacities in
 	// requests per second.
-	BaselineCapacityRate  *float64 `json:"baseline_capacity_requests_per_second,omitempty"`
-	CandidateCapacityRate *float64 `json:"candidate_capacity_requests_per_second,omitempty"`
-	Load                  string   `json:"load,omitempty"`
-	Levels            []SweepDelta `json:"levels"`
-	Regression        bool         `json:"regression"`
-	Findings          []string     `json:"findings"`
+	BaselineCapacityRate  *float64     `json:"baseline_capacity_requests_per_second,omitempty"`
+	CandidateCapacityRate *float64     `json:"candidate_capacity_requests_per_second,omitempty"`
+	Load                  string       `json:"load,omitempty"`
+	Levels                []SweepDelta `json:"levels"`
+	Regression            bool         `json:"regression"`
+	Findings              []string     `json:"findings"`
 }
 
 // SweepDelta is one user count, or one request rate, in both sweeps.
@@ -31,8 +31,8 @@ type SweepDelta struct {
 	Users             int      `json:"users,omitempty"`
 	TimeScale         *float64 `json:"time_scale,omitempty"`
 	RequestsPerSecond *float64 `json:"requests_per_second,omitempty"`
-	BaselineP90MS  *float64 `json:"baseline_ttft_p90_ms"`
-	CandidateP90MS *float64 `json:"candidate_ttft_p90_ms"`
+	BaselineP90MS     *float64 `json:"baseline_ttft_p90_ms"`
+	CandidateP90MS    *float64 `json:"candidate_ttft_p90_ms"`
 	// P90Change is (candidate - baseline) / baseline; null when either is missing or the
 	// baseline is 0. Negative is faster (with a host tier as the candidate: its TTFT gain).
 	P90Change          *float64 `json:"ttft_p90_change"`

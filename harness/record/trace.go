@@ -132,10 +132,10 @@ type TraceSection struct {
 	// time x time_scale; null for a closed loop or a window of one instant.
 	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`
 	Requests                 int      `json:"requests"`
-	FailedRequests  int      `json:"failed_requests"`
-	DroppedRequests int      `json:"dropped_requests"`
-	PeakInFlight    int      `json:"peak_in_flight"`
-	Interrupted     bool     `json:"interrupted,omitempty"`
+	FailedRequests           int      `json:"failed_requests"`
+	DroppedRequests          int      `json:"dropped_requests"`
+	PeakInFlight             int      `json:"peak_in_flight"`
+	Interrupted              bool     `json:"interrupted,omitempty"`
 	// TTFTMS and DecodeTokensPerSecond are over the requests that did not fail;
 	// DispatchLagMS over every request sent.
 	TTFTMS                Percentiles `json:"time_to_first_output_ms"`
