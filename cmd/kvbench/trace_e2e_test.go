@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
@@ -224,5 +226,84 @@ func TestTraceStepBadInput(t *testing.T) {
 		if code := exitCode(err, &errb); file == "link.jsonl" && (code != exitOK || !strings.Contains(out.String(), "named by the command line")) {
 			t.Errorf("--trace %s: exit %d, %s%s", secret, code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestSweepTraceOffloadGain is the capacity question on a trace: an open-loop replay of a
+// generated conversation trace at two request rates (time_scale 0.5 and 0.25) against the
+// embedded engine with its host tier and without it, prefill batch-scheduled and a GPU pool
+// of 2,048 tokens that holds only the most recent conversations. With the tier the
+// follow-ups' prefixes are reloaded, not recomputed, so the same rate needs less compute.
+// As in TestSweepOffloadGain, the threshold sits where noise (which only adds time) cannot
+// flip the outcome: the modelled TTFT p90 is about 100 ms with the tier at the lower rate,
+// against about 650 ms without it.
+func TestSweepTraceOffloadGain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two sweeps")
+	}
+	small := func(p *sim.Profile) { p.NumGPUBlocks, p.MaxModelLen = 128, 2048 }
+	on := startSim(t, sim.Options{Profile: "chat-offload16", Speed: 4, Override: small})
+	off := startSim(t, sim.Options{Profile: "chat-offload0", Speed: 4, Override: small})
+	dir := t.TempDir()
+	cfg := trace.DefaultGeneratorConfig()
+	cfg.Seed, cfg.Requests, cfg.Rate, cfg.BlockTokens, cfg.Scale, cfg.MaxInputTokens = 7, 300, 40, 16, 1.0/32, 1200*32
+	cfg.ThinkTime, cfg.Turns = 3*time.Second, 3
+	g, err := trace.NewGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if _, err := trace.WriteJSONL(&b, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "conversation.jsonl"), b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := traceScenario(t, dir, "conversation.jsonl", "")
+	out := t.TempDir()
+	levels := []string{"--time-scales", "0.5,0.25", "--ttft-p90-ms", "500", "--out", out}
+	son, dirOn := sweepJSON(t, append([]string{sc, "--endpoint", on.URL() + "/v1"}, levels...)...)
+	soff, dirOff := sweepJSON(t, append([]string{sc, "--endpoint", off.URL() + "/v1"}, levels...)...)
+	for _, s := range []*record.Sweep{son, soff} {
+		if s.Status != record.StatusCompleted || s.Load != record.SweepRequestRate || len(s.Levels) != 2 {
+			t.Fatalf("status %s, load %s, %d levels", s.Status, s.Load, len(s.Levels))
+		}
+		for _, l := range s.Levels {
+			if l.FailedRequests != 0 || l.Requests != 300 || !l.CountersValid || l.RequestsPerSecond == nil || l.DispatchLagMS == nil {
+				t.Fatalf("level %v: %d/%d requests failed, counters valid %v, rate %v", l.TimeScale, l.FailedRequests, l.Requests, l.CountersValid, l.RequestsPerSecond)
+			}
+		}
+		if r0, r1 := *s.Levels[0].RequestsPerSecond, *s.Levels[1].RequestsPerSecond; r1 < 1.99*r0 || r1 > 2.01*r0 {
+			t.Errorf("time_scale 0.25 offers %.1f requests/s, 0.5 offers %.1f: want twice", r1, r0)
+		}
+	}
+	for i := range son.Levels {
+		t.Logf("%.1f requests/s: TTFT p90 %s ms with the tier (host %s, ideal %s), %s ms without", *son.Levels[i].RequestsPerSecond,
+			record.FormatMS(son.Levels[i].TTFTMS.P90), record.FormatMS(son.Levels[i].Tiers.Host), record.FormatMS(son.Levels[i].IdealHostShare), record.FormatMS(soff.Levels[i].TTFTMS.P90))
+	}
+	t.Logf("tier on: %s; tier off: %s", son.CapacityReason, soff.CapacityReason)
+	if son.CapacityRequestsPerSecond == nil || soff.CapacityRequestsPerSecond != nil && *soff.CapacityRequestsPerSecond >= *son.CapacityRequestsPerSecond {
+		t.Fatalf("capacity with the tier %v requests/s, without %v: want more with it", son.CapacityRequestsPerSecond, soff.CapacityRequestsPerSecond)
+	}
+	lon, loff := son.Levels[0], soff.Levels[0]
+	if lon.Tiers.Host == nil || *lon.Tiers.Host < 0.2 || loff.Tiers.Host == nil || *loff.Tiers.Host != 0 || lon.IdealHostShare == nil || *lon.IdealHostShare < 0.2 {
+		t.Fatalf("host share %v with the tier (ideal %v), %v without", lon.Tiers.Host, lon.IdealHostShare, loff.Tiers.Host)
+	}
+	var cmp, errb bytes.Buffer
+	err = run(context.Background(), []string{"compare", dirOff, dirOn, "--format", "json"}, &cmp, &errb)
+	if code := exitCode(err, &errb); code != exitOK {
+		t.Fatalf("compare tier off -> on: exit %d\n%s", code, errb.String())
+	}
+	var gain compare.SweepResult
+	if err := json.Unmarshal(cmp.Bytes(), &gain); err != nil {
+		t.Fatal(err)
+	}
+	if gain.Regression || gain.CandidateCapacityRate == nil || gain.Load != record.SweepRequestRate {
+		t.Fatalf("gain: %+v", gain)
+	}
+	cmp.Reset()
+	err = run(context.Background(), []string{"compare", dirOn, dirOff}, &cmp, &errb)
+	if code := exitCode(err, &errb); code != exitRegression || !strings.Contains(cmp.String(), "REGRESSION") || !strings.Contains(cmp.String(), "requests/s") {
+		t.Fatalf("compare tier on -> off: exit %d\n%s%s", code, cmp.String(), errb.String())
 	}
 }
