@@ -89,10 +89,18 @@ block_tokens = 16
 // and output, as the engine's does). The trace package and the engine's KV model are written
 // apart; this test checks both.
 func TestTraceReplayMatchesIdeal(t *testing.T) {
+	for _, form := range []string{"token_ids", "text"} {
+		t.Run(form, func(t *testing.T) { replayMatchesIdeal(t, form) })
+	}
+}
+
+// replayMatchesIdeal replays the trace with its prompts in form: token ids, or text blocks,
+// which the engine's tokenizer counts exactly (the deviation preflight measured is recorded).
+func replayMatchesIdeal(t *testing.T, form string) {
 	srv, gpuTokens, hostTokens := traceSim(t, 50)
 	dir := t.TempDir()
 	file := writeTrace(t, dir, 400, 50)
-	sc := traceScenario(t, dir, filepath.Base(file), "concurrency = 1")
+	sc := traceScenario(t, dir, filepath.Base(file), "concurrency = 1\nprompt_form = \""+form+"\"")
 	out := t.TempDir()
 	rec, stderr, code := runJSON(t, context.Background(), "run", sc, "--endpoint", srv.URL()+"/v1", "--out", out)
 	if code != exitOK {
@@ -103,7 +111,7 @@ func TestTraceReplayMatchesIdeal(t *testing.T) {
 	if err := json.Unmarshal(raw, &ts); err != nil {
 		t.Fatal(err)
 	}
-	if ts.Requests != 400 || ts.FailedRequests != 0 || !ts.CountersValid || ts.Mode != record.TraceClosedLoop || ts.PromptForm != "token_ids" {
+	if ts.Requests != 400 || ts.FailedRequests != 0 || !ts.CountersValid || ts.Mode != record.TraceClosedLoop || ts.PromptForm != form {
 		t.Fatalf("section: %d requests, %d failed, counters valid %v, mode %s, form %s (%v)", ts.Requests, ts.FailedRequests, ts.CountersValid, ts.Mode, ts.PromptForm, ts.InvalidReasons)
 	}
 	if ts.Ideal == nil {
@@ -151,7 +159,8 @@ func TestTraceReplayMatchesIdeal(t *testing.T) {
 	}
 
 	// The step artifact: every request with its trace line and timings, the series.
-	r, err := runs.Load(filepath.Join(out, onlyEntry(t, out)))
+	runDir := filepath.Join(out, onlyEntry(t, out))
+	r, err := runs.Load(runDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,13 +168,39 @@ func TestTraceReplayMatchesIdeal(t *testing.T) {
 	if st.Trace == nil || len(st.Trace.Series) == 0 || st.Trace.SHA256 == "" || st.Trace.PlannedRequests != 400 {
 		t.Fatalf("artifact trace section: %+v", st.Trace)
 	}
+	switch d := st.Trace.TextBlocks; {
+	case form == "text" && (d == nil || d.Blocks == 0 || d.ExactBlocks != d.Blocks || d.JoinDeviation != 0):
+		t.Errorf("text blocks under the engine's tokenizer: %+v, want measured and exact", d)
+	case form == "token_ids" && d != nil:
+		t.Errorf("token ids measured as text: %+v", d)
+	}
 	for i, q := range st.Requests {
 		if q.Trace == nil || q.IndexInStep != i || q.Trace.InputLength != q.PlannedTokens || q.Result.PromptTokens == nil || *q.Result.PromptTokens != q.Trace.InputLength {
 			t.Fatalf("request %d: %+v (prompt tokens %v)", i, q.Trace, q.Result.PromptTokens)
 		}
-		if q.Result.OutputTokens != max(q.Trace.OutputLength, 1) {
+		if q.Result.OutputTokens != max(q.Trace.OutputLength, 1) || q.Trace.MaxTokens != max(q.Trace.OutputLength, 1) {
 			t.Fatalf("request %d: %d output tokens, the trace says %d", i, q.Result.OutputTokens, q.Trace.OutputLength)
 		}
+	}
+
+	// The trace step's population is a kv-accounting-summary/v1 row.
+	stdout, stderr, code := runCLI(t, "accounting", runDir, "--pool-bytes-per-gpu", fmt.Sprint(gpuTokens*2048))
+	if code != exitOK {
+		t.Fatalf("accounting: exit %d: %s", code, stderr)
+	}
+	var acc struct {
+		Rows []struct {
+			Population  string  `json:"population"`
+			Concurrency int     `json:"requested_client_concurrency"`
+			Occupancy   float64 `json:"sampled_peak_block_occupancy_fraction"`
+			PromptP50   float64 `json:"actual_prompt_tokens_p50"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &acc); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Rows) != 1 || !strings.HasSuffix(acc.Rows[0].Population, "/load") || acc.Rows[0].Concurrency != 1 || acc.Rows[0].Occupancy <= 0 || acc.Rows[0].PromptP50 <= 0 {
+		t.Errorf("accounting rows %+v", acc.Rows)
 	}
 }
 
