@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -238,6 +239,9 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 			<-sem
 			results <- traceDone{job: job, sentAt: sent, res: res}
 		}()
+		// The new goroutine waits in this one's run slot until it yields: let it go out now,
+		// not after the next prompt is built.
+		runtime.Gosched()
 	}
 	return nil
 }
