@@ -32,20 +32,22 @@ func (p *Plan) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "shared prefix: %d tokens planned, %d counted, sha256 %s (mode %s, seed %d)\n\n",
 			sc.Prompt.SharedPrefixTokens, pr.SharedPrefixTokens, pr.SharedPrefixSHA256, sc.Prompt.Mode, sc.Prompt.Seed)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "STEP\tREQ\tPROMPT\tPLANNED\tTOKENS\tCALLS\tIDENTITY (sha256)\t")
-	for _, st := range p.Steps {
-		for _, r := range st.Requests {
-			note := ""
-			if r.Replay {
-				note = fmt.Sprintf("  replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
-			} else if r.Prompt.TokenCounting == prompts.CountedByServer && !r.Prompt.WithinTolerance {
-				note = fmt.Sprintf("  off plan by more than %d tokens", r.Prompt.ToleranceTokens)
+	if p.requestCount() > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "STEP\tREQ\tPROMPT\tPLANNED\tTOKENS\tCALLS\tIDENTITY (sha256)\t")
+		for _, st := range p.Steps {
+			for _, r := range st.Requests {
+				note := ""
+				if r.Replay {
+					note = fmt.Sprintf("  replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
+				} else if r.Prompt.TokenCounting == prompts.CountedByServer && !r.Prompt.WithinTolerance {
+					note = fmt.Sprintf("  off plan by more than %d tokens", r.Prompt.ToleranceTokens)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", st.ID, r.IndexInStep, r.Ordinal, r.PlannedTokens, r.Prompt.Tokens, r.Prompt.CountCalls, r.Prompt.Identity, note)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", st.ID, r.IndexInStep, r.Ordinal, r.PlannedTokens, r.Prompt.Tokens, r.Prompt.CountCalls, r.Prompt.Identity, note)
 		}
+		tw.Flush()
 	}
-	tw.Flush()
 	for _, st := range p.Steps {
 		if t := st.Trace; t != nil {
 			t.WriteText(w, st)
@@ -61,6 +63,16 @@ func (p *Plan) WriteText(w io.Writer) {
 	for _, warning := range p.Warnings {
 		fmt.Fprintf(w, "\nwarning: %s\n", warning)
 	}
+}
+
+// requestCount is how many requests the plan built up front (trace and conversation steps
+// build theirs as they run).
+func (p *Plan) requestCount() int {
+	n := 0
+	for _, st := range p.Steps {
+		n += len(st.Requests)
+	}
+	return n
 }
 
 // WriteText prints what a trace step will send.
