@@ -40,6 +40,7 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	defer f.inFlight.Add(-1)
 	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
 	}
+	req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs) // the runner reuses the buffer once the call returns
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
 	count := len(f.calls)
