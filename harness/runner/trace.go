@@ -176,10 +176,15 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 	return tr
 }
 
-// dispatchTrace reads the window and sends its requests: each prompt is built before its
-// turn (just in time: at most the requests in flight and the next are held), then sent at
-// its due time (open loop) or when a slot frees up (closed loop). It returns a read error of
-// the trace, after every request it sent has finished.
+// promptsAhead is how many prompts are built before their turn: building a long prompt
+// takes milliseconds, which must not delay a request due right after the previous one.
+const promptsAhead = 4
+
+// dispatchTrace reads the window and sends its requests: a builder goroutine builds each
+// prompt before its turn (just in time: at most the requests in flight and promptsAhead more
+// are held), and this goroutine sends each at its due time (open loop) or when a slot frees
+// up (closed loop). It returns a read error of the trace, after every request it sent has
+// finished.
 func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, b *prompts.BlockBuilder, form string,
 	start time.Time, inFlight, peak *atomic.Int64, results chan<- traceDone) error {
 	slots := MaxTraceInFlight
@@ -189,26 +194,26 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	sem := make(chan struct{}, slots)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	jobs := make(chan traceJob, promptsAhead)
+	bctx, stopBuilder := context.WithCancel(ctx)
+	defer stopBuilder()
+	var buildErr error
+	go func() {
+		defer close(jobs)
+		buildErr = buildTraceJobs(bctx, ts, sel, b, form, jobs)
+	}()
+	defer func() {
+		stopBuilder()
+		for job := range jobs { // not sent: the run stopped
+			releaseIDs(&job)
+		}
+	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var req trace.Request
 	var first time.Duration
-	var scratch []byte
-	for i := 0; ctx.Err() == nil; i++ {
-		err := sel.Next(&req)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			first = req.Timestamp
-		}
-		job := traceJob{index: i, line: req.Line, traceTime: req.Timestamp, input: req.InputLength, output: req.OutputLength,
-			maxTokens: plan.OutputTokens(&req), hashIDs: len(req.HashIDs)}
-		if scratch, err = buildTracePrompt(&job, b, &req, form, scratch); err != nil {
-			return fmt.Errorf("%s:%d: %w", ts.Source.Name(), req.Line, err)
+	for job := range jobs {
+		if job.index == 0 {
+			first = job.traceTime
 		}
 		select {
 		case sem <- struct{}{}:
@@ -219,7 +224,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		if ts.ClosedLoop() {
 			job.due = time.Now() // a slot freed up: it is due now
 		} else {
-			job.due = start.Add(time.Duration(float64(req.Timestamp-first) * ts.TimeScale))
+			job.due = start.Add(time.Duration(float64(job.traceTime-first) * ts.TimeScale))
 			if !sleepUntil(ctx, timer, job.due) {
 				<-sem
 				releaseIDs(&job)
@@ -239,29 +244,65 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 			<-sem
 			results <- traceDone{job: job, sentAt: sent, res: res}
 		}()
-		// The new goroutine waits in this one's run slot until it yields: let it go out now,
-		// not after the next prompt is built.
+		// The new goroutine waits in this one's run slot until it yields: let it go out now.
 		runtime.Gosched()
 	}
-	return nil
+	if ctx.Err() != nil {
+		return nil
+	}
+	return buildErr
 }
 
-// sleepUntil waits for t on a reused timer; false when ctx ends first.
-func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer.Reset(d)
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		if !timer.Stop() {
-			<-timer.C
+// buildTraceJobs reads the window and builds each request's prompt in order onto jobs; it
+// returns a read error of the trace, or nil at the window's end or when ctx ends.
+func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, b *prompts.BlockBuilder, form string, jobs chan<- traceJob) error {
+	var req trace.Request
+	var scratch []byte
+	for i := 0; ; i++ {
+		err := sel.Next(&req)
+		if errors.Is(err, io.EOF) {
+			return nil
 		}
-		return false
+		if err != nil {
+			return err
+		}
+		job := traceJob{index: i, line: req.Line, traceTime: req.Timestamp, input: req.InputLength, output: req.OutputLength,
+			maxTokens: plan.OutputTokens(&req), hashIDs: len(req.HashIDs)}
+		if scratch, err = buildTracePrompt(&job, b, &req, form, scratch); err != nil {
+			return fmt.Errorf("%s:%d: %w", ts.Source.Name(), req.Line, err)
+		}
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+			releaseIDs(&job)
+			return nil
+		}
 	}
+}
+
+// timerEarly is how long before a request's due time the dispatcher's timer fires: a timer
+// wakes late by up to a millisecond or two (the host's scheduling), so it is set early and the
+// rest is waited out yielding the processor, which costs at most that much CPU a request.
+const timerEarly = time.Millisecond
+
+// sleepUntil waits for t on a reused timer, the last timerEarly yielding; false when ctx ends
+// first.
+func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
+	if d := time.Until(t) - timerEarly; d > 0 {
+		timer.Reset(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			if !timer.Stop() {
+				<-timer.C
+			}
+			return false
+		}
+	}
+	for time.Now().Before(t) {
+		runtime.Gosched()
+	}
+	return ctx.Err() == nil
 }
 
 // buildTracePrompt builds job's prompt and its identity: the sha256 of its token ids (4 bytes
