@@ -69,9 +69,9 @@ func (w *WarmCaches) Reason() string {
 
 // Where ColdStep's Cached figures come from.
 const (
-	ByUsage      = "usage's cached tokens"
-	ByHits       = "prefix-cache hits around each request"
-	ByStepHits   = "prefix-cache hits over the step"
+	ByUsage    = "usage's cached tokens"
+	ByHits     = "prefix-cache hits around each request"
+	ByStepHits = "prefix-cache hits over the step"
 )
 
 // ColdCaches judges a cold step: the finding when its requests came back cached beyond their
