@@ -65,3 +65,44 @@ func TestRunWarmCachesInvalidateTheSetup(t *testing.T) {
 		}
 	}
 }
+
+// TestSaltedRunSendsFreshBytes: a salted run sends other bytes than the unsalted run (the
+// replay still its original's), records the salt, and on vLLM also sends it as cache_salt;
+// on LMCache, whose V1 connector ignores the field, it does not.
+func TestSaltedRunSendsFreshBytes(t *testing.T) {
+	sent := func(backend, salt string) ([]fakeCall, *Outcome) {
+		m := newFakeMetrics()
+		chat := &fakeChat{m: m, reply: offloadServer(m)}
+		src := strings.Replace(unitScenario, "[prompt]\n", "[prompt]\nsalt = \""+salt+"\"\n", 1)
+		src = strings.Replace(src, "[target]\n", "[target]\nbackend = \""+backend+"\"\n", 1)
+		out := run(t, context.Background(), newConfig(t, src, chat, m))
+		return chat.Calls(), out
+	}
+	plain, _ := sent("vllm", "")
+	calls, out := sent("vllm", "n1")
+	if len(calls) != 4 || len(plain) != 4 {
+		t.Fatalf("%d and %d requests", len(calls), len(plain))
+	}
+	for i := range calls {
+		if calls[i].Req.Messages[1].Content == plain[i].Req.Messages[1].Content {
+			t.Errorf("request %d: the salted run sent the unsalted bytes", i)
+		}
+		if calls[i].Req.ExtraBody["cache_salt"] != "n1" || plain[i].Req.ExtraBody["cache_salt"] != nil {
+			t.Errorf("request %d: cache_salt %v (unsalted: %v)", i, calls[i].Req.ExtraBody["cache_salt"], plain[i].Req.ExtraBody["cache_salt"])
+		}
+	}
+	if calls[3].Req.Messages[1].Content != calls[0].Req.Messages[1].Content {
+		t.Error("the salted replay is not its original's bytes")
+	}
+	if out.Record.Scenario.Prompt.Salt != "n1" || runFile(t, out.Dir, "scenario").(map[string]any)["prompt"].(map[string]any)["salt"] != "n1" {
+		t.Errorf("run.json does not record the salt")
+	}
+	seq := out.Steps[0].Requests[0].Prompt
+	if seq.Shape == "" || seq.Shape != out.Steps[1].Requests[0].Prompt.Shape {
+		t.Errorf("shapes %q (replay %q)", seq.Shape, out.Steps[1].Requests[0].Prompt.Shape)
+	}
+	lm, _ := sent("lmcache", "n1")
+	if _, ok := lm[0].Req.ExtraBody["cache_salt"]; ok || lm[0].Req.Messages[1].Content != calls[0].Req.Messages[1].Content {
+		t.Errorf("lmcache: extra body %v; the same salted bytes: %v", lm[0].Req.ExtraBody, lm[0].Req.Messages[1].Content == calls[0].Req.Messages[1].Content)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
+	"github.com/anvil-serving/kvbench/prompts"
 )
 
 // ErrNotRun means a directory holds no readable kvbench run record.
@@ -273,21 +274,32 @@ func (r *Run) ReplayStepIDs() []string {
 type Identity struct {
 	Scenario string
 	Model    string
-	// Prompts are repetition 0's prompt identities, "step[index]" -> sha256 identity.
+	// Salt is the run's prompt salt ("" when none).
+	Salt string
+	// Prompts are repetition 0's prompt identities, "step[index]" -> sha256 identity, and
+	// Shapes their shape identities (what the bytes depend on but the salt).
 	Prompts map[string]string
+	Shapes  map[string]string
 	Order   []string
 }
 
-// Identify returns r's identity.
+// Identify returns r's identity. A prompt recorded before shapes were (its record has no
+// shape) gets the shape its recorded seed, plan, prefix, mode and counting give.
 func (r *Run) Identify() Identity {
-	id := Identity{Scenario: r.Scenario.Name, Model: r.Model.ServedName, Prompts: map[string]string{}}
+	id := Identity{Scenario: r.Scenario.Name, Model: r.Model.ServedName, Salt: r.Scenario.Prompt.Salt, Prompts: map[string]string{}, Shapes: map[string]string{}}
 	if r.Model.Repo != "" {
 		id.Model = r.Model.Repo + " (" + r.Model.ServedName + ")"
 	}
-	for _, st := range r.Repetitions[0].Steps {
+	rep := r.Repetitions[0]
+	for _, st := range rep.Steps {
 		for _, q := range st.Requests {
 			key := fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep)
 			id.Prompts[key] = q.Prompt.Identity
+			shape := q.Prompt.Shape
+			if shape == "" && st.Kind != record.KindConversation {
+				shape = prompts.ShapeOf(uint64(rep.Seed), q.Ordinal, q.PlannedTokens, r.Scenario.Prompt.SharedPrefixTokens, prompts.Mode(r.Scenario.Prompt.Mode), q.Prompt.TokenCounting)
+			}
+			id.Shapes[key] = shape
 			id.Order = append(id.Order, key)
 		}
 	}
@@ -301,7 +313,9 @@ type Mismatch struct {
 	Candidate string `json:"candidate"`
 }
 
-// Mismatches lists where b and c differ in scenario, model or prompt identity.
+// Mismatches lists where b and c differ in scenario, model or prompts. Runs of the same salt
+// (or none) must have sent the same bytes; runs of different salts sent different bytes on
+// purpose, and must have sent the same shapes: the same plan, sizes, seeds and modes.
 func Mismatches(b, c Identity) []Mismatch {
 	var out []Mismatch
 	if b.Scenario != c.Scenario {
@@ -310,17 +324,30 @@ func Mismatches(b, c Identity) []Mismatch {
 	if b.Model != c.Model {
 		out = append(out, Mismatch{"model", b.Model, c.Model})
 	}
+	what, bp, cp := "prompt identity of ", b.Prompts, c.Prompts
+	if b.Salt != c.Salt {
+		what, bp, cp = "prompt shape (salts differ) of ", b.Shapes, c.Shapes
+	}
 	for _, k := range b.Order {
-		if cv, ok := c.Prompts[k]; !ok {
-			out = append(out, Mismatch{"prompt identity of " + k, b.Prompts[k], "(no such request)"})
-		} else if cv != b.Prompts[k] {
-			out = append(out, Mismatch{"prompt identity of " + k, b.Prompts[k], cv})
+		if cv, ok := cp[k]; !ok {
+			out = append(out, Mismatch{what + k, bp[k], "(no such request)"})
+		} else if cv != bp[k] || cv == "" {
+			out = append(out, Mismatch{what + k, orUnknown(bp[k]), orUnknown(cv)})
 		}
 	}
 	for _, k := range c.Order {
-		if _, ok := b.Prompts[k]; !ok {
-			out = append(out, Mismatch{"prompt identity of " + k, "(no such request)", c.Prompts[k]})
+		if _, ok := bp[k]; !ok {
+			out = append(out, Mismatch{what + k, "(no such request)", cp[k]})
 		}
 	}
 	return out
+}
+
+// orUnknown names an identity a record does not hold (a conversation turn recorded before
+// shapes): it matches nothing.
+func orUnknown(s string) string {
+	if s == "" {
+		return "(not recorded)"
+	}
+	return s
 }
