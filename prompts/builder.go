@@ -49,9 +49,10 @@ type Config struct {
 	Counter TokenCounter
 	// MaxCountCalls bounds the server calls spent on one prompt; 0 means 8.
 	MaxCountCalls int
-	// Salt, when set, gives the prompts fresh bytes of the same shapes: every text is drawn
-	// from the seed mixed with the salt, so a server's caches hold none of an unsalted (or
-	// differently salted) run's prompts. "" draws from the seed alone.
+	// Salt, when set, gives the prompts fresh bytes of the same shapes: every document is
+	// drawn from the seed mixed with the salt, so a server's caches hold nothing of an
+	// unsalted (or differently salted) run's prompts beyond the shared prefix, which stays
+	// the seed's. "" draws from the seed alone.
 	Salt string
 }
 
@@ -141,7 +142,11 @@ func (b *Builder) Build(ctx context.Context, index, planned int) (Prompt, error)
 	return p, nil
 }
 
-// seed is the seed the texts are drawn from: the configured one, mixed with the salt.
+// seed is the seed the document texts are drawn from: the configured one, mixed with the
+// salt. The shared prefix keeps the configured seed: it is the part every request shares and
+// the verdicts expect hot, and an equal prefix keeps the salted prompts' sizes equal too (a
+// prefix of other bytes counts a few tokens more or less, a KV block's difference in every
+// request's cached share).
 func (b *Builder) seed() uint64 { return SaltedSeed(b.cfg.Seed, b.cfg.Salt) }
 
 // shape is the identity of request index's shape: what its bytes depend on, but the salt.
@@ -213,7 +218,7 @@ func (b *Builder) ensurePrefix(ctx context.Context) error {
 		}
 		return nil
 	}
-	s := newTextStream(b.seed(), 0, "P")
+	s := newTextStream(b.cfg.Seed, 0, "P") // the prefix is shared across salts too
 	render := func(units int) []Message {
 		text, _, _ := s.text(units)
 		return []Message{{Role: "system", Content: systemText}, {Role: "user", Content: prefixText(text)}}

@@ -100,7 +100,8 @@ type Server struct {
 type PromptConfig struct {
 	Seed int64 `toml:"seed" json:"seed"`
 	// Salt gives the run fresh bytes of the same shapes (see prompts.Config.Salt): a server
-	// whose caches still hold an earlier run's prompts holds none of these. "random" draws a
+	// whose caches still hold an earlier run's prompts holds nothing of these beyond the
+	// shared prefix. "random" draws a
 	// new salt when the run starts (ResolveSalt); the record keeps the one drawn. kvbench
 	// compare compares runs of equal shapes whatever their salts.
 	Salt               string `toml:"salt" json:"salt,omitempty"`
