@@ -14,11 +14,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
+	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // ErrNotRun means a directory holds no readable kvbench run record.
@@ -115,6 +117,11 @@ func Load(dir string) (*Run, error) {
 		reps = append(reps, *rep)
 	}
 	sort.Slice(reps, func(i, j int) bool { return reps[i].Index < reps[j].Index })
+	if r.Status == record.StatusCompleted {
+		if err := checkCompleted(r.Scenario, reps); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	if r.Status != record.StatusCompleted {
 		reps[len(reps)-1].Status = record.StatusInterrupted
 	}
@@ -124,6 +131,61 @@ func Load(dir string) (*Run, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// ErrStatusContradicted means run.json says completed but its artifacts hold less than the
+// scenario asks for: an edited status, which no reader may take for a finished run.
+var ErrStatusContradicted = errors.New("run.json's status contradicts its artifacts")
+
+// checkCompleted holds a completed status to the artifacts and the scenario: every
+// repetition asked for, each with every step of the scenario in order, none interrupted,
+// and every sequence and replay with all its planned requests (a conversation's users stop
+// at a failed turn, so its count is not fixed).
+func checkCompleted(sc *scenarios.Scenario, reps []record.Repetition) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("status: %q, but %s: %w", record.StatusCompleted, fmt.Sprintf(format, args...), ErrStatusContradicted)
+	}
+	want := max(sc.Repeat, 1)
+	var got []int
+	for _, rep := range reps {
+		got = append(got, rep.Index)
+	}
+	if len(reps) != want || reps[len(reps)-1].Index != want-1 {
+		return fail("the scenario asks for %d repetition(s) and the artifacts hold repetitions %v", want, got)
+	}
+	var ids []string
+	for i := range sc.Steps {
+		ids = append(ids, sc.Steps[i].ID)
+	}
+	for _, rep := range reps {
+		var have, missing []string
+		for _, st := range rep.Steps {
+			have = append(have, st.Step)
+		}
+		for _, id := range ids {
+			if !slices.Contains(have, id) {
+				missing = append(missing, id)
+			}
+		}
+		if !slices.Equal(have, ids) {
+			return fail("repetition %d holds steps %v of the scenario's %v (missing %v)", rep.Index, have, ids, missing)
+		}
+		for i, st := range rep.Steps {
+			file := ""
+			if i < len(rep.Artifacts) {
+				file = " (" + rep.Artifacts[i] + ")"
+			}
+			if st.Interrupted {
+				return fail("step %s%s of repetition %d says interrupted", st.Step, file, rep.Index)
+			}
+			if sst := &sc.Steps[i]; !sst.IsConversation() {
+				if n := len(sc.StepRequests(sst)); len(st.Requests) != n {
+					return fail("step %s%s of repetition %d holds %d of its %d requests", st.Step, file, rep.Index, len(st.Requests), n)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // checkVerdicts holds run.json to its artifacts: a replay section's verdict must be the one
@@ -188,6 +250,9 @@ func loadArtifact(dir string, s record.ArtifactRef) (record.StepArtifact, error)
 		return art, fmt.Errorf("reading artifact: %w", err)
 	}
 	if err := json.Unmarshal(data, &art); err != nil {
+		return art, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := art.Check(); err != nil {
 		return art, fmt.Errorf("%s: %w", file, err)
 	}
 	return art, nil
