@@ -154,7 +154,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	fmt.Fprintln(stdout)
-	study.WriteSeedTable(stdout, studies[0].outcome.Record, studies[1].outcome.Record)
+	if err := study.WriteSeedTable(stdout, studies[0].outcome.Record, studies[1].outcome.Record); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "\nrecords: %s (%s and one directory per run)\n", dir, files)
 	if err := outcomeError(studies[0].outcome); err != nil {
 		return err

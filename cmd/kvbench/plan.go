@@ -123,7 +123,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			*plan.Plan
 		}{sc, p})
 	}
-	p.WriteText(termsafe.NewWriter(stdout))
+	if err := p.WriteText(termsafe.NewWriter(stdout)); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "\ntarget (kvbench run sends requests here):\n")
 	tf.writeTrust(stdout, sc)
 	if len(sc.Probes) > 0 {

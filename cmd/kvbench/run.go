@@ -151,15 +151,19 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if err != nil {
 		return outcome, err
 	}
+	var werr error
 	if o.format == "json" {
-		if err := printJSON(stdout, outcome.Record); err != nil {
-			return outcome, err
-		}
+		werr = printJSON(stdout, outcome.Record)
 	} else {
 		fmt.Fprintln(stdout)
-		outcome.Record.WriteSummary(termsafe.NewWriter(stdout))
+		werr = outcome.Record.WriteSummary(termsafe.NewWriter(stdout))
 	}
 	con.Printf("records: %s", outcome.Dir)
+	// A run stopped by a closed stdout cannot print its summary there either: its own
+	// stop (interrupted) is the error to report, not the second broken pipe.
+	if werr != nil && outcomeError(outcome) == nil {
+		return outcome, fmt.Errorf("writing the run's summary: %w", werr)
+	}
 	return outcome, nil
 }
 
@@ -247,7 +251,9 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 	} else {
-		rep.WriteText(termsafe.NewWriter(stdout), sc.Name)
+		if err := rep.WriteText(termsafe.NewWriter(stdout), sc.Name); err != nil {
+			return err
+		}
 	}
 	if len(rep.Problems) > 0 {
 		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))

@@ -50,11 +50,3 @@ func TestAssessSeedStudies(t *testing.T) {
 		t.Fatalf("8 GiB tier tokens %v", got)
 	}
 }
-
-func TestGroup(t *testing.T) {
-	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 506283: "506,283", -1234567: "-1,234,567"} {
-		if got := Group(n); got != want {
-			t.Errorf("Group(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/anvil-serving/kvbench/harness/stats"
 )
 
 // streamChunk is the part of a chat.completion.chunk that kvbench reads. go-openai's own
@@ -259,14 +261,18 @@ func (a *streamAccumulator) finish() {
 	res.EffectivePrefillTokensPerSecond = EffectivePrefillTokensPerSecond(res.PromptTokens, res.TimeToFirstOutputMS)
 }
 
-// gapSpread summarizes measured gaps; nil when there are none.
+// gapSpread summarizes measured gaps by nearest rank; nil when there are none.
 func gapSpread(gaps []time.Duration) *Spread {
 	if len(gaps) == 0 {
 		return nil
 	}
-	slices.Sort(gaps)
-	at := func(q float64) float64 { return durationMS(gaps[int(q*float64(len(gaps)-1)+0.5)]) }
-	return &Spread{N: len(gaps), Median: at(0.5), P90: at(0.9), P99: at(0.99), Max: durationMS(gaps[len(gaps)-1])}
+	ms := make([]float64, len(gaps))
+	for i, g := range gaps {
+		ms[i] = durationMS(g)
+	}
+	slices.Sort(ms)
+	at := func(q float64) float64 { return stats.NearestRank(ms, q) }
+	return &Spread{N: len(ms), Median: at(0.5), P90: at(0.9), P99: at(0.99), Max: ms[len(ms)-1]}
 }
 
 func msSince(start, now time.Time) *float64 {

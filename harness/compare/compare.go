@@ -8,7 +8,6 @@ package compare
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
@@ -332,21 +332,11 @@ func Movement(m MetricValue) string {
 	dir := "unchanged"
 	switch rel := *m.Relative; {
 	case rel > 0:
-		dir = "rose " + Share(rel)
+		dir = "rose " + units.Share(rel)
 	case rel < 0:
-		dir = "fell " + Share(-rel)
+		dir = "fell " + units.Share(-rel)
 	}
-	return fmt.Sprintf("%s (median %s -> %s; %s is better; threshold %s)", dir, number(m.Baseline.Median), number(m.Candidate.Median), m.Better, Share(m.Threshold))
-}
-
-func number(v *float64) string {
-	if v == nil {
-		return "absent"
-	}
-	if math.Abs(*v) >= 1000 {
-		return fmt.Sprintf("%.0f", *v) // 18030, not 1.803e+04
-	}
-	return fmt.Sprintf("%.4g", *v)
+	return fmt.Sprintf("%s (median %s -> %s; %s is better; threshold %s)", dir, units.Value(m.Baseline.Median), units.Value(m.Candidate.Median), m.Better, units.Share(m.Threshold))
 }
 
 // ServerChanges lists the server settings b and c were measured on that differ, named by
@@ -391,9 +381,3 @@ func optional[T any](v *T) string {
 	}
 	return fmt.Sprint(*v)
 }
-
-// Percent prints a fraction as a signed percentage with one decimal.
-func Percent(f float64) string { return fmt.Sprintf("%+.1f%%", f*100) }
-
-// Share prints a fraction as an unsigned percentage with one decimal.
-func Share(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // lazyNote marks a reading of 0 taken from a lazy family that has no series for it yet.
@@ -148,7 +150,7 @@ func (e Exposition) read(candidates []Selector, lazy map[string]bool, ranks map[
 		if v, n := e.aggregate(sel, ranks[sel.Metric], takeMax); n > 0 {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				if unreadable.Unreadable == "" {
-					unreadable = Reading{Source: sel.String(), Unreadable: formatValue(v)}
+					unreadable = Reading{Source: sel.String(), Unreadable: units.Exact(v)}
 				}
 				continue // a non-finite counter proves nothing
 			}
@@ -380,5 +382,3 @@ func combine(acc, r Reading, takeMax bool) Reading {
 	}
 	return acc
 }
-
-func formatValue(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

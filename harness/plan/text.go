@@ -10,12 +10,18 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/textout"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
 // WriteText prints the plan for a person: the token counting, the shared prefix, a row per
 // request with its prompt identity, and each replay's capacity math.
-func (p *Plan) WriteText(w io.Writer) {
+func (p *Plan) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { p.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (p *Plan) writeText(w io.Writer) {
 	sc := p.Scenario
 	fmt.Fprintf(w, "scenario %s (%s)\n  %s\n", sc.Name, sc.Path, sc.Description)
 	switch p.TokenCounting {
@@ -57,7 +63,7 @@ func (p *Plan) WriteText(w io.Writer) {
 		}
 	}
 	for _, rp := range p.Replays {
-		rp.WriteText(w)
+		rp.writeText(w)
 	}
 	for _, warning := range p.Warnings {
 		fmt.Fprintf(w, "\nwarning: %s\n", warning)
@@ -65,7 +71,12 @@ func (p *Plan) WriteText(w io.Writer) {
 }
 
 // WriteText prints the replay's capacity math and whether the setup can prove a reload.
-func (rp Replay) WriteText(w io.Writer) {
+func (rp Replay) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { rp.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (rp Replay) writeText(w io.Writer) {
 	a := rp.Assessment
 	s := a.Setup
 	fmt.Fprintf(w, "\ncapacity for step %s (replay of %s request %d):\n", rp.Step, rp.Of.Step, rp.Of.Request)

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Counters is the change of every normalized counter across one measured span: the scrapes
@@ -120,7 +120,7 @@ func NewCounters(before, after metrics.Snapshot) *Counters {
 			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s after (%s)", k, a.Unreadable, a.Source)
 		case cc.Present() && a.Value < b.Value:
 			cc.Decreased = true
-			cc.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes", k, number(b.Value), number(a.Value), a.Source)
+			cc.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes", k, units.Exact(b.Value), units.Exact(a.Value), a.Source)
 			c.Invalidate(metrics.InvalidReset, cc.Reason)
 		}
 		c.Values[k] = cc
@@ -301,10 +301,8 @@ func (out *Counters) joinChecks(k metrics.Counter, cc *CounterChange, names []st
 		if prev != nil && next != nil && *next < *prev {
 			cc.Decreased = true
 			cc.Reason = fmt.Sprintf("%s went down from %s after %s to %s before %s (%s): the server restarted between them",
-				k, number(*prev), names[i-1], number(*next), names[i], s.Values[k].Source)
+				k, units.Exact(*prev), names[i-1], units.Exact(*next), names[i], s.Values[k].Source)
 			out.Invalidate(metrics.InvalidReset, cc.Reason)
 		}
 	}
 }
-
-func number(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

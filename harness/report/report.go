@@ -17,6 +17,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Kind is what a report shows of its runs.
@@ -248,32 +249,14 @@ func Render(w io.Writer, d Data) error {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"frac": func(p *float64) string {
-		if p == nil {
-			return "absent"
-		}
-		return fmt.Sprintf("%.4f", *p)
-	},
-	"pct": compare.Share,
+	"frac": units.Fraction,
+	"pct":  units.Share,
 	"signed": func(p *float64) string {
 		if p == nil {
-			return "-"
+			return units.NotApplicable // no change to show: not compared
 		}
-		return compare.Percent(*p)
+		return units.SignedShare(*p)
 	},
-	"median": number,
-	"count": func(p *float64) string {
-		if p == nil {
-			return "absent"
-		}
-		return fmt.Sprintf("%.0f", *p)
-	},
+	"median": units.Value,
+	"count":  units.Count,
 }).Parse(pageTemplate))
-
-// number prints a measured value, "absent" when it was not measured.
-func number(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return formatValue(*p)
-}

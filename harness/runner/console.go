@@ -10,6 +10,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/termsafe"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Console is the sink that reports a run to a person as it goes: on a terminal one live line
@@ -134,8 +135,8 @@ func (c *Console) requestDone(r record.Request) {
 	c.mu.Unlock()
 	res := r.Result
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
-		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
-		record.FormatMS(res.TimeToFirstOutputMS), record.FormatMS(res.EndToEndMS), res.OutputTokens)
+		r.IndexInStep, r.PlannedTokens, units.Int(res.PromptTokens), units.Int(res.CachedPromptTokens),
+		units.MS(res.TimeToFirstOutputMS), units.MS(res.EndToEndMS), res.OutputTokens)
 	if res.InterTokenMS != nil {
 		line += fmt.Sprintf(", itl p50 %.2f ms", res.InterTokenMS.Median)
 	}
@@ -201,11 +202,4 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func intOr(p *int, absent string) string {
-	if p == nil {
-		return absent
-	}
-	return fmt.Sprint(*p)
 }

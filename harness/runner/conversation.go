@@ -11,6 +11,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -237,8 +238,8 @@ func conversationGate(g scenarios.Gate, s *record.ConversationSection, passes, f
 	if g.MaxTimeToFirstOutputMS > 0 {
 		p90 := s.TTFTMS.P90
 		check(p90 != nil && *p90 <= g.MaxTimeToFirstOutputMS,
-			fmt.Sprintf("TTFT p90 %s ms <= %g", record.FormatMS(p90), g.MaxTimeToFirstOutputMS),
-			fmt.Sprintf("TTFT p90 %s ms, want <= %g", record.FormatMS(p90), g.MaxTimeToFirstOutputMS))
+			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(p90), g.MaxTimeToFirstOutputMS),
+			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(p90), g.MaxTimeToFirstOutputMS))
 	}
 	if g.MaxFailedRequests != nil {
 		check(s.FailedRequests <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", s.FailedRequests), fmt.Sprintf("%d failed requests, want <= %d", s.FailedRequests, *g.MaxFailedRequests))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -36,18 +37,18 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 			}
 			if g.MinCachedFraction > 0 {
 				check(s.CachedFraction != nil && *s.CachedFraction >= g.MinCachedFraction,
-					fmt.Sprintf("cached fraction %s >= %g", record.FormatFraction(s.CachedFraction), g.MinCachedFraction),
-					fmt.Sprintf("cached fraction %s, want >= %g", record.FormatFraction(s.CachedFraction), g.MinCachedFraction))
+					fmt.Sprintf("cached fraction %s >= %g", units.Fraction(s.CachedFraction), g.MinCachedFraction),
+					fmt.Sprintf("cached fraction %s, want >= %g", units.Fraction(s.CachedFraction), g.MinCachedFraction))
 			}
 			if g.MaxTimeToFirstOutputMS > 0 {
 				check(s.TimeToFirstOutputMS != nil && *s.TimeToFirstOutputMS <= g.MaxTimeToFirstOutputMS,
-					fmt.Sprintf("time to first output %s ms <= %g", record.FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
-					fmt.Sprintf("time to first output %s ms, want <= %g", record.FormatMS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
+					fmt.Sprintf("time to first output %s ms <= %g", units.MS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
+					fmt.Sprintf("time to first output %s ms, want <= %g", units.MS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
 			}
 			if g.MinDecodeTokensPerSec > 0 {
 				check(s.DecodeTokensPerSecond != nil && *s.DecodeTokensPerSecond >= g.MinDecodeTokensPerSec,
-					fmt.Sprintf("decode %s tokens/s >= %g", record.FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
-					fmt.Sprintf("decode %s tokens/s, want >= %g", record.FormatMS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
+					fmt.Sprintf("decode %s tokens/s >= %g", units.MS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
+					fmt.Sprintf("decode %s tokens/s, want >= %g", units.MS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
 			}
 			if g.RequireValidSetup {
 				check(s.SetupValid == capacity.Yes, "valid reload setup", "setup cannot prove a reload ("+string(s.SetupValid)+"): "+s.Interpretation)
@@ -62,9 +63,9 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 		case sec.Sequence != nil:
 			s := sec.Sequence
 			if g.RequireStore {
-				moved := fmt.Sprintf("%s bytes", record.FormatCount(s.GPUToCPUBytesDelta, "absent"))
+				moved := fmt.Sprintf("%s bytes", units.Count(s.GPUToCPUBytesDelta))
 				if s.StoreTokensDelta != nil {
-					moved += fmt.Sprintf(", %s tokens", record.FormatCount(s.StoreTokensDelta, "absent"))
+					moved += fmt.Sprintf(", %s tokens", units.Count(s.StoreTokensDelta))
 				}
 				fail := "store not proven: GPU->CPU " + moved
 				if w := s.WarmCaches; w != nil {

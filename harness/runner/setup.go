@@ -11,6 +11,8 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -119,7 +121,12 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 
 // WriteText prints the whole preflight for a person: the brief, every counter with the
 // server metric it is read from, and each replay's capacity math.
-func (rep *PreflightReport) WriteText(w io.Writer, scenario string) {
+func (rep *PreflightReport) WriteText(w io.Writer, scenario string) error {
+	return textout.Write(w, func(w io.Writer) { rep.writeText(w, scenario) })
+}
+
+// writeText writes what WriteText writes.
+func (rep *PreflightReport) writeText(w io.Writer, scenario string) {
 	con := NewConsole(w, false)
 	con.Printf("preflight %s against %s", scenario, redact.URL(rep.Endpoint))
 	rep.WriteBrief(con)
@@ -128,19 +135,19 @@ func (rep *PreflightReport) WriteText(w io.Writer, scenario string) {
 		con.Printf("    %-30s %s", c, rep.Counters[string(c)])
 	}
 	for _, rp := range rep.Capacity {
-		rp.WriteText(w)
+		_ = rp.WriteText(w) // w is textout's buffer, which cannot fail
 	}
 }
 
 // WriteBrief prints what preflight found in a few console lines.
 func (rep *PreflightReport) WriteBrief(con *Console) {
-	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, orDash(rep.ServerVersion))
+	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, units.Text(rep.ServerVersion))
 	if rep.Setup.Topology == capacity.SingleSlot {
 		con.Printf("  %d slot(s), slot context %d tokens (%s), %s; tokenize: %s; cached_tokens reported: %s",
-			rep.Slots, rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
+			rep.Slots, rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
 	} else {
 		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
-			rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+			rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
 	}
 	for _, rp := range rep.Capacity {
 		line := fmt.Sprintf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
@@ -160,11 +167,4 @@ func (rep *PreflightReport) WriteBrief(con *Console) {
 	for _, p := range rep.Problems {
 		con.Printf("  PROBLEM: %s", p)
 	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
