@@ -252,6 +252,9 @@ func (s *Scenario) validate() []Problem {
 	} else if s.Prompt.SharedPrefixTokens > MaxPromptTokens {
 		bad("prompt.shared_prefix_tokens", "%d is above the ceiling of %d tokens per prompt", s.Prompt.SharedPrefixTokens, MaxPromptTokens)
 	}
+	if err := CheckSalt(s.Prompt.Salt); err != nil {
+		bad("prompt.salt", "%v", err)
+	}
 	oneOf("prompt.token_counting", s.Prompt.TokenCounting, "server", "estimate")
 	oneOf("prompt.mode", s.Prompt.Mode, "shared-prefix", "nested")
 

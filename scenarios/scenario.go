@@ -98,7 +98,13 @@ type Server struct {
 
 // PromptConfig drives the prompt constructor.
 type PromptConfig struct {
-	Seed               int64  `toml:"seed" json:"seed"`
+	Seed int64 `toml:"seed" json:"seed"`
+	// Salt gives the run fresh bytes of the same shapes (see prompts.Config.Salt): a server
+	// whose caches still hold an earlier run's prompts holds nothing of these beyond the
+	// shared prefix. "random" draws a
+	// new salt when the run starts (ResolveSalt); the record keeps the one drawn. kvbench
+	// compare compares runs of equal shapes whatever their salts.
+	Salt               string `toml:"salt" json:"salt,omitempty"`
 	SharedPrefixTokens int    `toml:"shared_prefix_tokens" json:"shared_prefix_tokens"`
 	TokenCounting      string `toml:"token_counting" json:"token_counting"` // "server" or "estimate"
 	Mode               string `toml:"mode" json:"mode"`                     // "shared-prefix" or "nested"

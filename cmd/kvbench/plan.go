@@ -94,6 +94,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := tf.apply(sc); err != nil {
 		return err
 	}
+	if err := sc.ResolveSalt(); err != nil { // a random salt: the plan shows one draw
+		return err
+	}
 	var p *plan.Plan
 	if sc.Prompt.TokenCounting == "server" && !*estimate {
 		if err := tf.consent(sc); err != nil {

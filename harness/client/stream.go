@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -44,6 +45,38 @@ type chunkUsage struct {
 	CompletionTokensDetails *struct {
 		ReasoningTokens *int `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
+}
+
+// checkCounts refuses a chunk whose usage or tier details count a negative number of
+// tokens: no server counts that, and a record must not carry it as measured.
+func (c *streamChunk) checkCounts() error {
+	if c.Usage == nil && c.SGLExt == nil {
+		return nil // a token chunk: nothing counted
+	}
+	type count struct {
+		field string
+		v     *int
+	}
+	var counts []count
+	if u := c.Usage; u != nil {
+		counts = append(counts, count{"usage.prompt_tokens", u.PromptTokens}, count{"usage.completion_tokens", u.CompletionTokens})
+		if d := u.PromptTokensDetails; d != nil {
+			counts = append(counts, count{"usage.prompt_tokens_details.cached_tokens", d.CachedTokens})
+		}
+		if d := u.CompletionTokensDetails; d != nil {
+			counts = append(counts, count{"usage.completion_tokens_details.reasoning_tokens", d.ReasoningTokens})
+		}
+	}
+	if c.SGLExt != nil && c.SGLExt.CachedTokensDetails != nil {
+		d := c.SGLExt.CachedTokensDetails
+		counts = append(counts, count{"sglext.cached_tokens_details.device", &d.Device}, count{"sglext.cached_tokens_details.host", &d.Host}, count{"sglext.cached_tokens_details.storage", &d.Storage})
+	}
+	for _, c := range counts {
+		if c.v != nil && *c.v < 0 {
+			return fmt.Errorf("%s is %d: a token count cannot be negative", c.field, *c.v)
+		}
+	}
+	return nil
 }
 
 // decodeChunk decodes one SSE data payload: token chunks on the fast path, the rest
@@ -89,6 +122,9 @@ func (a *streamAccumulator) add(data []byte, now time.Time, read int) error {
 	a.chunks++
 	chunk, err := decodeChunkReusing(data, a.choices)
 	if err != nil {
+		return err
+	}
+	if err := chunk.checkCounts(); err != nil {
 		return err
 	}
 	a.observe(chunk, now, read)

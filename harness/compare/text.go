@@ -45,6 +45,9 @@ func (res *Result) writeText(w io.Writer) {
 	fmt.Fprintf(w, "baseline:  %s (%s, %s, %d repetition(s))\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
 	fmt.Fprintf(w, "candidate: %s (%s, %s, %d repetition(s))\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
 	fmt.Fprintf(w, "tolerance %s; noise %s\n", units.Share(res.Tolerance), res.Noise)
+	if res.Salted != "" {
+		fmt.Fprintf(w, "prompts: %s\n", res.Salted)
+	}
 	for _, n := range res.unfinished() {
 		fmt.Fprintf(w, "INCOMPLETE (allowed): %s\n", n)
 	}
@@ -88,6 +91,9 @@ func (res *Result) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| baseline | `%s` | %s | %s | %d |\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
 	fmt.Fprintf(w, "| candidate | `%s` | %s | %s | %d |\n\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
 	fmt.Fprintf(w, "Tolerance %s; noise %s.\n\n", units.Share(res.Tolerance), res.Noise)
+	if res.Salted != "" {
+		fmt.Fprintf(w, "Prompts: %s.\n\n", res.Salted)
+	}
 	for _, n := range res.unfinished() {
 		fmt.Fprintf(w, "> **Incomplete (allowed):** %s\n\n", n)
 	}

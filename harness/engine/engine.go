@@ -99,6 +99,36 @@ type Definition struct {
 	// matched tokens did (KVBM's known bug); "" for engines without the trap.
 	ReloadCounterHint string
 	profile           func() metrics.Profile
+	// Isolation is the request field that keeps a request's cache entries apart from other
+	// requests' (vLLM's cache_salt); nil when the engine has none.
+	Isolation *Isolation
+}
+
+// Isolation is an engine's cache-isolation request field: requests that carry different
+// values share no cache entry, though their prompt bytes are the same. It forces a miss on
+// a prompt already cached (a cold twin sends a fresh value), and keeps one run's entries
+// apart from another's (a salted run sends its salt). Where each engine's field comes from
+// upstream, and what it leaves shared, is in docs/domain.md ("Cache isolation").
+type Isolation struct {
+	// Field is the request body field that carries the value.
+	Field string
+	// Isolates names the cache tiers the field keeps apart.
+	Isolates string
+	// Leaks names the tiers it does not keep apart, and why: "" when it isolates every
+	// tier kvbench measures on the engine.
+	Leaks string
+}
+
+// IsolationFields are the request body fields that give a request the isolation value
+// (a run's salt, a cold twin's fresh value): nil when value is "", or when the engine has no
+// field that keeps every tier apart (a field that leaks a tier would still let the request
+// hit the entries it was to be kept from).
+func (d *Definition) IsolationFields(value string) map[string]any {
+	i := d.Isolation
+	if value == "" || i == nil || i.Field == "" || i.Leaks != "" {
+		return nil
+	}
+	return map[string]any{i.Field: value}
 }
 
 var registry []*Definition

@@ -32,9 +32,14 @@ var KVBM = &Definition{
 	FamiliesHint:      "no kvbm_* family is served: set DYN_KVBM_METRICS=true and add KVBM's own metrics URL (port 6880 by default, DYN_KVBM_METRICS_PORT) to target.metrics",
 	ReloadCounterHint: "kvbm_matched_tokens moved but kvbm_onboard_blocks_h2d and _d2d read 0: a known upstream bug leaves the onboard counters at 0 on some KVBM versions, so the reload cross-check cannot be made",
 	profile:           kvbmProfile,
+	Isolation:         kvbmIsolation,
 }
 
 func init() { register(KVBM) }
+
+// kvbmIsolation is the engine's cache-isolation field (docs/domain.md, "Cache isolation").
+var kvbmIsolation = &Isolation{Field: "cache_salt", Isolates: "the worker's own prefix cache (Dynamo forwards the field to vLLM and TensorRT-LLM)",
+	Leaks: "whether KVBM's host and disk tiers key their blocks by the salt is unverified"}
 
 // kvbmProfile is vLLM's names (KVBM is its KV connector, so vLLM's external hits are KVBM's)
 // plus KVBM's block counters, which a snapshot converts to tokens with the block size vLLM's

@@ -30,9 +30,14 @@ var LMCache = &Definition{
 	Families:     "lmcache:",
 	FamiliesHint: "no lmcache:* family is served: PROMETHEUS_MULTIPROC_DIR must be set when vLLM is launched, or LMCache's metrics never reach vLLM's /metrics; external hits fall back to vLLM's own counters",
 	profile:      lmcacheProfile,
+	Isolation:    lmcacheIsolation,
 }
 
 func init() { register(LMCache) }
+
+// lmcacheIsolation is the engine's cache-isolation field (docs/domain.md, "Cache isolation").
+var lmcacheIsolation = &Isolation{Field: "cache_salt", Isolates: "vLLM's GPU prefix cache",
+	Leaks: "LMCache's V1 connector (LMCacheConnectorV1) keys its CPU tier by the tokens alone, so a salted request still hits entries stored without the salt (LMCache issue #2878, open); its MP connector honours the salt (vLLM ed333105 with LMCache #3042)"}
 
 // lmcacheProfile is vLLM's names with LMCache's own counters as the evidence for the offload
 // tier where it has them. LMCache counts no bytes or transfer seconds for its CPU tier, so

@@ -31,9 +31,14 @@ var SGLang = &Definition{
 	Families:     "sglang:",
 	FamiliesHint: "no sglang:* family is served: start the server with --enable-metrics",
 	profile:      sglangProfile,
+	Isolation:    sglangIsolation,
 }
 
 func init() { register(SGLang) }
+
+// sglangIsolation is the engine's cache-isolation field (docs/domain.md, "Cache isolation").
+var sglangIsolation = &Isolation{Field: "cache_salt", Isolates: "the device radix cache and the host tier (HiCache L2): the salt namespaces the radix key, since SGLang PR #23300 (2026-04-21; before it the field never reached the scheduler)",
+	Leaks: "the L3 storage tier keys its entries by the tokens alone, and a server older than PR #23300 ignores the field"}
 
 // sglangProfile reads SGLang's prometheus names (--enable-metrics). It counts tokens, not
 // bytes: evicted_tokens is GPU->host (the store), load_back_tokens host->GPU (the reload);

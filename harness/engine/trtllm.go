@@ -27,9 +27,14 @@ var TRTLLM = &Definition{
 	Families:     "trtllm_",
 	FamiliesHint: "no trtllm_* family is served: this server is not trtllm-serve, or its /metrics is disabled",
 	profile:      trtllmProfile,
+	Isolation:    trtllmIsolation,
 }
 
 func init() { register(TRTLLM) }
+
+// trtllmIsolation is the engine's cache-isolation field (docs/domain.md, "Cache isolation").
+var trtllmIsolation = &Isolation{Field: "cache_salt", Isolates: "the GPU block reuse of chat requests (the salt becomes the request's cache_salt_id)",
+	Leaks: "whether the host offload tier keys its blocks by the salt is unverified; /v1/completions has no such field and refuses unknown ones"}
 
 // trtllmProfile reads trtllm-serve's /metrics: prompt and cached prompt tokens and two
 // ratios. There is no hit counter per tier, so the hit counters stay absent on purpose, and

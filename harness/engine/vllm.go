@@ -28,9 +28,13 @@ var VLLM = &Definition{
 	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay; vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload",
 	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names across versions (both are read); vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy",
 	profile:   vllmProfile,
+	Isolation: vllmIsolation,
 }
 
 func init() { register(VLLM) }
+
+// vllmIsolation is the engine's cache-isolation field (docs/domain.md, "Cache isolation").
+var vllmIsolation = &Isolation{Field: "cache_salt", Isolates: "the GPU prefix cache and the native CPU tier: the salt enters the first block's hash, every later hash chains on it, and OffloadingConnector and SimpleCPUOffloadConnector key their blocks by those hashes"}
 
 func vllmProfile() metrics.Profile {
 	sel := metrics.MustSelectors

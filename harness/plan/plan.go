@@ -54,6 +54,7 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 	}
 	b := prompts.NewBuilder(prompts.Config{
 		Seed:               uint64(sc.Prompt.Seed),
+		Salt:               sc.Prompt.Salt,
 		SharedPrefixTokens: sc.Prompt.SharedPrefixTokens,
 		Mode:               mode,
 		Counter:            counter,

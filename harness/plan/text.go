@@ -35,8 +35,12 @@ func (p *Plan) writeText(w io.Writer) {
 	}
 	if len(p.Steps) > 0 && len(p.Steps[0].Requests) > 0 {
 		pr := p.Steps[0].Requests[0].Prompt
-		fmt.Fprintf(w, "shared prefix: %d tokens planned, %d counted, sha256 %s (mode %s, seed %d)\n\n",
-			sc.Prompt.SharedPrefixTokens, pr.SharedPrefixTokens, pr.SharedPrefixSHA256, sc.Prompt.Mode, sc.Prompt.Seed)
+		salt := ""
+		if sc.Prompt.Salt != "" {
+			salt = ", salt " + sc.Prompt.Salt
+		}
+		fmt.Fprintf(w, "shared prefix: %d tokens planned, %d counted, sha256 %s (mode %s, seed %d%s)\n\n",
+			sc.Prompt.SharedPrefixTokens, pr.SharedPrefixTokens, pr.SharedPrefixSHA256, sc.Prompt.Mode, sc.Prompt.Seed, salt)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "STEP\tREQ\tPROMPT\tPLANNED\tTOKENS\tCALLS\tIDENTITY (sha256)\t")

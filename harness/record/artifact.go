@@ -110,6 +110,9 @@ type Prompt struct {
 	SharedPrefixSHA256 string `json:"shared_prefix_sha256"`
 	Identity           string `json:"identity"`
 	ExpectedAnswer     string `json:"expected_answer"`
+	// Shape is the identity of the prompt's shape: what its bytes depend on but the salt
+	// (prompts.Prompt.Shape); "" in records older than salts.
+	Shape string `json:"shape,omitempty"`
 }
 
 // Result is everything measured about one streamed request (docs/domain.md, "Timing").

@@ -39,7 +39,7 @@ func ResultOf(r client.Result) Result {
 func PromptOf(p prompts.Prompt) Prompt {
 	return Prompt{Tokens: p.Tokens, TokenCounting: p.TokenCounting, CountCalls: p.CountCalls, WithinTolerance: p.WithinTolerance,
 		ToleranceTokens: p.ToleranceTokens, SharedPrefixTokens: p.SharedPrefixTokens, SharedPrefixSHA256: p.SharedPrefixSHA256,
-		Identity: p.Identity, ExpectedAnswer: p.ExpectedAnswer}
+		Identity: p.Identity, ExpectedAnswer: p.ExpectedAnswer, Shape: p.Shape}
 }
 
 // ReplayRefOf is a scenario's replay reference as the record keeps it.

@@ -83,6 +83,9 @@ type SequenceSection struct {
 	InvalidReasons      []string   `json:"invalid_reasons,omitempty"`
 	Interrupted         bool       `json:"interrupted,omitempty"`
 	TimeToFirstOutputMS []*float64 `json:"time_to_first_output_ms"`
+	// WarmCaches is set when the step's requests came back cached beyond what the run could
+	// have cached (WarmSteps): the step measured the server's earlier caches, not this run.
+	WarmCaches *WarmCaches `json:"warm_caches,omitempty"`
 }
 
 // ReplaySection is a replay step in the run record (seed 001's replay).

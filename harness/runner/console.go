@@ -51,6 +51,7 @@ func (c *Console) Handle(e events.Event) error {
 		c.requestDone(e.Request)
 	case events.StepDone:
 		c.stepDone(e.Step)
+		c.warmCaches(e)
 	}
 	return nil
 }
@@ -178,6 +179,21 @@ func (c *Console) stepDone(s record.Step) {
 			per = fmt.Sprintf(", %.1f ms per 1k output tokens", *cc.CPUMSPer1kOutputTokens)
 		}
 		c.Printf("  client (kvbench) CPU: %.0f ms, %.2f cores%s", cc.CPUMS, cc.Cores, per)
+	}
+}
+
+// warmCaches says loudly when a cold step came back cached: the run is measuring an
+// earlier run's caches.
+func (c *Console) warmCaches(e events.StepDone) {
+	if e.Record == nil {
+		return
+	}
+	for _, rep := range e.Record.Repetitions {
+		if rep.Index == e.Repetition && e.Index < len(rep.Sections) {
+			if s := rep.Sections[e.Index].Sequence; s != nil && s.WarmCaches != nil {
+				c.Printf("  WARM CACHES: %s", s.WarmCaches.Reason)
+			}
+		}
 	}
 }
 

@@ -36,7 +36,7 @@ func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, a
 	scr := startScraper(ctx, r.cfg.Metrics, cs.ScrapeInterval.Duration, start, before, errBefore == nil)
 	smp := startSampler(ctx, r.cfg.Metrics, sc.Target.SampleInterval.Duration, r.origin)
 
-	seed := uint64(sc.Prompt.Seed)
+	seed := prompts.SaltedSeed(uint64(sc.Prompt.Seed), sc.Prompt.Salt)
 	system := prompts.SystemPrompt(seed, cs.SystemPromptTokens)
 	sysTokens := 0
 	if system != "" {
@@ -89,7 +89,7 @@ func (r *runner) converse(ctx context.Context, st plan.Step, user int, system st
 	if !sleepCtx(ctx, cs.ArrivalDelay(user)) {
 		return
 	}
-	chat := prompts.NewChat(uint64(sc.Prompt.Seed), user, system, cs.TurnTokens)
+	chat := prompts.NewChat(prompts.SaltedSeed(uint64(sc.Prompt.Seed), sc.Prompt.Salt), user, system, cs.TurnTokens)
 	for turn := range cs.Turns {
 		if turn > 0 && !sleepCtx(ctx, cs.ThinkPause(sc.Prompt.Seed, user, turn)) {
 			return
@@ -102,6 +102,7 @@ func (r *runner) converse(ctx context.Context, st plan.Step, user int, system st
 			Prompt: prompts.Prompt{
 				Index: index, PlannedTokens: tokens, Tokens: tokens, TokenCounting: prompts.Estimated,
 				WithinTolerance: true, SharedPrefixTokens: sysTokens, Identity: prompts.Identity(msgs), Messages: msgs,
+				Shape: prompts.ChatShape(uint64(sc.Prompt.Seed), user, turn, cs.TurnTokens, cs.SystemPromptTokens),
 			},
 		}
 		if sysTokens > 0 {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -44,7 +45,20 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 	e.Offload = verdict.OffloadEvidence{StoreBytes: span.Delta(metrics.StoreBytes), StoresSkipped: span.Delta(metrics.StoresSkipped), AllocationFailures: span.Delta(metrics.AllocationFailures)}
 	a := r.assess(st, steps)
 	e.Setup = a
+	e.WarmCaches = r.warmCaches(steps)
 	q.Verdict = record.VerdictOf(verdict.Decide(e), a)
+}
+
+// warmCaches are the findings of the cold steps among steps that came back cached beyond
+// what the run could have cached, in step order (record.WarmSteps, as the record derives
+// them).
+func (r *runner) warmCaches(steps []record.Step) []verdict.WarmCaches {
+	found := record.WarmSteps(steps, record.PromptsOf(r.cfg.Scenario, r.cfg.BlockSize))
+	var out []verdict.WarmCaches
+	for _, k := range slices.Sorted(maps.Keys(found)) {
+		out = append(out, *found[k])
+	}
+	return out
 }
 
 // stepsWith is the running repetition's steps so far, and the current step holding q.

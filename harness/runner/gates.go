@@ -67,7 +67,11 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 				if s.StoreTokensDelta != nil {
 					moved += fmt.Sprintf(", %s tokens", units.Count(s.StoreTokensDelta))
 				}
-				check(s.StoreProven, "store proven ("+moved+")", "store not proven: GPU->CPU "+moved)
+				fail := "store not proven: GPU->CPU " + moved
+				if w := s.WarmCaches; w != nil {
+					fail += "; " + w.Reason
+				}
+				check(s.StoreProven, "store proven ("+moved+")", fail)
 			}
 			if g.MaxFailedRequests != nil {
 				n := len(s.FailedRequestIndices)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -437,6 +438,12 @@ func (r *runner) progress(req plan.Request, state events.RequestState, p client.
 func (r *runner) chatRequest(req plan.Request) client.ChatRequest {
 	sc := r.cfg.Scenario
 	f := sc.RequestFor(sc.StepByID(req.Step))
+	// A salted run's requests also carry the salt in the engine's cache-isolation field,
+	// where it keeps every tier apart; the scenario's own extra_body wins.
+	if iso := r.cfg.Engine.IsolationFields(sc.Prompt.Salt); iso != nil {
+		maps.Copy(iso, f.ExtraBody)
+		f.ExtraBody = iso
+	}
 	return client.ChatRequest{
 		Model:       sc.Target.Model,
 		Messages:    req.Prompt.Messages,

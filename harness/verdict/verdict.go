@@ -90,6 +90,11 @@ type Evidence struct {
 	Offload OffloadEvidence
 	// Setup is the capacity math with the tokens the server counted; nil when unknown.
 	Setup *capacity.Assessment
+	// WarmCaches are the findings of the repetition's cold steps before the replay that came
+	// back cached beyond what the run could have cached (ColdCaches): the server's caches
+	// held the prompts before the run, so nothing the run did can have put the replay where
+	// it was found.
+	WarmCaches []WarmCaches
 	// Engine is what the engine's definition says about its evidence.
 	Engine Engine
 }
