@@ -80,6 +80,13 @@ func (e Exposition) Serves(sel Selector) bool {
 	return false
 }
 
+// Help is family's HELP text, "" when the exposition has none for it.
+func (e Exposition) Help(family string) string { return e.families[family].GetHelp() }
+
+// Quantized reports whether the server prints values with fewer significant digits than
+// some of them have (see printResolution).
+func (e Exposition) Quantized() bool { return len(e.resolution) > 0 }
+
 // LabelValues lists the values label takes in family's series ("" for a series without
 // it), sorted and without repeats.
 func (e Exposition) LabelValues(family, label string) []string {

@@ -34,6 +34,10 @@ type Profile struct {
 	// reading is unreadable (a block count is no token count).
 	BlockCounters map[Counter]bool
 	BlockSize     int
+	// BlockHelp maps a family to a phrase of its HELP text that says the server counts it
+	// in blocks (vLLM's gpu_prefix_cache_* before May 2025: "number of cached blocks"): read
+	// from such a server, the family converts like BlockCounters.
+	BlockHelp map[string]string
 	// RankLabels maps a family to the label that tells tensor-parallel ranks of one replica
 	// apart: the ranks count the same tokens, so their series are maxed, not summed (series
 	// that differ in other labels still add up).
@@ -107,6 +111,7 @@ func (p Profile) clone() Profile {
 	out.Gauges = maps.Clone(p.Gauges)
 	out.LazyFamilies = maps.Clone(p.LazyFamilies)
 	out.BlockCounters = maps.Clone(p.BlockCounters)
+	out.BlockHelp = maps.Clone(p.BlockHelp)
 	out.RankLabels = maps.Clone(p.RankLabels)
 	out.LiveWhen = maps.Clone(p.LiveWhen)
 	out.SplitLabels = maps.Clone(p.SplitLabels)

@@ -27,6 +27,8 @@ type Reading struct {
 	// where it prints fewer significant digits than the value's integer part has
 	// (llama.cpp's 6 digits above 10^6); 0 when the value is exact to the unit.
 	Resolution float64
+	// blocks: the server counts this reading in blocks (Profile.BlockHelp).
+	blocks bool
 }
 
 // Ptr is the reading as a pointer, nil when absent: absent is never 0.
@@ -108,7 +110,7 @@ func (p Profile) toTokens(s Snapshot) Snapshot {
 	}
 	for _, c := range Counters() {
 		r := s.Counters[c]
-		if !p.BlockCounters[c] || !r.Present {
+		if !p.BlockCounters[c] && !r.blocks || !r.Present {
 			continue
 		}
 		if block <= 0 {
@@ -212,7 +214,9 @@ func (e Exposition) read(candidates []Selector, p Profile, takeMax bool) Reading
 				}
 				continue // a non-finite counter proves nothing
 			}
-			return Reading{Value: v, Present: true, Source: sel.String(), Resolution: e.resolution[sel.Metric]}
+			phrase := p.BlockHelp[sel.Metric]
+			blocks := phrase != "" && strings.Contains(e.Help(sel.Metric), phrase)
+			return Reading{Value: v, Present: true, Source: sel.String(), Resolution: e.resolution[sel.Metric], blocks: blocks}
 		}
 		if why, ok := e.lazyZero(sel, p); ok {
 			return Reading{Value: 0, Present: true, Source: sel.String() + why}
@@ -222,20 +226,20 @@ func (e Exposition) read(candidates []Selector, p Profile, takeMax bool) Reading
 }
 
 // lazyZero decides whether sel's missing series is a lazy family's "not yet" (0) rather than
-// a series this server never emits (absent), and says why.
+// a series this server never emits (absent), and says why. A family whose series lack the
+// selector's labels belongs to a version without that split: never lazy.
 func (e Exposition) lazyZero(sel Selector, p Profile) (string, bool) {
 	family := strings.TrimSuffix(sel.Metric, "_sum")
 	if _, ok := e.families[sel.Metric]; ok {
 		family = sel.Metric
 	}
-	if p.LazyFamilies[family] {
-		mf := e.families[family]
-		if mf == nil && e.declared[family] {
-			return lazyNote, true
-		}
-		if mf != nil && len(mf.GetMetric()) > 0 && carriesLabels(mf, sel.Labels) {
-			return lazyNote, true
-		}
+	mf := e.families[family]
+	served := mf != nil && len(mf.GetMetric()) > 0
+	if served && !carriesLabels(mf, sel.Labels) {
+		return "", false
+	}
+	if p.LazyFamilies[family] && (served || e.declared[family]) {
+		return lazyNote, true
 	}
 	for _, sib := range p.LiveWhen[family] {
 		if e.Serves(sib) {
@@ -245,11 +249,15 @@ func (e Exposition) lazyZero(sel Selector, p Profile) (string, bool) {
 	return "", false
 }
 
-// carriesLabels reports whether every series of mf carries every label of want: the
-// family splits by those labels, so a value not seen yet is a series not created yet.
+// carriesLabels reports whether every series of mf carries every label want matches on (a
+// matcher of "" selects series without the label, so it needs none): the family splits by
+// those labels, so a value not seen yet is a series not created yet.
 func carriesLabels(mf *dto.MetricFamily, want []Label) bool {
 	for _, m := range mf.GetMetric() {
 		for _, w := range want {
+			if !w.Regex && w.Value == "" {
+				continue
+			}
 			if !slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool { return lp.GetName() == w.Name }) {
 				return false
 			}
@@ -492,6 +500,7 @@ func combine(acc, r Reading, takeMax bool) Reading {
 		acc.Value += r.Value
 	}
 	acc.Resolution = max(acc.Resolution, r.Resolution)
+	acc.blocks = acc.blocks || r.blocks
 	if !slices.Contains(strings.Split(acc.Source, " + "), r.Source) {
 		acc.Source += " + " + r.Source
 	}

@@ -355,4 +355,7 @@ type Setup struct {
 	HostTierUnit        string            `json:"host_tier_unit,omitempty"`
 	StoreBytesPerToken  float64           `json:"store_bytes_per_token"`
 	StoreBytesSource    string            `json:"store_bytes_per_token_source"`
+	// HostTierTokens is the host tier in tokens where the server reports it so (SGLang).
+	HostTierTokens       int    `json:"host_tier_tokens,omitempty"`
+	HostTierTokensSource string `json:"host_tier_tokens_source,omitempty"`
 }

@@ -92,7 +92,8 @@ func CapacityOf(a *capacity.Assessment) *Capacity {
 	s := a.Setup
 	return &Capacity{
 		Setup: Setup{Topology: s.Topology, Slots: s.Slots, GPUKVTokens: s.GPUKVTokens, GPUKVTokensSource: s.GPUKVTokensSource,
-			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource},
+			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource,
+			HostTierTokens: s.HostTierTokens, HostTierTokensSource: s.HostTierTokensSource},
 		UniqueTokens: a.UniqueTokens, HostTokensNeeded: a.HostTokensNeeded, TokenCounting: a.TokenCounting,
 		GPUPoolBytes: a.GPUPoolBytes, CPUTierBytes: a.CPUTierBytes, CPUTierTokens: a.CPUTierTokens,
 		EvictionPressure: a.EvictionPressure, TierLargerThanGPU: a.TierLargerThanGPU, TierHoldsSequence: a.TierHoldsSequence,

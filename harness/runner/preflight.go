@@ -91,16 +91,18 @@ func ClientConfig(sc *scenarios.Scenario, apiKey string) client.Config {
 
 // PreflightReport is what kvbench found out about the server before running anything.
 type PreflightReport struct {
-	Endpoint             string              `json:"endpoint"`
-	Model                string              `json:"model"`
-	ModelRoot            string              `json:"model_root,omitempty"` // vLLM's /v1/models root: the repo it loaded
-	ModelsListed         []string            `json:"models_listed"`
-	ServerVersion        string              `json:"server_version,omitempty"`
-	MaxModelLen          int                 `json:"max_model_len"`
-	LargestRequestTokens int                 `json:"largest_request_tokens"`
-	Tokenize             string              `json:"tokenize"`
-	MetricsURLs          []string            `json:"metrics_urls"`
-	Backend              string              `json:"backend"`
+	Endpoint             string   `json:"endpoint"`
+	Model                string   `json:"model"`
+	ModelRoot            string   `json:"model_root,omitempty"` // vLLM's /v1/models root: the repo it loaded
+	ModelsListed         []string `json:"models_listed"`
+	ServerVersion        string   `json:"server_version,omitempty"`
+	MaxModelLen          int      `json:"max_model_len"`
+	LargestRequestTokens int      `json:"largest_request_tokens"`
+	Tokenize             string   `json:"tokenize"`
+	MetricsURLs          []string `json:"metrics_urls"`
+	Backend              string   `json:"backend"`
+	// Dialects are the upstream shapes of the engine's metrics the scrape was recognised as.
+	Dialects             []string            `json:"dialects,omitempty"`
 	Counters             map[string]string   `json:"counters"` // counter -> source metric, or "absent"
 	Gauges               map[string]string   `json:"gauges"`
 	CachedTokensReported string              `json:"cached_tokens_reported"`
@@ -157,12 +159,19 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		rep.Gauges[string(g)] = sourceOrAbsent(snap.Gauges[g])
 	}
 	rep.Cache = snap.Cache
+	def := t.Engine.Def
+	dialects := def.DialectsOf(snap)
+	for _, m := range dialects {
+		rep.Dialects = append(rep.Dialects, m.Name)
+		if m.Note != "" {
+			rep.Warnings = append(rep.Warnings, m.Note)
+		}
+	}
 	for _, c := range metrics.Counters() {
 		if r := snap.Counters[c]; r.Unreadable != "" {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s reads %s (%s): it cannot serve as evidence, and replays that need it are invalid", c, r.Unreadable, r.Source))
 		}
 	}
-	def := t.Engine.Def
 	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && def.Needs(metrics.GPUPrefixHits) {
 		rep.Warnings = append(rep.Warnings, "no GPU prefix-cache hit counter: a replay's GPU hits are unknown, so its verdict is invalid or cache_hit_tier_unknown")
 	}
@@ -178,7 +187,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	if def.ReloadNeverMoved(snap) {
 		rep.Warnings = append(rep.Warnings, def.ReloadCounterHint)
 	}
-	if def.TierUnknown != "" {
+	if def.TierUnknown != "" && !snap.Counters[metrics.GPUPrefixHits].Present && !snap.Counters[metrics.ExternalPrefixHits].Present {
 		rep.Warnings = append(rep.Warnings, def.TierUnknown)
 	}
 	if !snap.Gauges[metrics.RequestsRunning].Present {
@@ -222,13 +231,19 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
 		rep.BlockSize = snap.Cache.BlockSize
 	}
-	rep.CapacitySources = []capacity.Figures{plan.ScenarioFigures(sc), ServerFigures(snap.Cache)}
+	server := ServerFigures(snap.Cache)
+	for _, m := range dialects {
+		if m.HostTierUnreported && server.CPUOffloadGiB > 0 {
+			server.CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
+		}
+	}
+	rep.CapacitySources = []capacity.Figures{plan.ScenarioFigures(sc), server}
 	if f, ok := slotFigures(sizes, rep.Slots); ok {
 		rep.CapacitySources = append(rep.CapacitySources, f)
 	}
 	rep.Setup = def.Resolve(rep.CapacitySources...)
 	if rep.Setup.GPUKVTokens == 0 {
-		msg := "the GPU KV pool size is unknown (no vllm:cache_config_info and none in [server])"
+		msg := "the GPU KV pool size is unknown (the server reports none and [server] states none)"
 		if sc.Server.GPUKVTokens.FromServer {
 			rep.Problems = append(rep.Problems, msg+": server.gpu_kv_tokens = \"server\" cannot be met")
 		} else {
@@ -279,9 +294,10 @@ func cachedTokensReported(ctx context.Context, c *client.Client, model string) s
 }
 
 // ServerFigures is what the server's cache config says of its capacity: the GPU pool in
-// tokens and the CPU tier's size, summed over engines.
+// tokens and the CPU tier's size (configured GiB, or tokens where the server reports them),
+// summed over engines.
 func ServerFigures(cc metrics.CacheConfig) capacity.Figures {
-	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc)}
+	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc), HostTierTokens: cc.HostTierTokens}
 	if cc.Present {
 		f.GPUKVTokens = cc.GPUKVTokens
 	}
