@@ -84,10 +84,7 @@ func engineRun(t *testing.T, backend string, extra func(*sim.Profile), metricsUR
 
 func dialect(name string, more func(*sim.Profile)) func(*sim.Profile) {
 	return func(p *sim.Profile) {
-		p.Dialect = name
-		if name != sim.DialectVLLM {
-			p.FlatOffloadMetrics, p.LabelledOffloadMetrics = false, false
-		}
+		p.SetDialect(name, p.DialectVersion)
 		if more != nil {
 			more(p)
 		}
@@ -184,7 +181,7 @@ func TestEngineSGLangReloadByRequest(t *testing.T) {
 		t.Fatalf("load-back delta %v, request host tokens %v", ev["reload_tokens_delta"], d["host"])
 	}
 	counters := section(t, rec, "preflight")["counters"].(map[string]any)
-	if counters["load_bytes"] != "absent" || !strings.Contains(counters["reload_tokens"].(string), "sglang:load_back_tokens_total") {
+	if !strings.Contains(counters["load_bytes"].(string), "sglang:load_back_bytes_total") || !strings.Contains(counters["reload_tokens"].(string), `sglang:load_back_tokens_total{pool="kv"}`) {
 		t.Fatalf("counters %v", counters)
 	}
 	if strings.Contains(warnings, "no external prefix-cache hit counter") {
