@@ -184,15 +184,15 @@ func Assess(s Setup, seq Sequence) Assessment {
 			// An estimate that overflows may still fit once the server counts (seed 001 did).
 			a.TierHoldsSequence = Unknown
 		}
-		at := fmt.Sprintf("At %s bytes per stored token (%s), the %g GiB CPU tier holds about", Group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB)
+		at := fmt.Sprintf("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens,", Group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, Group(int(a.CPUTierTokens)))
 		if s.HostTierTokens > 0 {
-			at = "The server reports a " + s.tierWords() + ", holding"
+			at = "The server reports a " + s.tierWords() + ","
 		}
 		switch a.TierLargerThanGPU {
 		case Yes:
-			a.add("%s %s tokens, more than the %s-token GPU pool: a valid eviction-reload setup.", at, Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
+			a.add("%s more than the %s-token GPU pool: a valid eviction-reload setup.", at, Group(s.GPUKVTokens))
 		case No:
-			a.add("%s %s tokens, fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", at, Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
+			a.add("%s fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", at, Group(s.GPUKVTokens))
 		}
 		switch {
 		case a.TierHoldsSequence == No:

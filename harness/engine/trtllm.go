@@ -70,7 +70,11 @@ func trtllmProfile() metrics.Profile {
 	gauges[metrics.RequestsWaiting] = sel("trtllm_num_requests_waiting")
 	gauges[metrics.GPUPoolTokens] = sel("trtllm_kv_cache_max_blocks")
 	gauges[metrics.BlockSizeTokens] = sel("trtllm_kv_cache_tokens_per_block")
+	// The byte counters are created on their first bytes (multiprocess: undeclared before);
+	// both come from the same iteration stats, so one served proves the other live.
+	onboard, offload := "trtllm_kv_cache_onboard_bytes_total", "trtllm_kv_cache_offload_bytes_total"
 	return metrics.Profile{Name: "trtllm", Counters: counters, Gauges: gauges, LazyFamilies: map[string]bool{},
+		LiveWhen:      map[string][]metrics.Selector{onboard: sel(offload), offload: sel(onboard)},
 		BlockCounters: map[metrics.Counter]bool{metrics.DiskStagedTokens: true},
 		BlockGauges:   map[metrics.Gauge]bool{metrics.GPUPoolTokens: true}}
 }

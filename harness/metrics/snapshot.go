@@ -65,7 +65,9 @@ type CacheConfig struct {
 	GPUKVTokens  int    `json:"gpu_kv_tokens_total,omitempty"`  // sum over engines of each one's device pool in tokens
 	// HostTierTokens is the host tier's size in tokens where the server reports it (SGLang's
 	// hicache_host_total_tokens), summed over engines; 0 when it does not.
-	HostTierTokens int           `json:"host_tier_tokens_total,omitempty"`
+	HostTierTokens int `json:"host_tier_tokens_total,omitempty"`
+	// HostTierSource is the family HostTierTokens came from.
+	HostTierSource string        `json:"host_tier_source,omitempty"`
 	Engines        []EngineCache `json:"engines,omitempty"`
 }
 
@@ -178,19 +180,20 @@ func (p Profile) sizesFromGauges(s *Snapshot, source string) {
 		return
 	}
 	ec := EngineCache{Source: source, BlockSize: max(block, 0), Labels: map[string]string{}}
-	var from []string
+	from := ""
 	if pool.Present && pool.Value > 0 {
-		ec.GPUKVTokens = int(pool.Value)
-		from = append(from, pool.Source)
+		ec.GPUKVTokens, from = int(pool.Value), pool.Source
 	}
 	if host.Present && host.Value > 0 {
 		ec.HostTierTokens = int(host.Value)
-		from = append(from, host.Source)
 	}
-	if len(from) == 0 {
+	if from == "" && ec.HostTierTokens == 0 {
 		return
 	}
-	s.Cache = summarizeCache(strings.Join(from, " + "), []EngineCache{ec})
+	s.Cache = summarizeCache(from, []EngineCache{ec})
+	if ec.HostTierTokens > 0 {
+		s.Cache.HostTierSource = host.Source
+	}
 }
 
 // dropSingleReplica leaves Replicas empty for a server of one replica, whose sums say it all.
@@ -455,7 +458,7 @@ func Merge(snaps ...Snapshot) Snapshot {
 		Gauges:   map[Gauge]Reading{},
 	}
 	var engines []EngineCache
-	cacheSource := ""
+	cacheSource, hostSource := "", ""
 	for _, s := range snaps {
 		if !s.TakenAt.IsZero() && (out.TakenAt.IsZero() || s.TakenAt.Before(out.TakenAt)) {
 			out.TakenAt = s.TakenAt
@@ -476,9 +479,15 @@ func Merge(snaps ...Snapshot) Snapshot {
 		if s.Cache.Present {
 			engines = append(engines, s.Cache.Engines...)
 			cacheSource = s.Cache.Source
+			if s.Cache.HostTierSource != "" {
+				hostSource = s.Cache.HostTierSource
+			}
 		}
 	}
 	out.Cache = summarizeCache(cacheSource, engines)
+	if out.Cache.HostTierTokens > 0 {
+		out.Cache.HostTierSource = hostSource
+	}
 	out.dropSingleReplica()
 	return out
 }

@@ -233,11 +233,11 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	}
 	server := ServerFigures(snap.Cache)
 	for _, m := range dialects {
-		if m.HostTierUnreported && server.CPUOffloadGiB > 0 {
-			server.CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
+		if m.HostTierUnreported && server[0].CPUOffloadGiB > 0 {
+			server[0].CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
 		}
 	}
-	rep.CapacitySources = []capacity.Figures{plan.ScenarioFigures(sc), server}
+	rep.CapacitySources = append([]capacity.Figures{plan.ScenarioFigures(sc)}, server...)
 	if f, ok := slotFigures(sizes, rep.Slots); ok {
 		rep.CapacitySources = append(rep.CapacitySources, f)
 	}
@@ -293,15 +293,19 @@ func cachedTokensReported(ctx context.Context, c *client.Client, model string) s
 	}
 }
 
-// ServerFigures is what the server's cache config says of its capacity: the GPU pool in
-// tokens and the CPU tier's size (configured GiB, or tokens where the server reports them),
-// summed over engines.
-func ServerFigures(cc metrics.CacheConfig) capacity.Figures {
-	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc), HostTierTokens: cc.HostTierTokens}
+// ServerFigures is what the server says of its capacity: its cache config's GPU pool in
+// tokens and configured CPU tier (GiB), summed over engines, then the host tier in tokens
+// where a gauge reports it (a figure of its own, naming its own source).
+func ServerFigures(cc metrics.CacheConfig) []capacity.Figures {
+	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc)}
 	if cc.Present {
 		f.GPUKVTokens = cc.GPUKVTokens
 	}
-	return f
+	out := []capacity.Figures{f}
+	if cc.HostTierTokens > 0 {
+		out = append(out, capacity.Figures{Source: "server (" + cc.HostTierSource + ")", HostTierTokens: cc.HostTierTokens})
+	}
+	return out
 }
 
 // slotFigures is what a slot engine reports of itself: one slot's live context and the slot

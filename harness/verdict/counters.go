@@ -217,11 +217,13 @@ func (d *Decision) crossCheckRequest(e Evidence, t TierTokens, h *hitEvidence) {
 	check(h.reload, "the load-back (host->GPU) counter", host, hostWords)
 	if u := e.CachedPromptTokens; u != nil {
 		check(ptr(float64(*u)), "usage's cached tokens", dev+host, "cached")
+		agree := abs(float64(*u)-(dev+host)) <= tol
+		d.UsageAgrees = &agree
 	}
 	if t.Storage > 0 {
 		d.note("%d tokens came from the storage tier (%s), prefetched into the host tier and counted with its tokens", t.Storage, t.StorageBackend)
 	}
-	h.gpu, h.ext = &dev, &host
+	h.gpu, h.ext, h.derived = &dev, &host, true // usage was checked against them above
 }
 
 // crossCheckReload notes where the engine's reload token counters disagree with the hits a
