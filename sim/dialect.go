@@ -243,7 +243,7 @@ func writeSGLang(w io.Writer, p Profile, c Counters) error {
 	}
 	counter := func(name, help string, labels []string, v int64) {
 		x.family(name, "counter", help)
-		if v > 0 {
+		if x.used(v) {
 			x.fixed = labels
 			x.count(nil, v)
 		}
@@ -259,28 +259,28 @@ func writeSGLang(w io.Writer, p Profile, c Counters) error {
 	x.fixed = tokenizer
 	switch {
 	case v == SGLangUnlabelled:
-		if c.PromptTokensCached > 0 {
+		if x.used(c.PromptTokensCached) {
 			x.count(nil, c.PromptTokensCached)
 		}
 	case !hicache:
-		if c.PromptTokensCached > 0 {
+		if x.used(c.PromptTokensCached) {
 			x.count([]string{"cache_source", "total"}, c.PromptTokensCached)
 		}
 	default:
-		if c.PromptTokensLocalCacheHit > 0 {
+		if x.used(c.PromptTokensLocalCacheHit) {
 			x.count([]string{"cache_source", "device"}, c.PromptTokensLocalCacheHit)
 		}
 		source := "host"
 		if p.StorageBackend != "" {
 			source = "storage_" + p.StorageBackend // the tier passes for SGLang's storage (L3)
 		}
-		if c.PromptTokensExternalKVTransfer > 0 {
+		if x.used(c.PromptTokensExternalKVTransfer) {
 			x.count([]string{"cache_source", source}, c.PromptTokensExternalKVTransfer)
 		}
 	}
 	counter("sglang:evicted_tokens_total", "The number of device KV token slots freed by eviction, regardless of whether the data was backed up to host or destroyed.", radix, evicted)
 	x.family("sglang:load_back_tokens_total", "counter", "Number of tokens loaded back from host to device.")
-	if reloaded > 0 {
+	if hicache && x.used(reloaded) {
 		x.fixed = radix
 		if v == SGLangPoolSplit {
 			x.count([]string{"pool", "kv"}, reloaded)
@@ -298,7 +298,7 @@ func writeSGLang(w io.Writer, p Profile, c Counters) error {
 	}
 	if v == SGLangPoolSplit && hicache {
 		x.family("sglang:hicache_backup_tokens_total", "counter", "Tokens backed up from device to host.")
-		if stored > 0 {
+		if x.used(stored) {
 			x.fixed = radix
 			x.count([]string{"pool", "kv"}, stored)
 			if p.SlidingWindowPool {
@@ -371,7 +371,7 @@ func writeTRTLLM(w io.Writer, p Profile, c Counters) error {
 	x.lazyHeaders = true
 	counter := func(name, help string, v int64) {
 		x.family(name, "counter", help)
-		if v > 0 {
+		if x.used(v) {
 			x.count(nil, v)
 		}
 	}
@@ -380,7 +380,7 @@ func writeTRTLLM(w io.Writer, p Profile, c Counters) error {
 	counter("trtllm_generation_tokens_total", "Cumulative number of generation (output) tokens produced.", c.GenerationTokens)
 	x.family("trtllm_prompt_cached_tokens_total", "counter", "Process-lifetime total prompt tokens served from KV cache.")
 	x.count(nil, c.PromptTokensCached)
-	if p.version() == TRTLLMTierSplit && c.PromptTokens > 0 {
+	if p.version() == TRTLLMTierSplit && x.used(c.PromptTokens) {
 		x.family("trtllm_prompt_cache_hit_tokens_total", "counter", "Process-lifetime total prompt tokens served from each KV cache level.")
 		x.count([]string{"cache_level", "0", "cache_tier", "gpu"}, c.PromptTokensLocalCacheHit)
 		if p.CPUBlocks() > 0 {

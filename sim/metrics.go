@@ -425,6 +425,10 @@ func (x *exposition) family(name, typ, help string) {
 	x.buf.WriteString(h)
 }
 
+// used reports whether a lazily created counter series exists: once the count moved, or
+// from the start on a server that has run a while (a counter offset).
+func (x *exposition) used(v int64) bool { return v > 0 || x.offset > 0 }
+
 // count writes an integer total split across engines.
 func (x *exposition) count(labels []string, v int64) {
 	if x.typ == "counter" {
