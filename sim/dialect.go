@@ -502,22 +502,23 @@ func writeLMCache(x *exposition, p Profile, c Counters) {
 }
 
 // writeLlamaCpp writes llama-server's /metrics (--metrics): unlabelled series, all written
-// on every scrape, values at the C++ stream's default 6 significant digits.
+// on every scrape, values at the C++ stream's default 6 significant digits (names and help
+// texts as the CI's llama-server v0.4.0 serves them; the KV gauges as before b5441).
 func writeLlamaCpp(w io.Writer, p Profile, c Counters) error {
 	x := p.dialectExposition([]string{})
 	x.format = formatCpp
 	v := p.version()
-	x.family("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens.")
+	x.family("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens")
 	x.count(nil, c.PromptTokensLocalCompute)
-	x.family("llamacpp:prompt_seconds_total", "counter", "Prompt process time")
+	x.family("llamacpp:prompt_seconds_total", "counter", "Total time spent processing prompts")
 	x.sample("llamacpp:prompt_seconds_total", nil, c.TimeToFirstToken.Sum)
 	if v == LlamaCppCachedCounter {
-		x.family("llamacpp:prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache.")
+		x.family("llamacpp:prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache")
 		x.count(nil, c.PromptTokensCached)
 	}
-	x.family("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.")
+	x.family("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed")
 	x.count(nil, c.GenerationTokens)
-	x.family("llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls")
+	x.family("llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding")
 	x.count(nil, c.GenerationTokens)
 	if v == LlamaCppKVGauges {
 		x.family("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.")
@@ -525,9 +526,9 @@ func writeLlamaCpp(w io.Writer, p Profile, c Counters) error {
 		x.family("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.")
 		x.count(nil, int64(c.GPUBlocksInUse*p.BlockSize))
 	}
-	x.family("llamacpp:requests_processing", "gauge", "Number of requests processing.")
+	x.family("llamacpp:requests_processing", "gauge", "Number of requests processing")
 	x.count(nil, int64(c.Running))
-	x.family("llamacpp:requests_deferred", "gauge", "Number of requests deferred.")
+	x.family("llamacpp:requests_deferred", "gauge", "Number of requests deferred")
 	x.count(nil, int64(c.Waiting))
 	_, err := w.Write(x.buf.Bytes())
 	return err
