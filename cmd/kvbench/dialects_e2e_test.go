@@ -409,3 +409,14 @@ func TestEngineVLLMRecomputed(t *testing.T) {
 		t.Fatalf("verdict %s: %s", v, why)
 	}
 }
+
+// Defect 6. Pointed at trtllm-serve's /metrics, which answers JSON, kvbench says where its
+// Prometheus text is, as a usage error.
+func TestEngineTRTLLMJSONMetrics(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: dialect(sim.DialectTRTLLM, nil)})
+	_, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, "trtllm"), "--endpoint", srv.URL()+"/v1",
+		"--metrics", srv.URL()+"/metrics", "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "not a Prometheus text exposition") || !strings.Contains(stderr, "trtllm serves its Prometheus text at /prometheus/metrics") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -150,6 +151,9 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	snap, err := t.Metrics.Snapshot(ctx)
 	if err != nil {
+		if p := t.Engine.Def.MetricsPath; p != "" && errors.Is(err, metrics.ErrNotExposition) {
+			err = fmt.Errorf("%w (%s serves its Prometheus text at %s)", err, t.Engine.Def.Name, p)
+		}
 		return rep, nil, err
 	}
 	for _, c := range metrics.Counters() {
