@@ -481,8 +481,8 @@ func writeLMCache(x *exposition, p Profile, c Counters) {
 				labels = append(labels, "served_model_name", p.ServedModelName)
 				for i, role := range []string{"scheduler", "worker"} {
 					part := 0.0
-					if i == r%2 || typ == "gauge" && role == "worker" {
-						part = value
+					if typ == "gauge" && role == "worker" || typ != "gauge" && i == r%2 {
+						part = value // a gauge is the worker's; counts land where they were drained
 					}
 					x.sample(name, append(slices.Clone(labels), "role", role), part)
 				}

@@ -34,7 +34,6 @@ func decideByCounters(e Evidence) Decision {
 		d.Verdict, d.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+strings.Join(unreadable, "; ")
 		return d
 	}
-	var unknown string
 	if t := e.RequestTier; t != nil {
 		d.DecidedBy = ByRequestTier
 		d.crossCheckRequest(e, *t, &h)
@@ -47,9 +46,7 @@ func decideByCounters(e Evidence) Decision {
 			d.note("cached tokens by source (host) moved by %.0f but external hits by %.0f", *host, *h.ext)
 		}
 	}
-	if unknown == "" {
-		unknown = d.crossCheckConnector(e, &h)
-	}
+	unknown := d.crossCheckConnector(e, &h)
 	if unknown == "" {
 		unknown = d.splitFromReload(e, &h)
 	}

@@ -73,14 +73,20 @@ func (d *Decision) crossCheckConnector(e Evidence, h *hitEvidence) (unknown stri
 	}
 	var used string
 	usage := e.CachedPromptTokens
+	bySource := e.Counters.Delta(metrics.PromptTokensExternal)
 	switch {
 	case usage != nil && h.gpu != nil && abs(float64(*usage)-(*h.gpu+*h.ext)) <= tol:
 		used = fmt.Sprintf("the external hits, which agree with usage's %d cached tokens", *usage)
 	case usage != nil && h.gpu != nil && abs(float64(*usage)-(*h.gpu+*conn)) <= tol:
 		used = fmt.Sprintf("the connector's hit tokens, which agree with usage's %d cached tokens", *usage)
 		h.ext = conn
+	case bySource != nil && abs(*bySource-*h.ext) <= tol:
+		used = fmt.Sprintf("the external hits, which agree with the prompt tokens by source (%.0f external)", *bySource)
+	case bySource != nil && abs(*bySource-*conn) <= tol:
+		used = fmt.Sprintf("the connector's hit tokens, which agree with the prompt tokens by source (%.0f external)", *bySource)
+		h.ext = conn
 	default:
-		used = "neither: no third source (usage's cached tokens) agrees with one of them, so the host tier's hits are unknown"
+		used = "neither: no third source (usage's cached tokens, the prompt tokens by source) agrees with one of them, so the host tier's hits are unknown"
 		unknown = fmt.Sprintf("the external hit counter (%.0f) and the connector's own hit tokens (%.0f) disagree, and no third source says which is right", *h.ext, *conn)
 	}
 	d.check(CheckConnectorHits, tol, false, used, sources...)

@@ -45,6 +45,12 @@ func TestConnectorHitsCrossCheck(t *testing.T) {
 	if d := Decide(base(0, nil)); d.Verdict != TierUnknown || !strings.Contains(d.Reason, "no third source") {
 		t.Fatalf("no usage: %s (%s)", d.Verdict, d.Reason)
 	}
+	// Without usage, vLLM's prompt tokens by source settle it.
+	bySource := base(0, nil)
+	bySource.Counters.Deltas[metrics.PromptTokensExternal] = 5728
+	if d := Decide(bySource); d.Verdict != CPUReload || !strings.Contains(checkNamed(t, d, CheckConnectorHits).Used, "prompt tokens by source") {
+		t.Fatalf("by source: %s (%s) %+v", d.Verdict, d.Reason, d.CrossChecks)
+	}
 	if d := Decide(base(5728, i(5984))); d.Verdict != CPUReload || !checkNamed(t, d, CheckConnectorHits).Agrees {
 		t.Fatalf("agreeing: %s %+v", d.Verdict, d.CrossChecks)
 	}
