@@ -420,3 +420,46 @@ func TestEngineTRTLLMJSONMetrics(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
+
+// TestEngineEveryDialectReplay: the eviction replay on every version of every dialect the
+// embedded engine writes gets the verdict that engine's evidence supports there, and no
+// reading the version does not serve is recorded as a number.
+func TestEngineEveryDialectReplay(t *testing.T) {
+	backend := map[string]string{sim.DialectVLLM: "vllm", sim.DialectLMCache: "lmcache", sim.DialectSGLang: "sglang",
+		sim.DialectKVBM: "kvbm", sim.DialectTRTLLM: "trtllm", sim.DialectLlamaCpp: "llamacpp"}
+	unknown := map[string]bool{sim.DialectTRTLLM + ":" + sim.TRTLLMNoTierSplit: true}
+	for _, d := range sim.Dialects {
+		for _, v := range sim.DialectVersions[d] {
+			name := d + ":" + v
+			if v == "" {
+				name = d
+			}
+			t.Run(name, func(t *testing.T) {
+				var req map[string]any
+				if d == sim.DialectTRTLLM {
+					srv := startSim(t, sim.Options{Profile: "tiny", Override: versioned(d, v, nil)})
+					out := t.TempDir()
+					if _, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, backend[d]), "--endpoint", srv.URL()+"/v1", "--out", out); code != exitOK {
+						t.Fatalf("exit %d: %s", code, stderr)
+					}
+					req = readArtifact(t, filepath.Join(out, onlyEntry(t, out)), "step-02-replay.json")["requests"].([]any)[0].(map[string]any)
+				} else {
+					_, req, _ = engineRun(t, backend[d], versioned(d, v, nil), nil)
+				}
+				want := "cpu_reload"
+				if unknown[d+":"+v] || v == "" && unknown[d+":"+sim.DialectVersions[d][0]] {
+					want = "cache_hit_tier_unknown"
+				}
+				if got, why := verdictOf(t, req); got != want {
+					t.Fatalf("verdict %s, want %s: %s", got, want, why)
+				}
+				for c, r := range req["counters"].(map[string]any)["counters"].(map[string]any) {
+					m := r.(map[string]any)
+					if m["source"] == nil && m["source_before"] == nil && (m["delta"] != nil || m["after"] != nil) {
+						t.Errorf("%s has a value but no source: %v", c, m)
+					}
+				}
+			})
+		}
+	}
+}
