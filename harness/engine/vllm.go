@@ -203,7 +203,7 @@ var vllmDialects = []MetricsDialect{
 		Match: func(e metrics.Exposition) bool {
 			return e.Has("vllm:lmcache_mp_lookup_duration_seconds") || offloadBackend(e, "lmcache") && !e.HasPrefix("lmcache:")
 		},
-		Note:                   "kv_offloading_backend is lmcache and no lmcache:* family reaches vLLM's /metrics: this is vLLM's LMCache multi-process connector (vLLM from June 2026), whose tier lives in a separate LMCache server: its size is that server's --l1-size-gb (kv_offloading_size is not passed on, so kvbench takes the tier from the scenario) and its counters (lmcache_mp_*) are on that server's own /metrics (port 9090 by default); add that URL to target.metrics to read them. PROMETHEUS_MULTIPROC_DIR does not bring them. (An LMCacheConnectorV1 from before June 2026 started without PROMETHEUS_MULTIPROC_DIR looks the same; vllm:lmcache_mp_lookup_duration_seconds, where served, settles it)",
+		Note:                   "kv_offloading_backend is lmcache and no lmcache:* family reaches vLLM's /metrics: this is vLLM's LMCache multi-process connector (vLLM from June 2026), whose tier lives in a separate LMCache server: its size is that server's --l1-size-gb (kv_offloading_size is not passed on, so kvbench takes the tier from the scenario) and its counters (lmcache_mp_*) are on that server's own /metrics (port 9090 by default), which kvbench does not read: the external hits come from vLLM's own counters. PROMETHEUS_MULTIPROC_DIR does not bring them. (An LMCacheConnectorV1 from before June 2026 started without PROMETHEUS_MULTIPROC_DIR looks the same; vllm:lmcache_mp_lookup_duration_seconds, where served, settles it)",
 		HostTierUnreported:     true,
 		ExplainsAbsentFamilies: true,
 	},
