@@ -85,6 +85,24 @@
 //
 // A hang ends when its client goes away or the server closes; Close waits for it.
 //
+// # Dialects
+//
+// dialect = "vllm" (default), "lmcache", "sglang", "kvbm", "trtllm" or "llamacpp" makes the
+// same KV model speak another engine's /metrics, usage fields and per-request details (kvbench
+// sim --dialect NAME[:VERSION]); dialect_version picks the upstream version whose shape it
+// writes (DialectVersions), because names, labels, units and laziness changed between
+// releases: vLLM's offload families from none to labelled to flat, eager or bound on first use,
+// and the simple offload connector that serves none; LMCache's label sets and vLLM's
+// multi-process LMCache connector; SGLang's cached tokens without and with cache_source, and
+// its pool split with GPU->host backup counters; KVBM v1 and v2; TensorRT-LLM's collector
+// with and without per-tier hits; llama-server with and without its cached-token counter, its
+// values printed at 6 significant digits. Families SGLang and TensorRT-LLM create on first use
+// are not declared before it, as prometheus_client's multiprocess collector does;
+// multiprocess_exposition does the same for vLLM. counter_offset starts every counter at a
+// value, as on a server that has run a while; kvbm_tier, storage_backend and
+// sliding_window_pool make the model's tier pass for KVBM's disk tier or SGLang's storage
+// tier, and give SGLang a sliding-window pool.
+//
 // # Data-parallel engines
 //
 // With data_parallel_engines = N the simulator runs one engine and splits its totals across

@@ -261,6 +261,7 @@ func (e *Engine) Counters() Counters {
 	c.GPUBlocksInUse = e.pool.size - e.pool.freeLen
 	c.GPUBlocksCached = e.pool.cached.count
 	c.CPUBlocksUsed = e.cpu.used
+	c.GPUEvictedBlocks = e.pool.evicted
 	c.KVCacheUsage = float64(c.GPUBlocksInUse) / float64(e.pool.size)
 	return c
 }
@@ -354,6 +355,9 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 		c.PromptTokensExternalKVTransfer += int64(r.ExternalHitTokens)
 		c.PromptTokensLocalCompute += int64(s.promptLen - r.GPUHitTokens - r.ExternalHitTokens)
 		c.PromptTokensCached += int64(r.GPUHitTokens + r.ExternalHitTokens)
+		if r.GPUHitTokens+r.ExternalHitTokens == s.promptLen-1 {
+			c.FullyCachedPrompts++ // all but the last token, which always runs
+		}
 	}
 	r.Duration = e.prefillDuration(time.Duration(loadSeconds*float64(time.Second)),
 		scaledDuration(e.prefillSeconds(r.GPUHitTokens+r.ExternalHitTokens, r.Tokens)+e.p.RequestOverhead.Seconds(), s.jitter, e.p.Speed))
@@ -465,6 +469,8 @@ type gpuPool struct {
 	prev, next []int32 // free queue links; index size is the sentinel
 	freeLen    int
 	cached     blockTable
+	// evicted counts cached blocks dropped to make room (SGLang's evicted_tokens, in blocks).
+	evicted int64
 }
 
 func newGPUPool(n int) gpuPool {
@@ -504,6 +510,7 @@ func (p *gpuPool) allocate() int32 {
 	if h := p.hash[b]; h != 0 {
 		p.cached.remove(h) // hash is set only on the block that holds the table entry
 		p.hash[b] = 0
+		p.evicted++
 	}
 	p.refs[b] = 1
 	return b

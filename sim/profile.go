@@ -78,9 +78,28 @@ type Profile struct {
 	OutputSeed         uint64 `toml:"output_seed"`
 
 	// Dialect is the server the engine passes for (see Dialects): vllm, lmcache, sglang,
-	// kvbm or trtllm. TensorParallelSize gives LMCache one series per rank (worker_id).
+	// kvbm, trtllm or llamacpp; DialectVersion the upstream version of its exposition
+	// (DialectVersions; the dialect's default when empty). TensorParallelSize gives LMCache
+	// one series per rank (worker_id).
 	Dialect            string `toml:"dialect"`
+	DialectVersion     string `toml:"dialect_version"`
 	TensorParallelSize int    `toml:"tensor_parallel_size"`
+	// MultiprocessExposition writes vLLM's /metrics as prometheus_client's multiprocess
+	// collector does (PROMETHEUS_MULTIPROC_DIR): a family without series is not declared.
+	// SGLang and TensorRT-LLM always write so.
+	MultiprocessExposition bool `toml:"multiprocess_exposition"`
+	// CounterOffset starts every counter sample at this value, as on a server that has run a
+	// while (llama.cpp's 6-digit printing shows above 10^6). Each series is offset, so sums
+	// across series no longer add up.
+	CounterOffset int64 `toml:"counter_offset"`
+	// KVBMTier is the KVBM tier the model's offload tier passes for: host (default) or disk.
+	KVBMTier string `toml:"kvbm_tier"`
+	// StorageBackend makes SGLang's host tier pass for its storage tier (L3) of this backend
+	// class (e.g. HiCacheFile): hits are storage_<backend> hits prefetched into host.
+	StorageBackend string `toml:"storage_backend"`
+	// SlidingWindowPool gives SGLang a second, sliding-window pool (pool="swa") whose
+	// load-back and backup series move with the kv pool's.
+	SlidingWindowPool bool `toml:"sliding_window_pool"`
 
 	// Metrics shape.
 	LegacyNames               bool `toml:"legacy_names"`
@@ -125,7 +144,8 @@ type Profile struct {
 }
 
 // Routes are the paths the server answers; HangPaths must name some of them.
-var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/version", "/health", "/metrics"}
+var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/version", "/health", "/metrics",
+	TRTLLMMetricsPath, "/props", "/apply-template"}
 
 // Metrics fault modes.
 const (
@@ -290,6 +310,7 @@ func (p *Profile) Validate() error {
 		problems = append(problems, err.Error())
 	}
 	check(p.TensorParallelSize >= 0, "tensor_parallel_size %d must be >= 0", p.TensorParallelSize)
+	check(p.CounterOffset >= 0, "counter_offset %d must be >= 0", p.CounterOffset)
 	if len(p.OmitMetrics) > 0 || len(p.MetricValues) > 0 {
 		exposed := p.metricFamilies()
 		for _, name := range p.OmitMetrics {

@@ -65,6 +65,19 @@ type Setup struct {
 	HostTierUnit       string  `json:"host_tier_unit,omitempty"`
 	StoreBytesPerToken float64 `json:"store_bytes_per_token"`
 	StoreBytesSource   string  `json:"store_bytes_per_token_source"`
+	// HostTierTokens is the host tier's size in tokens where the server reports it so
+	// (SGLang's hicache_host_total_tokens); it then stands for CPUOffloadGiB over the bytes
+	// per stored token. 0 when unknown.
+	HostTierTokens       int    `json:"host_tier_tokens,omitempty"`
+	HostTierTokensSource string `json:"host_tier_tokens_source,omitempty"`
+}
+
+// tierWords names the CPU tier in a sentence: its GiB, or the tokens the server reports.
+func (s Setup) tierWords() string {
+	if s.HostTierTokens > 0 {
+		return fmt.Sprintf("host tier of %s tokens (%s)", units.Grouped(s.HostTierTokens), s.HostTierTokensSource)
+	}
+	return fmt.Sprintf("%g GiB CPU tier", s.CPUOffloadGiB)
 }
 
 // Sequence is the requests sent up to and including the replayed one's successors.
@@ -138,6 +151,12 @@ func Assess(s Setup, seq Sequence) Assessment {
 			a.GPUPoolBytes = float64(s.GPUKVTokens) * perTok
 		}
 	}
+	if s.HostTierTokens > 0 { // the server says it in tokens: no bytes per token needed
+		a.CPUTierTokens = float64(s.HostTierTokens)
+		if perTok > 0 {
+			a.CPUTierBytes = a.CPUTierTokens * perTok
+		}
+	}
 	tokensWord := "planned, " + seq.Counting
 	if seq.Counting == "measured" {
 		tokensWord = "measured"
@@ -154,10 +173,10 @@ func Assess(s Setup, seq Sequence) Assessment {
 	}
 
 	switch {
-	case s.CPUOffloadGiB <= 0:
+	case s.CPUOffloadGiB <= 0 && s.HostTierTokens <= 0:
 		a.TierLargerThanGPU, a.TierHoldsSequence = No, No
 		a.add("No CPU offload tier is configured: a replay can only be a GPU hit or a recompute.")
-	case perTok <= 0:
+	case perTok <= 0 && s.HostTierTokens <= 0:
 		a.TierLargerThanGPU, a.TierHoldsSequence = Unknown, Unknown
 		a.add("Bytes per stored token are unknown, so the %g GiB CPU tier cannot be compared with the GPU pool; a run measures them from the store counters.", s.CPUOffloadGiB)
 	default:
@@ -167,11 +186,15 @@ func Assess(s Setup, seq Sequence) Assessment {
 			// An estimate that overflows may still fit once the server counts (seed 001 did).
 			a.TierHoldsSequence = Unknown
 		}
+		at := fmt.Sprintf("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens,", units.Grouped(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, units.Grouped(int(a.CPUTierTokens)))
+		if s.HostTierTokens > 0 {
+			at = "The server reports a " + s.tierWords() + ","
+		}
 		switch a.TierLargerThanGPU {
 		case Yes:
-			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, more than the %s-token GPU pool: a valid eviction-reload setup.", units.Grouped(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, units.Grouped(int(a.CPUTierTokens)), units.Grouped(s.GPUKVTokens))
+			a.add("%s more than the %s-token GPU pool: a valid eviction-reload setup.", at, units.Grouped(s.GPUKVTokens))
 		case No:
-			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", units.Grouped(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, units.Grouped(int(a.CPUTierTokens)), units.Grouped(s.GPUKVTokens))
+			a.add("%s fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", at, units.Grouped(s.GPUKVTokens))
 		}
 		switch {
 		case a.TierHoldsSequence == No:
@@ -201,6 +224,14 @@ func (a *Assessment) Conclusion() string {
 		per = "measured"
 	}
 	g := units.GroupedFloat
+	if s.HostTierTokens > 0 {
+		switch {
+		case a.TierLargerThanGPU == No:
+			return fmt.Sprintf("The %s was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", s.tierWords(), units.Grouped(s.GPUKVTokens))
+		case a.CanProveReload == Yes:
+			return fmt.Sprintf("The %s was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", s.tierWords(), units.Grouped(s.GPUKVTokens), units.Grouped(a.UniqueTokens))
+		}
+	}
 	switch {
 	case a.TierLargerThanGPU == No && s.CPUOffloadGiB > 0:
 		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), units.Grouped(s.GPUKVTokens))
@@ -248,6 +279,8 @@ type Figures struct {
 	CPUOffloadGiB      float64 `json:"cpu_offload_gib,omitempty"`
 	StoreBytesPerToken float64 `json:"store_bytes_per_token,omitempty"`
 	Slots              int     `json:"slots,omitempty"`
+	// HostTierTokens is the host tier in tokens, where a server reports it so.
+	HostTierTokens int `json:"host_tier_tokens,omitempty"`
 }
 
 // Resolve combines what the sources say, in order of precedence, lowest first: the scenario,
@@ -267,6 +300,9 @@ func Resolve(topology Topology, hostTierUnit string, sources ...Figures) Setup {
 		}
 		if f.Slots > 0 {
 			s.Slots = f.Slots
+		}
+		if f.HostTierTokens > 0 {
+			s.HostTierTokens, s.HostTierTokensSource = f.HostTierTokens, f.Source
 		}
 	}
 	return s

@@ -96,7 +96,9 @@ func (rp Replay) writeText(w io.Writer) {
 		fmt.Fprintf(tw, "  GPU KV pool\tunknown until the server reports it\n")
 	}
 	tier := fmt.Sprintf("%g GiB = %.0f bytes", s.CPUOffloadGiB, a.CPUTierBytes)
-	if a.CPUTierTokens > 0 {
+	if s.HostTierTokens > 0 {
+		tier = fmt.Sprintf("%d tokens (%s)", s.HostTierTokens, s.HostTierTokensSource)
+	} else if a.CPUTierTokens > 0 {
 		tier += fmt.Sprintf(" = about %.0f tokens", a.CPUTierTokens)
 	}
 	fmt.Fprintf(tw, "  CPU tier\t%s\n", tier)

@@ -279,14 +279,26 @@ type Verdict struct {
 	ExpectedLoadBytes         *float64         `json:"expected_load_bytes,omitempty"`
 	MeasuredLoadBytesPerToken *float64         `json:"measured_load_bytes_per_token,omitempty"`
 	Slot                      *SlotAttribution `json:"slot_attribution,omitempty"`
-	Diagnosis                 []Diagnosis      `json:"diagnosis,omitempty"`
-	Offload                   *OffloadEvidence `json:"offload_evidence,omitempty"`
-	SetupValid                capacity.Answer  `json:"setup_valid"`
-	SetupReason               string           `json:"setup_reason"`
-	Interpretation            string           `json:"interpretation"`
+	// CrossChecks compare each quantity two independent sources gave (verdict.CrossCheck).
+	CrossChecks    []CrossCheck     `json:"cross_checks,omitempty"`
+	Diagnosis      []Diagnosis      `json:"diagnosis,omitempty"`
+	Offload        *OffloadEvidence `json:"offload_evidence,omitempty"`
+	SetupValid     capacity.Answer  `json:"setup_valid"`
+	SetupReason    string           `json:"setup_reason"`
+	Interpretation string           `json:"interpretation"`
 	// Capacity is the capacity math of the replay with the tokens the server counted.
 	Capacity *Capacity `json:"capacity,omitempty"`
 	legacy   bool      // read from a v1 record: setup validity and interpretation to rebuild
+}
+
+// CrossCheck is one quantity read from two independent sources: what each said, whether
+// they agree within Tolerance, and the evidence the verdict used where they do not.
+type CrossCheck struct {
+	Name      string   `json:"name"`
+	Sources   []string `json:"sources"`
+	Agrees    bool     `json:"agrees"`
+	Tolerance float64  `json:"tolerance"`
+	Used      string   `json:"used,omitempty"`
 }
 
 // SlotAttribution is a slot-attributed replay's split between the live slot and the
@@ -308,6 +320,7 @@ type Diagnosis struct {
 // OffloadEvidence is the run's offload evidence up to a replay the diagnosis read.
 type OffloadEvidence struct {
 	StoreBytes         *float64 `json:"store_bytes_delta"`
+	StoreTokens        *float64 `json:"store_tokens_delta,omitempty"`
 	StoresSkipped      *float64 `json:"stores_skipped_delta"`
 	AllocationFailures *float64 `json:"allocation_failures_delta"`
 	TierHoldsSequence  string   `json:"cpu_tier_holds_sequence,omitempty"`
@@ -345,4 +358,7 @@ type Setup struct {
 	HostTierUnit        string            `json:"host_tier_unit,omitempty"`
 	StoreBytesPerToken  float64           `json:"store_bytes_per_token"`
 	StoreBytesSource    string            `json:"store_bytes_per_token_source"`
+	// HostTierTokens is the host tier in tokens where the server reports it so (SGLang).
+	HostTierTokens       int    `json:"host_tier_tokens,omitempty"`
+	HostTierTokensSource string `json:"host_tier_tokens_source,omitempty"`
 }

@@ -70,11 +70,14 @@ func VerdictOf(d verdict.Decision, a *capacity.Assessment) *Verdict {
 	if s := d.Slot; s != nil {
 		v.Slot = &SlotAttribution{LiveTokens: s.LiveTokens, HostTokens: s.HostTokens, CommonPrefix: s.CommonPrefix, Slots: s.Slots, Tolerance: s.Tolerance}
 	}
+	for _, c := range d.CrossChecks {
+		v.CrossChecks = append(v.CrossChecks, CrossCheck{Name: c.Name, Sources: c.Sources, Agrees: c.Agrees, Tolerance: c.Tolerance, Used: c.Used})
+	}
 	for _, g := range d.Diagnosis {
 		v.Diagnosis = append(v.Diagnosis, Diagnosis{Cause: g.Cause, Detail: g.Detail})
 	}
 	if o := d.Offload; o != nil {
-		v.Offload = &OffloadEvidence{StoreBytes: o.StoreBytes, StoresSkipped: o.StoresSkipped, AllocationFailures: o.AllocationFailures,
+		v.Offload = &OffloadEvidence{StoreBytes: o.StoreBytes, StoreTokens: o.StoreTokens, StoresSkipped: o.StoresSkipped, AllocationFailures: o.AllocationFailures,
 			TierHoldsSequence: o.TierHoldsSequence, TierTokens: o.TierTokens, UniqueTokens: o.UniqueTokens,
 			RoutedElsewhere: o.RoutedElsewhere, OriginalReplica: o.OriginalReplica, ReplayReplica: o.ReplayReplica}
 	}
@@ -89,7 +92,8 @@ func CapacityOf(a *capacity.Assessment) *Capacity {
 	s := a.Setup
 	return &Capacity{
 		Setup: Setup{Topology: s.Topology, Slots: s.Slots, GPUKVTokens: s.GPUKVTokens, GPUKVTokensSource: s.GPUKVTokensSource,
-			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource},
+			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource,
+			HostTierTokens: s.HostTierTokens, HostTierTokensSource: s.HostTierTokensSource},
 		UniqueTokens: a.UniqueTokens, HostTokensNeeded: a.HostTokensNeeded, TokenCounting: a.TokenCounting,
 		GPUPoolBytes: a.GPUPoolBytes, CPUTierBytes: a.CPUTierBytes, CPUTierTokens: a.CPUTierTokens,
 		EvictionPressure: a.EvictionPressure, TierLargerThanGPU: a.TierLargerThanGPU, TierHoldsSequence: a.TierHoldsSequence,

@@ -50,6 +50,9 @@ type CounterChange struct {
 	Decreased  bool
 	Unreadable bool
 	Reason     string
+	// Resolution is the step the server's printed values move by where it prints fewer
+	// digits than they have (llama.cpp above 10^6): the delta is only good to a step.
+	Resolution float64
 }
 
 // sourceBefore is the metric the before side was read from.
@@ -82,12 +85,13 @@ type counterChangeJSON struct {
 	Reason       string   `json:"reason,omitempty"`
 	Source       string   `json:"source,omitempty"`
 	SourceBefore string   `json:"source_before,omitempty"`
+	Resolution   float64  `json:"resolution,omitempty"`
 }
 
 // MarshalJSON writes the shape documented on CounterChange.
 func (cc CounterChange) MarshalJSON() ([]byte, error) {
 	return json.Marshal(counterChangeJSON{Before: cc.Before, After: cc.After, Delta: cc.Delta(), Present: cc.Present(),
-		Decreased: cc.Decreased, Unreadable: cc.Unreadable, Reason: cc.Reason, Source: cc.Source, SourceBefore: cc.SourceBefore})
+		Decreased: cc.Decreased, Unreadable: cc.Unreadable, Reason: cc.Reason, Source: cc.Source, SourceBefore: cc.SourceBefore, Resolution: cc.Resolution})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes; the delta is recomputed, not trusted.
@@ -97,7 +101,7 @@ func (cc *CounterChange) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*cc = CounterChange{Before: j.Before, After: j.After, Source: j.Source, SourceBefore: j.SourceBefore,
-		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason}
+		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason, Resolution: j.Resolution}
 	return nil
 }
 
@@ -109,7 +113,7 @@ func NewCounters(before, after metrics.Snapshot) *Counters {
 	maps.Copy(union, before.Counters)
 	for _, k := range slices.Sorted(maps.Keys(union)) {
 		b, a := before.Counters[k], after.Counters[k]
-		cc := CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source}
+		cc := CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
 		if b.Source != a.Source {
 			cc.SourceBefore = b.Source
 		}
@@ -265,7 +269,7 @@ func Join(names []string, spans []*Counters) *Counters {
 	maps.Copy(union, first.Values)
 	for _, k := range slices.Sorted(maps.Keys(union)) {
 		b, a := first.Values[k], last.Values[k]
-		cc := CounterChange{Before: b.Before, After: a.After, Source: a.Source}
+		cc := CounterChange{Before: b.Before, After: a.After, Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
 		if src := b.sourceBefore(); src != cc.Source {
 			cc.SourceBefore = src
 		}

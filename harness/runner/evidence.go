@@ -42,7 +42,8 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 	// anywhere in it leaves the offload evidence unknown rather than wrong.
 	steps := r.stepsWith(st, *q)
 	span := record.SpanOf(steps)
-	e.Offload = verdict.OffloadEvidence{StoreBytes: span.Delta(metrics.StoreBytes), StoresSkipped: span.Delta(metrics.StoresSkipped), AllocationFailures: span.Delta(metrics.AllocationFailures)}
+	e.Offload = verdict.OffloadEvidence{StoreBytes: span.Delta(metrics.StoreBytes), StoreTokens: span.Delta(metrics.StoreTokens),
+		StoresSkipped: span.Delta(metrics.StoresSkipped), AllocationFailures: span.Delta(metrics.AllocationFailures)}
 	a := r.assess(st, steps)
 	e.Setup = a
 	e.WarmCaches = r.warmCaches(steps)
@@ -104,7 +105,7 @@ func counterEvidence(c *record.Counters) *verdict.Counters {
 	if c == nil {
 		return nil
 	}
-	out := &verdict.Counters{Deltas: map[metrics.Counter]float64{}, Unreadable: map[metrics.Counter]string{},
+	out := &verdict.Counters{Deltas: map[metrics.Counter]float64{}, Unreadable: map[metrics.Counter]string{}, Resolution: map[metrics.Counter]float64{},
 		Valid: c.Valid, Contaminated: c.Contaminated, Isolation: c.Isolation}
 	out.Invalidity, out.InvalidReason = c.FirstInvalid()
 	for k := range c.Values {
@@ -113,6 +114,9 @@ func counterEvidence(c *record.Counters) *verdict.Counters {
 		}
 		if why := c.Unreadable(k); why != "" {
 			out.Unreadable[k] = why
+		}
+		if r := c.Values[k].Resolution; r > 0 {
+			out.Resolution[k] = r
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -91,16 +92,18 @@ func ClientConfig(sc *scenarios.Scenario, apiKey string) client.Config {
 
 // PreflightReport is what kvbench found out about the server before running anything.
 type PreflightReport struct {
-	Endpoint             string              `json:"endpoint"`
-	Model                string              `json:"model"`
-	ModelRoot            string              `json:"model_root,omitempty"` // vLLM's /v1/models root: the repo it loaded
-	ModelsListed         []string            `json:"models_listed"`
-	ServerVersion        string              `json:"server_version,omitempty"`
-	MaxModelLen          int                 `json:"max_model_len"`
-	LargestRequestTokens int                 `json:"largest_request_tokens"`
-	Tokenize             string              `json:"tokenize"`
-	MetricsURLs          []string            `json:"metrics_urls"`
-	Backend              string              `json:"backend"`
+	Endpoint             string   `json:"endpoint"`
+	Model                string   `json:"model"`
+	ModelRoot            string   `json:"model_root,omitempty"` // vLLM's /v1/models root: the repo it loaded
+	ModelsListed         []string `json:"models_listed"`
+	ServerVersion        string   `json:"server_version,omitempty"`
+	MaxModelLen          int      `json:"max_model_len"`
+	LargestRequestTokens int      `json:"largest_request_tokens"`
+	Tokenize             string   `json:"tokenize"`
+	MetricsURLs          []string `json:"metrics_urls"`
+	Backend              string   `json:"backend"`
+	// Dialects are the upstream shapes of the engine's metrics the scrape was recognised as.
+	Dialects             []string            `json:"dialects,omitempty"`
 	Counters             map[string]string   `json:"counters"` // counter -> source metric, or "absent"
 	Gauges               map[string]string   `json:"gauges"`
 	CachedTokensReported string              `json:"cached_tokens_reported"`
@@ -148,6 +151,9 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	snap, err := t.Metrics.Snapshot(ctx)
 	if err != nil {
+		if p := t.Engine.Def.MetricsPath; p != "" && errors.Is(err, metrics.ErrNotExposition) {
+			err = fmt.Errorf("%w (%s serves its Prometheus text at %s)", err, t.Engine.Def.Name, p)
+		}
 		return rep, nil, err
 	}
 	for _, c := range metrics.Counters() {
@@ -157,12 +163,19 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		rep.Gauges[string(g)] = sourceOrAbsent(snap.Gauges[g])
 	}
 	rep.Cache = snap.Cache
+	def := t.Engine.Def
+	dialects := def.DialectsOf(snap)
+	for _, m := range dialects {
+		rep.Dialects = append(rep.Dialects, m.Name)
+		if m.Note != "" {
+			rep.Warnings = append(rep.Warnings, m.Note)
+		}
+	}
 	for _, c := range metrics.Counters() {
 		if r := snap.Counters[c]; r.Unreadable != "" {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s reads %s (%s): it cannot serve as evidence, and replays that need it are invalid", c, r.Unreadable, r.Source))
 		}
 	}
-	def := t.Engine.Def
 	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && def.Needs(metrics.GPUPrefixHits) {
 		rep.Warnings = append(rep.Warnings, "no GPU prefix-cache hit counter: a replay's GPU hits are unknown, so its verdict is invalid or cache_hit_tier_unknown")
 	}
@@ -178,7 +191,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	if def.ReloadNeverMoved(snap) {
 		rep.Warnings = append(rep.Warnings, def.ReloadCounterHint)
 	}
-	if def.TierUnknown != "" {
+	if def.TierUnknown != "" && !snap.Counters[metrics.GPUPrefixHits].Present && !snap.Counters[metrics.ExternalPrefixHits].Present {
 		rep.Warnings = append(rep.Warnings, def.TierUnknown)
 	}
 	if !snap.Gauges[metrics.RequestsRunning].Present {
@@ -222,13 +235,19 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
 		rep.BlockSize = snap.Cache.BlockSize
 	}
-	rep.CapacitySources = []capacity.Figures{plan.ScenarioFigures(sc), ServerFigures(snap.Cache)}
+	server := ServerFigures(snap.Cache)
+	for _, m := range dialects {
+		if m.HostTierUnreported && server[0].CPUOffloadGiB > 0 {
+			server[0].CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
+		}
+	}
+	rep.CapacitySources = append([]capacity.Figures{plan.ScenarioFigures(sc)}, server...)
 	if f, ok := slotFigures(sizes, rep.Slots); ok {
 		rep.CapacitySources = append(rep.CapacitySources, f)
 	}
 	rep.Setup = def.Resolve(rep.CapacitySources...)
 	if rep.Setup.GPUKVTokens == 0 {
-		msg := "the GPU KV pool size is unknown (no vllm:cache_config_info and none in [server])"
+		msg := "the GPU KV pool size is unknown (the server reports none and [server] states none)"
 		if sc.Server.GPUKVTokens.FromServer {
 			rep.Problems = append(rep.Problems, msg+": server.gpu_kv_tokens = \"server\" cannot be met")
 		} else {
@@ -278,14 +297,19 @@ func cachedTokensReported(ctx context.Context, c *client.Client, model string) s
 	}
 }
 
-// ServerFigures is what the server's cache config says of its capacity: the GPU pool in
-// tokens and the CPU tier's size, summed over engines.
-func ServerFigures(cc metrics.CacheConfig) capacity.Figures {
+// ServerFigures is what the server says of its capacity: its cache config's GPU pool in
+// tokens and configured CPU tier (GiB), summed over engines, then the host tier in tokens
+// where a gauge reports it (a figure of its own, naming its own source).
+func ServerFigures(cc metrics.CacheConfig) []capacity.Figures {
 	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc)}
 	if cc.Present {
 		f.GPUKVTokens = cc.GPUKVTokens
 	}
-	return f
+	out := []capacity.Figures{f}
+	if cc.HostTierTokens > 0 {
+		out = append(out, capacity.Figures{Source: "server (" + cc.HostTierSource + ")", HostTierTokens: cc.HostTierTokens})
+	}
+	return out
 }
 
 // slotFigures is what a slot engine reports of itself: one slot's live context and the slot
