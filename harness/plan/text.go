@@ -52,6 +52,14 @@ func (p *Plan) WriteText(w io.Writer) {
 				st.ID, c.Users, c.Turns, c.SystemPromptTokens, c.TurnTokens, sc.MaxTokensFor(c), sc.ConversationTokens(c))
 		}
 	}
+	for _, c := range sc.Curves {
+		var sizes []string
+		for _, pt := range c.Points {
+			sizes = append(sizes, capacity.Group(pt.Tokens))
+		}
+		fmt.Fprintf(w, "\nreload curve %s: prompts of %s tokens (to max_model_len %s, %s); each is stored, evicted by %d prompts of %s unique tokens in all (the %s-token GPU pool, %s, and a margin), replayed and recomputed by its cold twin\n",
+			c.ID, strings.Join(sizes, ", "), capacity.Group(c.MaxModelLen), c.MaxModelLenSource, c.EvictionRequests, capacity.Group(c.EvictionTokens), capacity.Group(c.GPUKVTokens), c.GPUKVTokensSource)
+	}
 	for _, rp := range p.Replays {
 		rp.WriteText(w)
 	}
