@@ -98,7 +98,13 @@ type Definition struct {
 	// ReloadCounterHint is noted when the reload counter never moved while the engine's
 	// matched tokens did (KVBM's known bug); "" for engines without the trap.
 	ReloadCounterHint string
-	profile           func() metrics.Profile
+	// ColdTwin is how a replay's cold twin is made to miss (twin.go).
+	ColdTwin ColdTwin
+	// TokenIDsField is the chat request field that makes the server stream its generated
+	// token ids (vLLM's return_token_ids: choices[].token_ids); "" where none is known to
+	// exist, and outputs are then compared as text.
+	TokenIDsField string
+	profile       func() metrics.Profile
 }
 
 var registry []*Definition

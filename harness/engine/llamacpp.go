@@ -27,7 +27,10 @@ var LlamaCpp = &Definition{
 	Proves:                  "with -np 1, where a replay's cached tokens came from, by token ids; it has no tier counters, so with more slots only that tokens were cached (cache_hit_tier_unknown)",
 	OneConnectionPerRequest: true,
 	ReadsSlots:              true,
-	profile:                 llamacppProfile,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin: cachePromptOff,
+
+	profile: llamacppProfile,
 }
 
 func init() { register(LlamaCpp) }

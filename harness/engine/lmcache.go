@@ -29,7 +29,11 @@ var LMCache = &Definition{
 	Pitfalls:     "LMCache's families reach vLLM's /metrics only when PROMETHEUS_MULTIPROC_DIR is set at launch; each TP rank reports the same tokens under its own worker_id",
 	Families:     "lmcache:",
 	FamiliesHint: "no lmcache:* family is served: PROMETHEUS_MULTIPROC_DIR must be set when vLLM is launched, or LMCache's metrics never reach vLLM's /metrics; external hits fall back to vLLM's own counters",
-	profile:      lmcacheProfile,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin:      noTwinLMCache,
+	TokenIDsField: "return_token_ids",
+
+	profile: lmcacheProfile,
 }
 
 func init() { register(LMCache) }

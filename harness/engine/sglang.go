@@ -30,7 +30,10 @@ var SGLang = &Definition{
 	RequestTier:  true,
 	Families:     "sglang:",
 	FamiliesHint: "no sglang:* family is served: start the server with --enable-metrics",
-	profile:      sglangProfile,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin: cacheSaltSGLang,
+
+	profile: sglangProfile,
 }
 
 func init() { register(SGLang) }

@@ -26,7 +26,10 @@ var TRTLLM = &Definition{
 	TierUnknown:  "TensorRT-LLM counts cached prompt tokens but nothing separates host-tier hits from GPU hits, so kvbench can prove a cache hit but not its tier: every replay is cache_hit_tier_unknown",
 	Families:     "trtllm_",
 	FamiliesHint: "no trtllm_* family is served: this server is not trtllm-serve, or its /metrics is disabled",
-	profile:      trtllmProfile,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin: cacheSaltTRTLLM,
+
+	profile: trtllmProfile,
 }
 
 func init() { register(TRTLLM) }

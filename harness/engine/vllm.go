@@ -27,7 +27,11 @@ var VLLM = &Definition{
 	Diagnoses: []string{verdict.DiagStoresSkipped, verdict.DiagAllocationFailures, verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
 	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay; vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload",
 	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names across versions (both are read); vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy",
-	profile:   vllmProfile,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin:      cacheSalt,
+	TokenIDsField: "return_token_ids",
+
+	profile: vllmProfile,
 }
 
 func init() { register(VLLM) }
