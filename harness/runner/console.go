@@ -50,6 +50,7 @@ func (c *Console) Handle(e events.Event) error {
 		c.requestDone(e.Request)
 	case events.StepDone:
 		c.stepDone(e.Step)
+		c.reloadEvidence(e)
 	}
 	return nil
 }
@@ -132,8 +133,12 @@ func (c *Console) requestDone(r record.Request) {
 	c.prefilling = nil
 	c.mu.Unlock()
 	res := r.Result
-	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
-		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
+	which := fmt.Sprint(r.IndexInStep)
+	if r.ColdTwin != nil {
+		which = "cold twin, " + r.ColdTwin.Mechanism
+	}
+	line := fmt.Sprintf("  [%s] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
+		which, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
 		record.FormatMS(res.TimeToFirstOutputMS), record.FormatMS(res.EndToEndMS), res.OutputTokens)
 	if res.InterTokenMS != nil {
 		line += fmt.Sprintf(", itl p50 %.2f ms", res.InterTokenMS.Median)
