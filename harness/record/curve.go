@@ -2,7 +2,9 @@ package record
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"text/tabwriter"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/verdict"
@@ -166,5 +168,30 @@ func (r *Run) addReloadEvidence(rep Repetition) {
 		rs.ReloadFidelity = reloadFidelity(r.Scenario, replay, original, twin, r.Cache.KVDtype)
 		rs.OffloadGain = offloadGain(replay, twin)
 		rs.ReloadBandwidth = reloadBandwidth(r.Scenario, replay.Counters)
+	}
+}
+
+// writeCurves prints each reload curve as a table and its break-even.
+func (r *Run) writeCurves(w io.Writer) {
+	for _, c := range r.Curves {
+		fmt.Fprintf(w, "\nreload curve %s: %s\n", c.ID, c.BreakEven)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  TOKENS\tREPLAY TTFT ms\tCOLD TWIN TTFT ms\tGAIN\tLOAD BYTES\tVERDICT\tIDENTICAL\tNOTE")
+		for _, p := range c.Points {
+			gain, same := "-", "-"
+			if p.Gain != nil {
+				gain = fmt.Sprintf("%.2fx", *p.Gain)
+			}
+			if p.Identical != nil {
+				same = fmt.Sprint(*p.Identical)
+			}
+			tokens := p.Tokens
+			if p.PromptTokens != nil {
+				tokens = *p.PromptTokens
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tokens, FormatMS(p.ReplayTTFTMS), FormatMS(p.TwinTTFTMS), gain,
+				FormatCount(p.LoadBytes, "absent"), p.Verdict, same, p.Excluded)
+		}
+		tw.Flush()
 	}
 }

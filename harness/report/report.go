@@ -109,6 +109,8 @@ type RunData struct {
 	KVUsage  []UsagePoint           `json:"kv_usage"`
 	// Conversations are the run's conversation steps (conversation.go).
 	Conversations []ConversationData `json:"conversations,omitempty"`
+	// Curves are the run's reload curves (curve.go).
+	Curves []CurveData `json:"reload_curves,omitempty"`
 }
 
 // VerdictRow is one replay's verdict, across repetitions when repeated.
@@ -152,6 +154,7 @@ func Collect(title, generated string, rs []*runs.Run, cmp *compare.Result) Data 
 	for i, r := range rs {
 		rd := runData(r)
 		rd.Conversations = conversationData(i, r.Sections)
+		rd.Curves = curveData(i, r.Curves)
 		d.Runs = append(d.Runs, rd)
 	}
 	return d
@@ -206,6 +209,7 @@ type chartSet struct {
 	Run                           RunData
 	TTFT, Cached, Bytes, KVUsage  template.HTML
 	Conversations                 template.HTML
+	Curves                        template.HTML
 	ChartCount, BarCount, PtCount int
 }
 
@@ -240,6 +244,9 @@ func Render(w io.Writer, d Data) error {
 		for _, cd := range r.Conversations {
 			sets[len(sets)-1].Conversations += conversationCharts(cd)
 		}
+		for _, cd := range r.Curves {
+			sets[len(sets)-1].Curves += curveChart(cd)
+		}
 	}
 	return page.Execute(w, struct {
 		Data
@@ -262,6 +269,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		return compare.Percent(*p)
 	},
 	"median": number,
+	"deref":  func(p *bool) bool { return *p },
 	"count": func(p *float64) string {
 		if p == nil {
 			return "absent"
