@@ -167,6 +167,9 @@ func (r *Run) addReloadEvidence(rep Repetition) {
 		}
 		rs.ReloadFidelity = reloadFidelity(r.Scenario, replay, original, twin, r.Cache.KVDtype)
 		rs.OffloadGain = offloadGain(replay, twin)
+		if rs.OffloadGain.TTFTRatio != nil && rs.Verdict != verdict.CPUReload {
+			rs.OffloadGain.Note = fmt.Sprintf("the replay was %s, not a reload from the host tier: this gain is not the tier's", rs.Verdict)
+		}
 		rs.ReloadBandwidth = reloadBandwidth(r.Scenario, replay.Counters)
 	}
 }

@@ -180,3 +180,27 @@ func stepTemperature(sc *scenarios.Scenario, steps ...string) float64 {
 	}
 	return t
 }
+
+// Words says in a line whether the outputs matched, and on what.
+func (f *ReloadFidelity) Words() string {
+	switch {
+	case f == nil:
+		return "not compared"
+	case !f.Compared:
+		return "not compared: " + f.Reason
+	case !*f.Identical:
+		return "DIFFERENT: " + f.Finding
+	}
+	n, unit := f.ComparedBytes, "bytes of "+f.Basis
+	if f.ComparedTokens != nil {
+		n, unit = f.ComparedTokens, "token ids"
+	}
+	s := fmt.Sprintf("identical to the original's output (%d %s compared", *n, unit)
+	if f.Truncated {
+		s += ", as far as kvbench keeps them"
+	}
+	if f.ColdTwinIdentical != nil && *f.ColdTwinIdentical {
+		s += "; the cold twin's too"
+	}
+	return s + ")"
+}

@@ -39,6 +39,8 @@ type OffloadGain struct {
 	// TwinStoreBytes is what the twin wrote to the host tier (vLLM writes it through under
 	// its salted hashes): the twin's cost in tier capacity.
 	TwinStoreBytes *float64 `json:"cold_twin_store_bytes"`
+	// Note says when the replay was no reload, so the gain is another cache's.
+	Note string `json:"note,omitempty"`
 }
 
 // Pays reports whether the reload beat the recompute.
@@ -191,4 +193,27 @@ func tensorParallel(topology map[string]any) int {
 		}
 	}
 	return 0
+}
+
+// Words says in a line what reloading saved against the cold twin, or why it is unknown.
+func (g *OffloadGain) Words() string {
+	switch {
+	case g == nil:
+		return "not measured"
+	case g.Skipped != "":
+		return "not measured, no cold twin: " + g.Skipped
+	case g.TwinError != "":
+		return fmt.Sprintf("not measured: the cold twin (%s) failed: %s", g.ColdTwin, g.TwinError)
+	case g.TTFTRatio == nil:
+		return "not measured: no time to first output for the replay or its cold twin"
+	}
+	s := fmt.Sprintf("cold twin (%s) %s ms vs replay %s ms to first output: %.2fx, %.3f s of prefill saved; decode %s vs %s tokens/s",
+		g.ColdTwin, FormatMS(g.TwinTTFTMS), FormatMS(g.ReplayTTFTMS), *g.TTFTRatio, *g.PrefillSecondsSaved, FormatMS(g.TwinDecode), FormatMS(g.ReplayDecode))
+	if g.TwinMissed == capacity.No {
+		s += "; but " + g.TwinMissReason
+	}
+	if g.Note != "" {
+		s += " (" + g.Note + ")"
+	}
+	return s
 }

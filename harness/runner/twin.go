@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/plan"
@@ -109,51 +108,13 @@ func (c *Console) reloadEvidence(e events.StepDone) {
 	if rp == nil {
 		return
 	}
-	if f := rp.ReloadFidelity; f != nil {
-		switch {
-		case !f.Compared:
-			c.Printf("  reload fidelity not checked: %s", f.Reason)
-		case *f.Identical:
-			c.Printf("  reload fidelity: output identical to the original's (%s)", comparedWords(f))
-		default:
-			c.Printf("  FINDING reload fidelity: %s", f.Finding)
-		}
+	if f := rp.ReloadFidelity; f != nil && f.Compared && !*f.Identical {
+		c.Printf("  FINDING reload fidelity: %s", f.Finding)
+	} else {
+		c.Printf("  reload fidelity: %s", f.Words())
 	}
-	if g := rp.OffloadGain; g != nil {
-		switch {
-		case g.Skipped != "":
-			c.Printf("  offload gain not measured: no cold twin: %s", g.Skipped)
-		case g.TwinError != "":
-			c.Printf("  offload gain not measured: the cold twin (%s) failed: %s", g.ColdTwin, g.TwinError)
-		case g.TTFTRatio == nil:
-			c.Printf("  offload gain not measured: no time to first output for the replay or its cold twin")
-		default:
-			line := fmt.Sprintf("  offload gain: cold twin (%s) ttft %s ms vs replay %s ms: %.2fx, %.3f s of prefill saved; decode %s vs %s tokens/s",
-				g.ColdTwin, record.FormatMS(g.TwinTTFTMS), record.FormatMS(g.ReplayTTFTMS), *g.TTFTRatio, *g.PrefillSecondsSaved,
-				record.FormatMS(g.ReplayDecode), record.FormatMS(g.TwinDecode))
-			if g.TwinMissed == capacity.No {
-				line += "; but " + g.TwinMissReason
-			}
-			c.Printf("%s", line)
-		}
-	}
+	c.Printf("  offload gain: %s", rp.OffloadGain.Words())
 	if b := rp.ReloadBandwidth; b != nil {
 		c.Printf("  reload bandwidth: %s", b.Finding)
 	}
-}
-
-// comparedWords says how much of two outputs was compared, on which basis.
-func comparedWords(f *record.ReloadFidelity) string {
-	n, unit := f.ComparedBytes, "bytes of "+f.Basis
-	if f.ComparedTokens != nil {
-		n, unit = f.ComparedTokens, "token ids"
-	}
-	s := fmt.Sprintf("%d %s compared", *n, unit)
-	if f.Truncated {
-		s += ", as far as kvbench keeps them"
-	}
-	if f.ColdTwinIdentical != nil && *f.ColdTwinIdentical {
-		s += "; the cold twin's too"
-	}
-	return s
 }

@@ -27,6 +27,8 @@ func WriteSeedTable(w io.Writer, eviction, control *record.Run) {
 	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s external hits, %s bytes CPU->GPU\n", "replay verdict", r.Verdict, record.FormatFraction(r.CachedFraction), record.FormatCount(r.ExternalPrefixHitsDelta, "absent"), record.FormatCount(r.CPUToGPUBytesDelta, "absent"))
 	fmt.Fprintf(w, "  %-26s %s ms cold vs %s ms replay\n", "time to first output", record.FormatMS(r.OriginalTimeToFirstOutputMS), record.FormatMS(r.TimeToFirstOutputMS))
 	fmt.Fprintf(w, "  %-26s %s\n", "setup valid", r.SetupValid)
+	fmt.Fprintf(w, "  %-26s %s\n", "reload fidelity", r.ReloadFidelity.Words())
+	fmt.Fprintf(w, "  %-26s %s\n", "offload gain", r.OffloadGain.Words())
 	var c record.ControlSection
 	if control.Control != nil {
 		c = *control.Control
