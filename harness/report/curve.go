@@ -35,7 +35,7 @@ func curveData(run int, curves []record.ReloadCurve) []CurveData {
 // with the break-even as a vertical line; a point a series did not measure is left out.
 func curveChart(cd CurveData) template.HTML {
 	var b strings.Builder
-	header(&b, cd.ChartID, fmt.Sprintf("Reload curve %s: time to first output by prompt size (log-log)", cd.ID))
+	header(&b, cd.ChartID, fmt.Sprintf("Reload curve %s: time to first output by prompt size", cd.ID))
 	type pt struct{ x, y float64 }
 	series := []struct {
 		name, color string
@@ -75,7 +75,7 @@ func curveChart(cd CurveData) template.HTML {
 	for d := lx0; d <= lx1; d++ {
 		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, px(math.Pow(10, d)), chartH-padB+16, formatValue(math.Pow(10, d)))
 	}
-	fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">prompt tokens</text>`, padL+plotW/2, chartH-padB+32)
+	fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">prompt tokens (log scale; times too)</text>`, padL+plotW/2, chartH-padB+32)
 	if be := cd.BreakEvenTokens; be != nil && *be > 0 {
 		x := px(*be)
 		fmt.Fprintf(&b, `<line class="breakeven" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"><title>break-even: about %s tokens</title></line>`,
@@ -92,8 +92,10 @@ func curveChart(cd CurveData) template.HTML {
 		if len(seg) > 1 {
 			fmt.Fprintf(&b, `<polyline class="line" fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, s.color, strings.Join(seg, " "))
 		}
-		fmt.Fprintf(&b, `<rect x="%.1f" y="8" width="10" height="10" fill="%s"/><text class="lg" x="%.1f" y="17">%s</text>`,
-			chartW-290+float64(j)*140, s.color, chartW-276+float64(j)*140, html.EscapeString(s.name))
+		// The legend sits in the plot's top left, which short prompts' low times leave empty.
+		ly := padT + 6 + float64(j)*14
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s"/><text class="lg" x="%.1f" y="%.1f">%s</text>`,
+			padL+8, ly, s.color, padL+22, ly+9, html.EscapeString(s.name))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
