@@ -220,3 +220,35 @@ func TestReloadLatencyOnlyOnLoads(t *testing.T) {
 		t.Errorf("load seconds %g, want the copy alone, %g", got, want)
 	}
 }
+
+// TestSeedProfileReloadCurveCrosses: on the seed 001 profile a short prompt recomputes
+// faster than it reloads (the fixed reload latency dominates) and a long one the other way
+// round, so a reload curve has a break-even. Durations are the engine's modelled ones.
+func TestSeedProfileReloadCurveCrosses(t *testing.T) {
+	p, err := LoadProfile("dsv4-offload16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.NumGPUBlocks, p.MaxModelLen = 2048, 32768 // a small pool, so eviction takes few tokens
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tokens      int
+		reloadFirst bool // the reload reaches its first token first
+	}{{1024, false}, {8192, true}} {
+		e := NewEngine(p)
+		prompt := syntheticPrompt(uint64(tc.tokens), tc.tokens)
+		cold := serve(t, e, prompt)
+		for seed := uint64(1); seed <= 3; seed++ {
+			serve(t, e, syntheticPrompt(1000+seed, 16000)) // 48k unique tokens through a 32k pool
+		}
+		reload := serve(t, e, prompt)
+		if reload.ExternalHitTokens < tc.tokens-16 {
+			t.Fatalf("%d tokens: %d reloaded, want the whole prompt", tc.tokens, reload.ExternalHitTokens)
+		}
+		if got := reload.Duration < cold.Duration; got != tc.reloadFirst {
+			t.Errorf("%d tokens: reload %v, recompute %v; reload faster %v, want %v", tc.tokens, reload.Duration, cold.Duration, got, tc.reloadFirst)
+		}
+	}
+}
