@@ -158,7 +158,7 @@ func (f *ReloadFidelity) finding(kvDtype *string) string {
 	case f.ColdTwinIdentical == nil:
 		b.WriteString("; no cold twin output to tell them apart")
 	case *f.ColdTwinIdentical:
-		b.WriteString("; the cold twin, recomputing the same prompt, reproduced the original: the difference came with the reload")
+		b.WriteString("; the cold twin, recomputing the same prompt, reproduced the original: the difference came with the reload (its KV, or the few tokens a reload leaves to compute, which run in a smaller batch than a whole prefill does)")
 	default:
 		at := ""
 		if f.ColdTwinFirstDivergence != nil {
