@@ -286,6 +286,9 @@ func (r *Run) Identify() Identity {
 	}
 	for _, st := range r.Repetitions[0].Steps {
 		for _, q := range st.Requests {
+			if q.ColdTwin != nil {
+				continue // a replay's twin resends the replay's prompt: no prompt of its own
+			}
 			key := fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep)
 			id.Prompts[key] = q.Prompt.Identity
 			id.Order = append(id.Order, key)
