@@ -133,12 +133,8 @@ func (c *Console) requestDone(r record.Request) {
 	c.prefilling = nil
 	c.mu.Unlock()
 	res := r.Result
-	which := fmt.Sprint(r.IndexInStep)
-	if r.ColdTwin != nil {
-		which = "cold twin, " + r.ColdTwin.Mechanism
-	}
-	line := fmt.Sprintf("  [%s] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
-		which, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
+	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
+		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
 		record.FormatMS(res.TimeToFirstOutputMS), record.FormatMS(res.EndToEndMS), res.OutputTokens)
 	if res.InterTokenMS != nil {
 		line += fmt.Sprintf(", itl p50 %.2f ms", res.InterTokenMS.Median)
@@ -146,6 +142,9 @@ func (c *Console) requestDone(r record.Request) {
 	if res.BatchedChunks > 0 {
 		// Chunks that shared a read have no measurable gap: say so rather than time it as 0.
 		line += fmt.Sprintf(" (%d of %d chunks batched, their gaps not measurable)", res.BatchedChunks, res.GeneratedChunks)
+	}
+	if r.ColdTwin != nil {
+		line += ", cold twin (" + r.ColdTwin.Mechanism + ")"
 	}
 	if res.Failed() {
 		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)

@@ -102,7 +102,7 @@ func TestColdTwinFollowsTheReplay(t *testing.T) {
 	if failed := out.GatesFailed(); len(failed) > 0 {
 		t.Errorf("gates failed: %+v", failed)
 	}
-	for _, want := range []string{"[cold twin, cache_salt] planned 300", "reload fidelity: identical to the original's output (4 token ids compared; the cold twin's too)",
+	for _, want := range []string{"[1] planned 300", "cold twin (cache_salt)", "reload fidelity: identical to the original's output (4 token ids compared; the cold twin's too)",
 		"offload gain: cold twin (cache_salt) 400.0 ms vs replay 40.0 ms to first output: 10.00x, 0.360 s of prefill saved"} {
 		if !strings.Contains(console.String(), want) {
 			t.Errorf("console lacks %q:\n%s", want, console.String())
