@@ -184,8 +184,12 @@ func runData(r *runs.Run) RunData {
 	}
 	for _, st := range r.Repetitions[0].Steps {
 		for _, q := range st.Requests {
+			label := fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep)
+			if q.ColdTwin != nil {
+				label += " cold twin"
+			}
 			rd.Requests = append(rd.Requests, RequestPoint{
-				Label: fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep), Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == record.KindReplay,
+				Label: label, Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == record.KindReplay && q.ColdTwin == nil,
 				TTFTMS: q.Result.TimeToFirstOutputMS, CachedFraction: record.RequestMetrics["cached_fraction"](q),
 			})
 		}
