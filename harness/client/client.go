@@ -37,6 +37,12 @@ const (
 // AnswerCapBytes bounds the visible answer text kept in a Result.
 const AnswerCapBytes = 4096
 
+// Bounds of the output a Result keeps when ChatRequest.KeepOutput asks for it.
+const (
+	OutputTextCapBytes = 64 << 10
+	OutputTokenIDsCap  = 1 << 16
+)
+
 // Config configures a Client.
 type Config struct {
 	// BaseURL is the OpenAI API base, e.g. "http://127.0.0.1:8000/v1". Server-root
@@ -177,6 +183,11 @@ type ChatRequest struct {
 	// CachedTokensDetails sends SGLang's "return_cached_tokens_details": true, which makes
 	// the server report the request's cached tokens per tier (Result.CachedTokensDetails).
 	CachedTokensDetails bool
+	// KeepOutput keeps what comparing two outputs needs: the whole generated text
+	// (reasoning and content, in order) and the generated token ids the chunks carry
+	// (choices[].token_ids, which vLLM sends when the body asks with return_token_ids), each
+	// up to its cap. Off, a Result keeps only the visible answer's first AnswerCapBytes.
+	KeepOutput bool
 }
 
 // TierTokens is SGLang's sglext.cached_tokens_details: a request's cached prompt tokens by
@@ -276,6 +287,15 @@ type Result struct {
 
 	Answer          string `json:"answer"` // visible content, first AnswerCapBytes bytes
 	AnswerTruncated bool   `json:"answer_truncated"`
+
+	// OutputText is every generated text delta (reasoning and content) in order and
+	// OutputTokenIDs the generated token ids the server sent, kept only when the request
+	// asked (KeepOutput), up to OutputTextCapBytes and OutputTokenIDsCap; nil ids mean the
+	// server sent none.
+	OutputText              string `json:"output_text,omitempty"`
+	OutputTextTruncated     bool   `json:"output_text_truncated,omitempty"`
+	OutputTokenIDs          []int  `json:"output_token_ids,omitempty"`
+	OutputTokenIDsTruncated bool   `json:"output_token_ids_truncated,omitempty"`
 }
 
 // Spread summarizes measured durations in milliseconds: count, median, 90th and 99th
@@ -331,7 +351,7 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 	defer cancel()
 	reqCtx, cancelCause := context.WithCancelCause(reqCtx)
 	defer cancelCause(nil)
-	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval}
+	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval, keepOutput: req.KeepOutput}
 	progress(Progress{Phase: PhasePrefill})
 	headers := time.AfterFunc(c.headerTimeout, func() {
 		cancelCause(fmt.Errorf("%w (%s)", errHeaderTimeout, c.headerTimeout))

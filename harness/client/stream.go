@@ -28,6 +28,8 @@ type streamChunk struct {
 type chunkChoice struct {
 	Delta        chunkDelta `json:"delta"`
 	FinishReason *string    `json:"finish_reason"`
+	// TokenIDs are the chunk's generated token ids (vLLM with return_token_ids).
+	TokenIDs []int `json:"token_ids"`
 }
 
 type chunkDelta struct {
@@ -115,6 +117,9 @@ type streamAccumulator struct {
 	gaps          []time.Duration // between generated chunks that arrived in different reads
 	lastProgress  time.Time
 	serverError   string // set when a chunk turned out to be an error object
+	// keepOutput keeps the generated text and token ids (ChatRequest.KeepOutput).
+	keepOutput bool
+	output     []byte
 }
 
 // add decodes and records one chunk that read number read brought at now.
@@ -157,7 +162,10 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 			res.ReasoningChunks++
 			res.ReasoningBytes += reasoning
 			generated = true
+			a.keepText(choice.Delta.Reasoning)
+			a.keepText(choice.Delta.ReasoningContent)
 		}
+		a.keepTokenIDs(choice.TokenIDs)
 		if content := choice.Delta.Content; content != "" {
 			if !res.VisibleAnswer {
 				res.VisibleAnswer = true
@@ -166,6 +174,7 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 			res.ContentChunks++
 			res.ContentBytes += len(content)
 			a.keepAnswer(content)
+			a.keepText(content)
 			generated = true
 		}
 		if choice.FinishReason != nil && *choice.FinishReason != "" {
@@ -237,6 +246,41 @@ func (a *streamAccumulator) keepAnswer(content string) {
 	a.res.AnswerTruncated = true
 }
 
+// keepText appends generated text to the kept output up to OutputTextCapBytes, cut on a
+// rune boundary, when the request asked for it.
+func (a *streamAccumulator) keepText(text string) {
+	if !a.keepOutput || text == "" || a.res.OutputTextTruncated {
+		return
+	}
+	room := OutputTextCapBytes - len(a.output)
+	if len(text) <= room {
+		a.output = append(a.output, text...)
+		return
+	}
+	for room > 0 && !utf8.RuneStart(text[room]) {
+		room--
+	}
+	a.output = append(a.output, text[:room]...)
+	a.res.OutputTextTruncated = true
+}
+
+// keepTokenIDs appends a chunk's generated token ids up to OutputTokenIDsCap, when the
+// request asked for them.
+func (a *streamAccumulator) keepTokenIDs(ids []int) {
+	res := a.res
+	if !a.keepOutput || ids == nil || res.OutputTokenIDsTruncated {
+		return
+	}
+	if res.OutputTokenIDs == nil {
+		res.OutputTokenIDs = make([]int, 0, len(ids))
+	}
+	room := OutputTokenIDsCap - len(res.OutputTokenIDs)
+	if len(ids) > room {
+		ids, res.OutputTokenIDsTruncated = ids[:room], true
+	}
+	res.OutputTokenIDs = append(res.OutputTokenIDs, ids...)
+}
+
 func (a *streamAccumulator) report(phase string, now time.Time) {
 	a.lastProgress = now
 	a.progress(Progress{Phase: phase, Tokens: a.res.GeneratedChunks, Elapsed: now.Sub(a.start)})
@@ -249,6 +293,9 @@ func (a *streamAccumulator) finish() {
 	end := time.Now()
 	res.StreamMS = durationMS(end.Sub(a.start))
 	res.Answer = string(a.answer)
+	if a.keepOutput {
+		res.OutputText = string(a.output)
+	}
 	if !a.lastGenerated.IsZero() {
 		res.EndToEndMS = msSince(a.start, a.lastGenerated)
 	}

@@ -114,7 +114,13 @@ type Definition struct {
 	// Isolation is the request field that keeps a request's cache entries apart from other
 	// requests' (vLLM's cache_salt); nil when the engine has none.
 	Isolation *Isolation
-	profile   func() metrics.Profile
+	// ColdTwin is how a replay's cold twin is made to miss (twin.go).
+	ColdTwin ColdTwin
+	// TokenIDsField is the chat request field that makes the server stream its generated
+	// token ids (vLLM's return_token_ids: choices[].token_ids); "" where none is known to
+	// exist, and outputs are then compared as text.
+	TokenIDsField string
+	profile       func() metrics.Profile
 }
 
 // MetricsDialect is one upstream shape of an engine's exposition, recognised from a scrape,

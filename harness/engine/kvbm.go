@@ -34,8 +34,11 @@ var KVBM = &Definition{
 	FamiliesHint:      "no kvbm_* family is served: set DYN_KVBM_METRICS=true and add KVBM's own metrics URL (port 6880 by default, DYN_KVBM_METRICS_PORT) to target.metrics",
 	Dialects:          kvbmDialects,
 	ReloadCounterHint: "kvbm_matched_tokens moved but kvbm_onboard_blocks_h2d and _d2d read 0: a known upstream bug leaves the onboard counters at 0 on some KVBM versions, so the reload cross-check cannot be made",
-	profile:           kvbmProfile,
 	Isolation:         kvbmIsolation,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin:      cacheSaltKVBM,
+	TokenIDsField: "return_token_ids",
+	profile:       kvbmProfile,
 }
 
 func init() { register(KVBM) }

@@ -30,7 +30,9 @@ var LlamaCpp = &Definition{
 	OneConnectionPerRequest: true,
 	ReadsSlots:              true,
 	Dialects:                llamacppDialects,
-	profile:                 llamacppProfile,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin: cachePromptOff,
+	profile:  llamacppProfile,
 }
 
 func init() { register(LlamaCpp) }

@@ -36,6 +36,9 @@ var LMCache = &Definition{
 	ConnectorHits: "LMCache updates lmcache:num_hit_tokens_total on a 10-second log tick, so right after a request it usually lags vLLM's external counter, and a known report (vllm-project/production-stack#818) has it stay at 0 while vLLM's counter moves",
 	Dialects:      lmcacheDialects,
 	Isolation:     lmcacheIsolation,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin:      noTwinLMCache,
+	TokenIDsField: "return_token_ids",
 	profile:       lmcacheProfile,
 }
 

@@ -35,8 +35,10 @@ var SGLang = &Definition{
 	Families:     "sglang:",
 	FamiliesHint: "no sglang:* family is served: start the server with --enable-metrics",
 	Dialects:     sglangDialects,
-	profile:      sglangProfile,
 	Isolation:    sglangIsolation,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin: cacheSaltSGLang,
+	profile:  sglangProfile,
 }
 
 func init() { register(SGLang) }

@@ -35,7 +35,9 @@ var TRTLLM = &Definition{
 	MetricsPath:     "/prometheus/metrics",
 	Dialects:        trtllmDialects,
 	Isolation:       trtllmIsolation,
-	profile:         trtllmProfile,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin: cacheSaltTRTLLM,
+	profile:  trtllmProfile,
 }
 
 func init() { register(TRTLLM) }

@@ -31,8 +31,11 @@ var VLLM = &Definition{
 	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay, cross-checked with usage's cached tokens (and vllm:prompt_tokens_by_source_total where they disagree); vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload",
 	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names and laziness across versions (both generations are read, never added); the simple CPU offload connector (VLLM_USE_SIMPLE_KV_OFFLOAD=1) serves no offload counters at all; vllm:external_prefix_cache_* exist (at 0) even without a connector; kv_offloading_backend reads native even with offloading off; vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy; transfer seconds are summed over tensor-parallel workers",
 	Dialects:  vllmDialects,
-	profile:   vllmProfile,
 	Isolation: vllmIsolation,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin:      cacheSalt,
+	TokenIDsField: "return_token_ids",
+	profile:       vllmProfile,
 }
 
 func init() { register(VLLM) }

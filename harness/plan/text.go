@@ -11,6 +11,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -61,6 +62,14 @@ func (p *Plan) writeText(w io.Writer) {
 			fmt.Fprintf(w, "\nconversation %s: %d users x %d turns, %d-token shared system prompt, %d new tokens a turn, up to %d max_tokens an answer carried into the next turn; the last turn resends about %d tokens (built as the answers arrive, estimated)\n",
 				st.ID, c.Users, c.Turns, c.SystemPromptTokens, c.TurnTokens, sc.MaxTokensFor(c), sc.ConversationTokens(c))
 		}
+	}
+	for _, c := range sc.Curves {
+		var sizes []string
+		for _, pt := range c.Points {
+			sizes = append(sizes, units.Grouped(pt.Tokens))
+		}
+		fmt.Fprintf(w, "\nreload curve %s: prompts of %s tokens (to max_model_len %s, %s); each is stored, evicted by %d prompts of %s unique tokens in all (the %s-token GPU pool, %s, and a margin), replayed and recomputed by its cold twin\n",
+			c.ID, strings.Join(sizes, ", "), units.Grouped(c.MaxModelLen), c.MaxModelLenSource, c.EvictionRequests, units.Grouped(c.EvictionTokens), units.Grouped(c.GPUKVTokens), c.GPUKVTokensSource)
 	}
 	for _, rp := range p.Replays {
 		rp.writeText(w)

@@ -91,6 +91,19 @@ type Request struct {
 	// Replica is the replica whose counters moved around this request (the one that served
 	// it); omitted when the server has one replica or the request was not isolated.
 	Replica *Replica `json:"replica,omitempty"`
+	// ColdTwin marks the cold twin of its step's replay: the replay's prompt bytes sent
+	// again right after it as a guaranteed miss, isolated with counters of its own.
+	ColdTwin *ColdTwin `json:"cold_twin,omitempty"`
+	// ColdTwinSkipped, on a replay, says why no cold twin followed it.
+	ColdTwinSkipped string `json:"cold_twin_skipped,omitempty"`
+}
+
+// ColdTwin is how a cold twin was made to miss: the request field the engine takes for it
+// and the value sent (a fresh salt, or false).
+type ColdTwin struct {
+	Mechanism string `json:"mechanism"`
+	Field     string `json:"field"`
+	Value     any    `json:"value"`
 }
 
 // ReplayRef names the request a replay resends.
@@ -155,6 +168,12 @@ type Result struct {
 	ErrorKind                       string   `json:"error_kind"`
 	Answer                          string   `json:"answer"`
 	AnswerTruncated                 bool     `json:"answer_truncated"`
+	// OutputText (reasoning and content in order) and OutputTokenIDs are kept for the
+	// requests whose outputs are compared: a replayed original, its replay and cold twin.
+	OutputText              string `json:"output_text,omitempty"`
+	OutputTextTruncated     bool   `json:"output_text_truncated,omitempty"`
+	OutputTokenIDs          []int  `json:"output_token_ids,omitempty"`
+	OutputTokenIDsTruncated bool   `json:"output_token_ids_truncated,omitempty"`
 }
 
 // Failed reports whether the request ended with an error.

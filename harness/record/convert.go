@@ -25,6 +25,8 @@ func ResultOf(r client.Result) Result {
 		VisibleAnswer: r.VisibleAnswer, ReasoningOnly: r.ReasoningOnly, FinishReason: r.FinishReason,
 		DecodeTokensPerSecond: r.DecodeTokensPerSecond, EffectivePrefillTokensPerSecond: r.EffectivePrefillTokensPerSecond,
 		HTTPStatus: r.HTTPStatus, Error: r.Error, ErrorKind: r.ErrorKind, Answer: r.Answer, AnswerTruncated: r.AnswerTruncated,
+		OutputText: r.OutputText, OutputTextTruncated: r.OutputTextTruncated,
+		OutputTokenIDs: r.OutputTokenIDs, OutputTokenIDsTruncated: r.OutputTokenIDsTruncated,
 	}
 	if t := r.CachedTokensDetails; t != nil {
 		out.CachedTokensDetails = &TierTokens{Device: t.Device, Host: t.Host, Storage: t.Storage, StorageBackend: t.StorageBackend}

@@ -112,14 +112,16 @@ func (r *Run) Derive(reps []Repetition) {
 				s.WarmCaches = WarmCachesOf(w)
 			}
 		}
+		r.addReloadEvidence(reps[i])
 	}
 	r.Repetitions = reps
-	r.Sections, r.Repeats, r.Control = nil, nil, nil
+	r.Sections, r.Repeats, r.Control, r.Curves = nil, nil, nil, nil
 	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = nil, nil
 	if len(reps) == 0 {
 		return
 	}
 	r.Sections = reps[0].Sections
+	r.Curves = reloadCurves(r.Scenario, r.Sections)
 	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = MeasuredBytesPerToken(reps[0].Steps)
 	// A repeated run keeps the repetitions it finished, however few.
 	if r.repeated {

@@ -37,6 +37,7 @@ func (r *Run) writeSummary(w io.Writer) {
 		}
 	}
 	tw.Flush()
+	r.writeCurves(w)
 	for _, sec := range r.Sections {
 		if s := sec.Replay; s != nil && s.Interpretation != "" {
 			fmt.Fprintf(w, "%s: %s\n", sec.Step, s.Interpretation)

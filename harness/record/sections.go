@@ -129,6 +129,11 @@ type ReplaySection struct {
 	Interpretation              string          `json:"interpretation"`
 	Capacity                    *Capacity       `json:"capacity,omitempty"`
 	Error                       string          `json:"error,omitempty"`
+	// ReloadFidelity, OffloadGain and ReloadBandwidth are what the replay's output, its
+	// cold twin and its load counters say of the reload (fidelity.go, gain.go).
+	ReloadFidelity  *ReloadFidelity  `json:"reload_fidelity"`
+	OffloadGain     *OffloadGain     `json:"offload_gain"`
+	ReloadBandwidth *ReloadBandwidth `json:"reload_bandwidth"`
 }
 
 // ControlSection is a control run as one section (seed 001's offload8_control).

@@ -52,6 +52,7 @@ func (c *Console) Handle(e events.Event) error {
 	case events.StepDone:
 		c.stepDone(e.Step)
 		c.warmCaches(e)
+		c.reloadEvidence(e)
 	}
 	return nil
 }
@@ -143,6 +144,9 @@ func (c *Console) requestDone(r record.Request) {
 	if res.BatchedChunks > 0 {
 		// Chunks that shared a read have no measurable gap: say so rather than time it as 0.
 		line += fmt.Sprintf(" (%d of %d chunks batched, their gaps not measurable)", res.BatchedChunks, res.GeneratedChunks)
+	}
+	if r.ColdTwin != nil {
+		line += ", cold twin (" + r.ColdTwin.Mechanism + ")"
 	}
 	if res.Failed() {
 		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)

@@ -182,6 +182,9 @@ func (r *runner) previousRequest(id string) *plan.Request {
 		return nil
 	}
 	last := prev.Requests[len(prev.Requests)-1]
+	if last.ColdTwin != nil {
+		last = prev.Requests[0] // a replay's twin resent the replay's prompt
+	}
 	for _, ps := range r.curPlan.Steps {
 		if ps.ID != prev.Step {
 			continue

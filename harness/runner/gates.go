@@ -60,6 +60,10 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 			if g.RequireStore {
 				check(s.GPUToCPUBytesDelta != nil && *s.GPUToCPUBytesDelta > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
 			}
+			if g.RequireIdenticalOutput {
+				pass, fail := identicalOutput(s.ReloadFidelity)
+				check(fail == "", pass, fail)
+			}
 		case sec.Sequence != nil:
 			s := sec.Sequence
 			if g.RequireStore {
@@ -77,8 +81,8 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 				n := len(s.FailedRequestIndices)
 				check(n <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", n), fmt.Sprintf("%d failed requests %v, want <= %d", n, s.FailedRequestIndices, *g.MaxFailedRequests))
 			}
-			if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup {
-				fails = append(fails, "verdict, cached fraction and setup validity apply to replay steps only")
+			if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.RequireIdenticalOutput {
+				fails = append(fails, "verdict, cached fraction, setup validity and identical output apply to replay steps only")
 			}
 		case sec.Conversation != nil:
 			passes, fails = conversationGate(g, sec.Conversation, passes, fails)
@@ -94,6 +98,24 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 		out = append(out, r)
 	}
 	return out
+}
+
+// identicalOutput words the require_identical_output check of a replay: what passed, or why
+// it failed ("" when it passed).
+func identicalOutput(f *record.ReloadFidelity) (pass, fail string) {
+	switch {
+	case f == nil:
+		return "", "the replay's output was not compared with its original's"
+	case !f.Compared:
+		return "", "the replay's output was not compared with its original's: " + f.Reason
+	case !*f.Identical:
+		return "", "output not identical: " + f.Finding
+	}
+	n, unit := f.ComparedBytes, "bytes"
+	if f.ComparedTokens != nil {
+		n, unit = f.ComparedTokens, "tokens"
+	}
+	return fmt.Sprintf("output identical to the original's (%d %s compared)", *n, unit), ""
 }
 
 // implicitGates fail what a run did not do although asked: each step whose requests failed
@@ -116,8 +138,11 @@ func implicitGates(gates []scenarios.Gate, reps []record.Repetition) []record.Ga
 			if _, seen := total[st.Step]; !seen {
 				order = append(order, st.Step)
 			}
-			total[st.Step] += len(st.Requests)
 			for _, q := range st.Requests {
+				if q.ColdTwin != nil {
+					continue // a twin's failure shows in the replay's offload gain, not as the step's
+				}
+				total[st.Step]++
 				switch {
 				case q.Result.Failed():
 					failed[st.Step]++

@@ -215,6 +215,24 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the server has %d slots: run it with -np 1 so cached tokens can be attributed to the live slot or the host-RAM cache", rep.Slots))
 		}
 	}
+	rep.BlockSize = sc.Server.BlockSize.Value
+	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
+		rep.BlockSize = snap.Cache.BlockSize
+	}
+	server := ServerFigures(snap.Cache)
+	for _, m := range dialects {
+		if m.HostTierUnreported && server[0].CPUOffloadGiB > 0 {
+			server[0].CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
+		}
+	}
+	rep.CapacitySources = append([]capacity.Figures{plan.ScenarioFigures(sc)}, server...)
+	if f, ok := slotFigures(sizes, rep.Slots); ok {
+		rep.CapacitySources = append(rep.CapacitySources, f)
+	}
+	rep.Setup = def.Resolve(rep.CapacitySources...)
+	if err := expandCurves(sc, rep); err != nil {
+		return rep, nil, err
+	}
 	p, err := plan.Make(ctx, sc, counter)
 	if err != nil {
 		return rep, nil, redact.Error(err)
@@ -231,21 +249,6 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	rep.CachedTokensReported = cachedTokensReported(ctx, t.Client, sc.Target.Model)
 
-	rep.BlockSize = sc.Server.BlockSize.Value
-	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
-		rep.BlockSize = snap.Cache.BlockSize
-	}
-	server := ServerFigures(snap.Cache)
-	for _, m := range dialects {
-		if m.HostTierUnreported && server[0].CPUOffloadGiB > 0 {
-			server[0].CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
-		}
-	}
-	rep.CapacitySources = append([]capacity.Figures{plan.ScenarioFigures(sc)}, server...)
-	if f, ok := slotFigures(sizes, rep.Slots); ok {
-		rep.CapacitySources = append(rep.CapacitySources, f)
-	}
-	rep.Setup = def.Resolve(rep.CapacitySources...)
 	if rep.Setup.GPUKVTokens == 0 {
 		msg := "the GPU KV pool size is unknown (the server reports none and [server] states none)"
 		if sc.Server.GPUKVTokens.FromServer {
@@ -365,4 +368,18 @@ func offloadGiB(cc metrics.CacheConfig) float64 {
 		total += e.KVOffloadingSizeGiB
 	}
 	return total
+}
+
+// expandCurves expands the scenario's reload curves to the server's sizes: its max_model_len
+// (the scenario's when it states one) and the GPU KV pool preflight resolved.
+func expandCurves(sc *scenarios.Scenario, rep *PreflightReport) error {
+	if !sc.HasCurves() {
+		return nil
+	}
+	b := scenarios.CurveBounds{MaxModelLen: rep.MaxModelLen, MaxModelLenSource: "server (/v1/models)",
+		GPUKVTokens: rep.Setup.GPUKVTokens, GPUKVTokensSource: rep.Setup.GPUKVTokensSource, BlockSize: max(rep.BlockSize, 1)}
+	if sc.Server.MaxModelLen.Known() {
+		b.MaxModelLen, b.MaxModelLenSource = sc.Server.MaxModelLen.Value, "scenario"
+	}
+	return sc.ExpandCurves(b)
 }

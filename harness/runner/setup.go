@@ -56,6 +56,11 @@ func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*
 			return nil, err
 		}
 	}
+	if sc.HasCurves() {
+		if err := expandCurvesOnServer(ctx, sc, t); err != nil {
+			return nil, err
+		}
+	}
 	p, err := plan.Make(ctx, sc, t.TokenCounter(sc))
 	if err != nil {
 		return nil, err
@@ -77,6 +82,30 @@ func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*
 	}
 	p.Replays = plan.AssessReplays(sc, t.Engine.Def.Resolve(sources...), p.Tokens(), p.TokenCounting)
 	return p, nil
+}
+
+// expandCurvesOnServer expands sc's reload curves with what the server says of itself, as
+// preflight will: its max_model_len and its GPU KV pool.
+func expandCurvesOnServer(ctx context.Context, sc *scenarios.Scenario, t Target) error {
+	models, err := t.Client.Models(ctx)
+	if err != nil {
+		return err
+	}
+	rep := &PreflightReport{BlockSize: sc.Server.BlockSize.Value}
+	for _, m := range models {
+		if m.ID == sc.Target.Model {
+			rep.MaxModelLen = m.MaxModelLen
+		}
+	}
+	sources := []capacity.Figures{plan.ScenarioFigures(sc)}
+	if snap, err := t.Metrics.Snapshot(ctx); err == nil {
+		sources = append(sources, ServerFigures(snap.Cache)...)
+		if snap.Cache.Present && snap.Cache.BlockSize > 0 {
+			rep.BlockSize = snap.Cache.BlockSize
+		}
+	}
+	rep.Setup = t.Engine.Def.Resolve(sources...)
+	return expandCurves(sc, rep)
 }
 
 // Settings are the run's own choices, beside what preflight found out.

@@ -34,6 +34,8 @@ func writeSeedTable(w io.Writer, eviction, control *record.Run) {
 	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s external hits, %s bytes CPU->GPU\n", "replay verdict", r.Verdict, units.Fraction(r.CachedFraction), units.Count(r.ExternalPrefixHitsDelta), units.Count(r.CPUToGPUBytesDelta))
 	fmt.Fprintf(w, "  %-26s %s ms cold vs %s ms replay\n", "time to first output", units.MS(r.OriginalTimeToFirstOutputMS), units.MS(r.TimeToFirstOutputMS))
 	fmt.Fprintf(w, "  %-26s %s\n", "setup valid", r.SetupValid)
+	fmt.Fprintf(w, "  %-26s %s\n", "reload fidelity", r.ReloadFidelity.Words())
+	fmt.Fprintf(w, "  %-26s %s\n", "offload gain", r.OffloadGain.Words())
 	var c record.ControlSection
 	if control.Control != nil {
 		c = *control.Control
