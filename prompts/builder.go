@@ -9,6 +9,7 @@ package prompts
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,6 +49,11 @@ type Config struct {
 	Counter TokenCounter
 	// MaxCountCalls bounds the server calls spent on one prompt; 0 means 8.
 	MaxCountCalls int
+	// Salt, when set, gives the prompts fresh bytes of the same shapes: every document is
+	// drawn from the seed mixed with the salt, so a server's caches hold nothing of an
+	// unsalted (or differently salted) run's prompts beyond the shared prefix, which stays
+	// the seed's. "" draws from the seed alone.
+	Salt string
 }
 
 // Prompt is one built request with its identity and how its size was reached.
@@ -64,6 +70,10 @@ type Prompt struct {
 	Identity           string    `json:"identity"`
 	ExpectedAnswer     string    `json:"expected_answer"`
 	Messages           []Message `json:"-"`
+	// Shape is the identity of everything the prompt's bytes depend on but the salt (seed,
+	// index, plan, shared prefix, mode, counting): two runs whose prompts have equal shapes
+	// sent the same sizes, whatever their salts.
+	Shape string `json:"shape"`
 }
 
 // ErrTooSmall means the planned tokens cannot hold the shared prefix and a question.
@@ -124,11 +134,47 @@ func (b *Builder) Build(ctx context.Context, index, planned int) (Prompt, error)
 		SharedPrefixTokens: b.prefixTokens,
 		SharedPrefixSHA256: b.prefixSum,
 		Identity:           Identity(msgs),
+		Shape:              b.shape(index, planned),
 		ExpectedAnswer:     b.answer(s, units),
 		Messages:           msgs,
 	}
 	p.WithinTolerance = abs(tokens-planned) <= p.ToleranceTokens
 	return p, nil
+}
+
+// seed is the seed the document texts are drawn from: the configured one, mixed with the
+// salt. The shared prefix keeps the configured seed: it is the part every request shares and
+// the verdicts expect hot, and an equal prefix keeps the salted prompts' sizes equal too (a
+// prefix of other bytes counts a few tokens more or less, a KV block's difference in every
+// request's cached share).
+func (b *Builder) seed() uint64 { return SaltedSeed(b.cfg.Seed, b.cfg.Salt) }
+
+// shape is the identity of request index's shape: what its bytes depend on, but the salt.
+func (b *Builder) shape(index, planned int) string {
+	return ShapeOf(b.cfg.Seed, index, planned, b.cfg.SharedPrefixTokens, b.cfg.Mode, b.counting())
+}
+
+// SaltedSeed is the seed texts are drawn from under salt: seed itself when salt is "".
+func SaltedSeed(seed uint64, salt string) uint64 {
+	if salt == "" {
+		return seed
+	}
+	sum := sha256.Sum256([]byte("kvbench prompt salt\x00" + salt))
+	return seed ^ binary.BigEndian.Uint64(sum[:8])
+}
+
+// ShapeOf is the shape identity of the document prompt of request index built with seed:
+// planned tokens behind a sharedPrefix-token prefix, in mode, counted by counting. It is
+// what the prompt's bytes depend on but the salt, so it can be computed again from any
+// record that keeps those figures.
+func ShapeOf(seed uint64, index, planned, sharedPrefix int, mode Mode, counting string) string {
+	if mode == "" {
+		mode = SharedPrefix
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "kvbench prompt shape 1\nseed %d\nindex %d\nplanned %d\nshared prefix %d\nmode %s\ncounting %s\n",
+		seed, index, planned, sharedPrefix, mode, counting)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // PrefixCountCalls reports the counter calls spent sizing the shared prefix.
@@ -159,7 +205,7 @@ func (b *Builder) stream(index int) *textStream {
 		if key >= 0 {
 			id = uint64(key) + 1
 		}
-		s = newTextStream(b.cfg.Seed, id, tag)
+		s = newTextStream(b.seed(), id, tag)
 		b.streams[key] = s
 	}
 	return s
@@ -172,7 +218,7 @@ func (b *Builder) ensurePrefix(ctx context.Context) error {
 		}
 		return nil
 	}
-	s := newTextStream(b.cfg.Seed, 0, "P")
+	s := newTextStream(b.cfg.Seed, 0, "P") // the prefix is shared across salts too
 	render := func(units int) []Message {
 		text, _, _ := s.text(units)
 		return []Message{{Role: "system", Content: systemText}, {Role: "user", Content: prefixText(text)}}

@@ -296,3 +296,62 @@ func BenchmarkBuild256k(b *testing.B) {
 		}
 	}
 }
+
+// TestSaltGivesFreshBytesOfTheSameShape: a salted run's prompts share nothing beyond the
+// shared prefix with the unsalted run's or another salt's (bodies drawn anew, nested ones
+// too), keep their prefix, sizes and shapes, and rebuild byte for byte under the same salt
+// (a replay); a changed seed, plan or prefix changes the shape.
+func TestSaltGivesFreshBytesOfTheSameShape(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []Mode{SharedPrefix, Nested} {
+		build := func(seed uint64, salt string, prefix, planned int) Prompt {
+			p, err := NewBuilder(Config{Seed: seed, Salt: salt, SharedPrefixTokens: prefix, Mode: mode}).Build(ctx, 2, planned)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		plain, a, a2, b := build(3, "", 128, 1800), build(3, "night-1", 128, 1800), build(3, "night-1", 128, 1800), build(3, "night-2", 128, 1800)
+		if a.Identity != a2.Identity || a.Messages[1].Content != a2.Messages[1].Content {
+			t.Fatalf("%s: the same salt built different bytes", mode)
+		}
+		for _, other := range []Prompt{plain, b} {
+			if a.Identity == other.Identity || a.SharedPrefixSHA256 != other.SharedPrefixSHA256 || a.SharedPrefixTokens != other.SharedPrefixTokens {
+				t.Errorf("%s: salted prompt has another's bytes, or another prefix", mode)
+			}
+			// Nothing in common beyond the prefix and the document's heading.
+			prefix := strings.Index(a.Messages[1].Content, documentHeading) + len(documentHeading)
+			if n := commonPrefixLen(a.Messages[1].Content, other.Messages[1].Content); n < prefix || n > prefix+20 {
+				t.Errorf("%s: %d bytes in common with another salt's prompt, whose prefix ends at %d", mode, n, prefix)
+			}
+			if a.Shape != other.Shape || !a.WithinTolerance || !other.WithinTolerance || a.PlannedTokens != other.PlannedTokens {
+				t.Errorf("%s: shape %s/%s, tokens %d/%d", mode, a.Shape, other.Shape, a.Tokens, other.Tokens)
+			}
+		}
+		for _, changed := range []Prompt{build(4, "night-1", 128, 1800), build(3, "night-1", 256, 1800), build(3, "night-1", 128, 1700)} {
+			if changed.Shape == a.Shape {
+				t.Errorf("%s: a changed seed, prefix or plan kept the shape", mode)
+			}
+		}
+	}
+	if p, q := mustBuild(t, Config{Seed: 3, Mode: SharedPrefix}), mustBuild(t, Config{Seed: 3, Mode: Nested}); p.Shape == q.Shape {
+		t.Error("the mode is not part of the shape")
+	}
+}
+
+func mustBuild(t *testing.T, cfg Config) Prompt {
+	t.Helper()
+	p, err := NewBuilder(cfg).Build(context.Background(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func commonPrefixLen(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}

@@ -1,6 +1,8 @@
 package prompts
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -46,6 +48,15 @@ func (c *Chat) Ask(turn int) []Message {
 	q := fmt.Sprintf("Question %d. Read these notes and say what they record.\n\n", turn+1)
 	c.msgs = append(c.msgs, Message{Role: "user", Content: q + streamText(s, c.turnTokens*EstimateBytesPerToken-len(q))})
 	return append([]Message(nil), c.msgs...)
+}
+
+// ChatShape is the shape identity of user's turn in seed's conversations, with turnTokens
+// per question behind a systemTokens-token system prompt: what the question's bytes depend
+// on but the salt (the answers before it are the server's).
+func ChatShape(seed uint64, user, turn, turnTokens, systemTokens int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "kvbench chat shape 1\nseed %d\nuser %d\nturn %d\nturn tokens %d\nsystem %d\n", seed, user, turn, turnTokens, systemTokens)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Answer appends the server's answer to the last question, carried into the next prompt.

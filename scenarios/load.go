@@ -155,6 +155,10 @@ func (s *Scenario) applyDefaults(file string) {
 			s.traceDefaults(st)
 			continue
 		}
+		if st.IsCurve() {
+			s.curveDefaults(st)
+			continue
+		}
 		if st.Concurrency == 0 && !s.defined(fmt.Sprintf("step[%d].concurrency", i)) {
 			st.Concurrency = 1
 		}
@@ -244,6 +248,9 @@ func (s *Scenario) validate() []Problem {
 	if s.Server.LoadBytesPerToken < 0 {
 		bad("server.load_bytes_per_token", "must not be negative")
 	}
+	if s.Server.HostLinkGBps < 0 || s.Server.HostLinkGBps > 10000 {
+		bad("server.host_link_gbps", "must be between 0 and 10000 GB/s (got %g)", s.Server.HostLinkGBps)
+	}
 
 	if s.Repeat < 0 || s.Repeat > MaxRepeat {
 		bad("repeat", "must be between 1 and %d, or 0 for once (got %d)", MaxRepeat, s.Repeat)
@@ -255,6 +262,9 @@ func (s *Scenario) validate() []Problem {
 		bad("prompt.shared_prefix_tokens", "must not be negative")
 	} else if s.Prompt.SharedPrefixTokens > MaxPromptTokens {
 		bad("prompt.shared_prefix_tokens", "%d is above the ceiling of %d tokens per prompt", s.Prompt.SharedPrefixTokens, MaxPromptTokens)
+	}
+	if err := CheckSalt(s.Prompt.Salt); err != nil {
+		bad("prompt.salt", "%v", err)
 	}
 	oneOf("prompt.token_counting", s.Prompt.TokenCounting, "server", "estimate")
 	oneOf("prompt.mode", s.Prompt.Mode, "shared-prefix", "nested")
@@ -311,11 +321,21 @@ func (s *Scenario) validate() []Problem {
 			s.validateTrace(i, bad)
 			continue
 		}
+		if st.IsCurve() {
+			s.validateCurve(i, bad)
+			continue
+		}
 		if st.Kind != "" {
-			bad(key+".kind", "%q is not a step kind (want %q or %q, or no kind for a sequence or replay)", st.Kind, KindConversation, KindTrace)
+			bad(key+".kind", "%q is not a step kind (want %q, %q or %q, or no kind for a sequence or replay)", st.Kind, KindConversation, KindTrace, KindReloadCurve)
 		}
 		if st.traceFieldsSet() {
 			bad(key+".file", "file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = %q", KindTrace)
+		}
+		if st.FromTokens != 0 || !st.ToTokens.IsZero() || st.Factor != 0 {
+			bad(key+".from_tokens", "from_tokens, to_tokens and factor need kind = %q", KindReloadCurve)
+		}
+		if st.ColdTwin != nil && st.Replay == nil {
+			bad(key+".cold_twin", "only a replay step has a cold twin")
 		}
 		if st.Users != 0 || st.Turns != 0 || st.TurnTokens != 0 || st.SystemPromptTokens != 0 {
 			bad(key+".users", "users, turns, turn_tokens and system_prompt_tokens need kind = %q", KindConversation)
@@ -348,6 +368,8 @@ func (s *Scenario) validate() []Problem {
 				bad(key+".replay.step", "%q is a conversation: its prompts are built as it runs", st.Replay.Step)
 			case s.Steps[src].IsTrace():
 				bad(key+".replay.step", "%q is a trace step: its prompts are built from the trace as it runs", st.Replay.Step)
+			case s.Steps[src].IsCurve():
+				bad(key+".replay.step", "%q is a reload curve: it replays its own prompts", st.Replay.Step)
 			case s.Steps[src].Replay != nil:
 				bad(key+".replay.step", "%q is itself a replay: name the original step", st.Replay.Step)
 			case st.Replay.Request < 0 || st.Replay.Request >= s.Steps[src].Requests:

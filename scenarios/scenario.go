@@ -35,6 +35,8 @@ type Scenario struct {
 	// Repeat runs the steps this many times on the same server (0 or 1: once); repetition k
 	// builds its prompts with seed = prompt.seed + k so every repetition starts cold.
 	Repeat int `toml:"repeat" json:"repeat,omitempty"`
+	// Curves are the reload curves its reload-curve steps were expanded into (curve.go).
+	Curves []Curve `toml:"-" json:"curves,omitempty"`
 
 	// Path is where the scenario came from: a file path, or "builtin:NAME".
 	Path  string         `toml:"-" json:"path"`
@@ -94,11 +96,21 @@ type Server struct {
 	StoreBytesPerToken float64 `toml:"store_bytes_per_token" json:"store_bytes_per_token,omitempty"`
 	// LoadBytesPerToken is what a reload moves per hit token; 0 = unknown or as stored.
 	LoadBytesPerToken float64 `toml:"load_bytes_per_token" json:"load_bytes_per_token,omitempty"`
+	// HostLinkGBps is the bandwidth of one GPU's link to host memory, in GB/s (10^9 bytes
+	// per second, one direction; PCIe 5.0 x16 is about 63): a reload's achieved bandwidth is
+	// reported as a share of it. 0 = not stated.
+	HostLinkGBps float64 `toml:"host_link_gbps" json:"host_link_gbps,omitempty"`
 }
 
 // PromptConfig drives the prompt constructor.
 type PromptConfig struct {
-	Seed               int64  `toml:"seed" json:"seed"`
+	Seed int64 `toml:"seed" json:"seed"`
+	// Salt gives the run fresh bytes of the same shapes (see prompts.Config.Salt): a server
+	// whose caches still hold an earlier run's prompts holds nothing of these beyond the
+	// shared prefix. "random" draws a
+	// new salt when the run starts (ResolveSalt); the record keeps the one drawn. kvbench
+	// compare compares runs of equal shapes whatever their salts.
+	Salt               string `toml:"salt" json:"salt,omitempty"`
 	SharedPrefixTokens int    `toml:"shared_prefix_tokens" json:"shared_prefix_tokens"`
 	TokenCounting      string `toml:"token_counting" json:"token_counting"` // "server" or "estimate"
 	Mode               string `toml:"mode" json:"mode"`                     // "shared-prefix" or "nested"
@@ -128,6 +140,8 @@ type Step struct {
 	Conversation
 	// TraceStep holds a trace step's fields (file, block_tokens, window, time_scale, ...).
 	TraceStep
+	// CurveStep holds a reload-curve step's fields (from_tokens, to_tokens, factor).
+	CurveStep
 	// Requests is the request count; it defaults to len(PlannedContextTokens). A trace
 	// step's requests ends its window after that many requests (0: no limit).
 	Requests int `toml:"requests" json:"requests"`
@@ -138,6 +152,12 @@ type Step struct {
 	Concurrency int `toml:"concurrency" json:"concurrency"`
 	// Replay sends one earlier request again with the exact same prompt.
 	Replay *ReplayRef `toml:"replay" json:"replay,omitempty"`
+	// ColdTwin, on a replay step, turns its cold twin (the same prompt sent right after it
+	// as a guaranteed miss, to time a recompute of exactly those tokens) off with false; on by
+	// default where the engine has a way to force the miss.
+	ColdTwin *bool `toml:"cold_twin" json:"cold_twin,omitempty"`
+	// CurvePoint marks a step a reload curve was expanded into.
+	CurvePoint *CurvePoint `toml:"-" json:"curve_point,omitempty"`
 	// MaxTokens overrides the request default for this step.
 	MaxTokens int `toml:"max_tokens" json:"max_tokens,omitempty"`
 	// IgnoreEOS and MinTokens override the request defaults for this step; ExtraBody's
@@ -165,7 +185,10 @@ type Gate struct {
 	MinDecodeTokensPerSec  float64         `toml:"min_decode_tokens_per_second" json:"min_decode_tokens_per_second,omitempty"`
 	RequireStore           bool            `toml:"require_store" json:"require_store,omitempty"`
 	RequireValidSetup      bool            `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
-	MaxFailedRequests      *int            `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
+	// RequireIdenticalOutput: the replay's output must be its original's, token for token
+	// (or byte for byte where the engine returns no token ids), at temperature 0.
+	RequireIdenticalOutput bool `toml:"require_identical_output" json:"require_identical_output,omitempty"`
+	MaxFailedRequests      *int `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
 	// Implicit marks the gate kvbench adds to a step whose requests failed when no gate of
 	// the scenario sets max_failed_requests for it (never written in a scenario file).
 	Implicit bool `toml:"-" json:"implicit,omitempty"`
@@ -276,6 +299,9 @@ type PlannedRequest struct {
 func (s *Scenario) StepRequests(step *Step) []PlannedRequest {
 	if step.IsConversation() || step.IsTrace() {
 		return nil // built turn by turn as the answers arrive, or from the trace as it is read
+	}
+	if step.IsCurve() {
+		return nil // expanded into its points once the server's sizes are known
 	}
 	if step.Replay != nil {
 		src := s.StepByID(step.Replay.Step)

@@ -26,6 +26,10 @@ type chatRequest struct {
 	MinTokens *int `json:"min_tokens"`
 	// ReturnCachedTokensDetails is SGLang's ask for the cached tokens per tier (sglext).
 	ReturnCachedTokensDetails bool `json:"return_cached_tokens_details"`
+	// CacheSalt isolates the request's blocks from every other prompt's (vLLM's cache_salt).
+	CacheSalt *string `json:"cache_salt"`
+	// ReturnTokenIDs adds each chunk's generated token ids (vLLM's return_token_ids).
+	ReturnTokenIDs bool `json:"return_token_ids"`
 }
 
 // outputPlan is what one request generates: total tokens, of which the first reasoning
@@ -65,7 +69,7 @@ var outputWords = strings.Fields(`the KV cache holds blocks of tokens and the se
 	long prompts return fast when offload works and slow when it does not`)
 
 func outputToken(digest uint64, i int) string {
-	return " " + outputWords[mix64(digest^uint64(i)*0x9e3779b97f4a7c15)%uint64(len(outputWords))]
+	return " " + outputWords[outputWord(digest, i)]
 }
 
 // errStreamCut ends a stream on the cut_stream_after_tokens fault.
@@ -100,6 +104,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	} else if req.MaxTokens != nil {
 		maxTokens = *req.MaxTokens
 	}
+	salt, ok := cacheSalt(w, req.CacheSalt)
+	if !ok {
+		return
+	}
 	g, ok := s.startGeneration(w, r, generationRequest{
 		arrival:   arrival,
 		prompt:    Tokenize(RenderChat(msgs, true)),
@@ -108,11 +116,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		minTokens: req.MinTokens,
 		ignoreEOS: req.IgnoreEOS,
 		idPrefix:  "chatcmpl-",
+		cacheSalt: salt,
 	})
 	if !ok {
 		return
 	}
 	g.cachedDetails = req.ReturnCachedTokensDetails
+	g.tokenIDs = req.ReturnTokenIDs
 	if req.Stream {
 		g.stream(r.Context(), w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 	} else {
@@ -148,6 +158,7 @@ type generationRequest struct {
 	minTokens *int
 	ignoreEOS bool
 	idPrefix  string // "chatcmpl-" or "cmpl-"
+	cacheSalt string // "" for none
 }
 
 // startGeneration checks the sampling limits and the context length, submits the prompt to
@@ -176,7 +187,7 @@ func (s *Server) startGeneration(w http.ResponseWriter, r *http.Request, req gen
 		return nil, false
 	}
 	engine := s.replicas.pick(prompt, p.BlockSize)
-	seq, err := engine.Submit(prompt)
+	seq, err := engine.SubmitWith(prompt, SubmitOptions{CacheSalt: req.cacheSalt})
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "")
 		return nil, false
@@ -211,6 +222,8 @@ type generation struct {
 	id      string
 	// cachedDetails: the request asked for SGLang's per-tier cached tokens.
 	cachedDetails bool
+	// tokenIDs: the request asked for the generated token ids (return_token_ids).
+	tokenIDs bool
 }
 
 // run calls emit for each output token at its due time. It finishes the sequence in the
@@ -315,6 +328,8 @@ type chunkChoice struct {
 	Delta        chatText `json:"delta"`
 	Logprobs     any      `json:"logprobs"`
 	FinishReason *string  `json:"finish_reason"`
+	// TokenIDs are the chunk's generated token ids when asked for (vLLM's return_token_ids).
+	TokenIDs []int32 `json:"token_ids,omitempty"`
 }
 
 type chatChunk struct {
@@ -362,13 +377,13 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeU
 			}
 		}
 		var delta chatText
-		text := outputToken(g.seq.Digest, i)
+		text := outputToken(g.seq.OutputDigest(), i)
 		if i < g.plan.reasoning {
 			g.setReasoning(&delta, text)
 		} else {
 			delta.Content = &text
 		}
-		choice := chunkChoice{Delta: delta}
+		choice := chunkChoice{Delta: delta, TokenIDs: g.tokenIDsAt(i)}
 		if last {
 			reason := string(g.plan.finish)
 			choice.FinishReason = &reason
@@ -402,12 +417,14 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeU
 
 func (g *generation) complete(ctx context.Context, w http.ResponseWriter) {
 	var content, reasoning strings.Builder
+	var ids []int32
 	err := g.run(ctx, func(i int, _ bool) error {
 		if i < g.plan.reasoning {
-			reasoning.WriteString(outputToken(g.seq.Digest, i))
+			reasoning.WriteString(outputToken(g.seq.OutputDigest(), i))
 		} else {
-			content.WriteString(outputToken(g.seq.Digest, i))
+			content.WriteString(outputToken(g.seq.OutputDigest(), i))
 		}
+		ids = append(ids, g.tokenIDsAt(i)...)
 		return nil
 	})
 	if err != nil {
@@ -423,18 +440,22 @@ func (g *generation) complete(ctx context.Context, w http.ResponseWriter) {
 		g.setReasoning(&message, reasoning.String())
 	}
 	finish := string(g.plan.finish)
+	choice := map[string]any{
+		"index":         0,
+		"message":       message,
+		"logprobs":      nil,
+		"finish_reason": finish,
+	}
+	if g.tokenIDs {
+		choice["token_ids"] = ids
+	}
 	body := map[string]any{
 		"id":      g.id,
 		"object":  "chat.completion",
 		"created": time.Now().Unix(),
 		"model":   g.server.profile.ServedModelName,
-		"choices": []map[string]any{{
-			"index":         0,
-			"message":       message,
-			"logprobs":      nil,
-			"finish_reason": finish,
-		}},
-		"usage": g.usage(),
+		"choices": []map[string]any{choice},
+		"usage":   g.usage(),
 	}
 	if x := g.sglext(); x != nil {
 		body["sglext"] = x

@@ -26,6 +26,10 @@ type completionRequest struct {
 	MinTokens   *int     `json:"min_tokens"`
 	// ReturnCachedTokensDetails is SGLang's ask for the cached tokens per tier (sglext).
 	ReturnCachedTokensDetails bool `json:"return_cached_tokens_details"`
+	// CacheSalt and ReturnTokenIDs work as for chat (vLLM's fields); TensorRT-LLM takes no
+	// cache_salt on completions.
+	CacheSalt      *string `json:"cache_salt"`
+	ReturnTokenIDs bool    `json:"return_token_ids"`
 }
 
 // completionPrompt reads a completions prompt: a string (tokenized as it is, no template
@@ -96,6 +100,15 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if req.MaxTokens != nil {
 		maxTokens = *req.MaxTokens
 	}
+	if req.CacheSalt != nil && s.profile.Dialect == DialectTRTLLM {
+		// trtllm-serve's CompletionRequest has no cache_salt and forbids unknown fields.
+		writeError(w, http.StatusBadRequest, "cache_salt: Extra inputs are not permitted", "cache_salt")
+		return
+	}
+	salt, ok := cacheSalt(w, req.CacheSalt)
+	if !ok {
+		return
+	}
 	g, ok := s.startGeneration(w, r, generationRequest{
 		arrival:   arrival,
 		prompt:    prompt,
@@ -104,11 +117,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		minTokens: req.MinTokens,
 		ignoreEOS: req.IgnoreEOS,
 		idPrefix:  "cmpl-",
+		cacheSalt: salt,
 	})
 	if !ok {
 		return
 	}
 	g.cachedDetails = req.ReturnCachedTokensDetails
+	g.tokenIDs = req.ReturnTokenIDs
 	if req.Stream {
 		g.streamText(r.Context(), w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 	} else {
@@ -124,6 +139,7 @@ type textChoice struct {
 	Logprobs     any     `json:"logprobs"`
 	FinishReason *string `json:"finish_reason"`
 	StopReason   any     `json:"stop_reason"`
+	TokenIDs     []int32 `json:"token_ids,omitempty"`
 }
 
 type textChunk struct {
@@ -164,7 +180,7 @@ func (g *generation) streamText(ctx context.Context, w http.ResponseWriter, incl
 				return err
 			}
 		}
-		choice := textChoice{Text: outputToken(g.seq.Digest, i)}
+		choice := textChoice{Text: outputToken(g.seq.OutputDigest(), i), TokenIDs: g.tokenIDsAt(i)}
 		if last {
 			reason := string(g.plan.finish)
 			choice.FinishReason = &reason
@@ -198,8 +214,10 @@ func (g *generation) streamText(ctx context.Context, w http.ResponseWriter, incl
 // completeText answers a non-streaming completion once its last token is due.
 func (g *generation) completeText(ctx context.Context, w http.ResponseWriter) {
 	var text strings.Builder
+	var ids []int32
 	err := g.run(ctx, func(i int, _ bool) error {
-		text.WriteString(outputToken(g.seq.Digest, i))
+		text.WriteString(outputToken(g.seq.OutputDigest(), i))
+		ids = append(ids, g.tokenIDsAt(i)...)
 		return nil
 	})
 	if err != nil {
@@ -212,7 +230,7 @@ func (g *generation) completeText(ctx context.Context, w http.ResponseWriter) {
 		Object:  "text_completion",
 		Created: time.Now().Unix(),
 		Model:   g.server.profile.ServedModelName,
-		Choices: []textChoice{{Text: text.String(), FinishReason: &finish}},
+		Choices: []textChoice{{Text: text.String(), FinishReason: &finish, TokenIDs: ids}},
 		Usage:   g.usage(),
 		SGLExt:  g.sglext(),
 	})

@@ -51,6 +51,25 @@
 // failure); after a store the request's blocks are touched, its first the most recent.
 // Decode blocks are neither hashed nor offloaded.
 //
+// # Outputs, salts and what a reload costs
+//
+// A request's output is drawn from what its prompt's KV holds, not from the request: a
+// prompt computed once and reloaded from the CPU tier later produces the same output, at
+// any temperature, because its blocks hold the same KV. A request's cache_salt (vLLM's
+// field, on chat and completions; TensorRT-LLM's dialect refuses it on completions, as
+// trtllm-serve does) enters the first block's hash and through the chain every block's, so
+// a salted prompt shares no block with the unsalted one or another salt's, in the GPU pool
+// and the CPU tier: a guaranteed miss on the same tokens, stored under its own hashes, with
+// the same output. return_token_ids adds each chunk's generated token ids (choices[].token_ids,
+// as vLLM streams them); each output word is one token.
+//
+// A prefill that loads from the CPU tier takes the copy (bytes over
+// cpu_to_gpu_bytes_per_second, which the load seconds count) plus reload_latency, the
+// fixed cost of a lookup and of the engine step the request waits for its load; a
+// recompute takes prefill_tokens_per_second slowed by the context. Short prompts therefore
+// recompute faster than they reload and long ones the other way round, so a reload curve
+// has a break-even.
+//
 // # Time
 //
 // Every duration the engine models (overhead, CPU->GPU load, prefill, decode) is divided by
@@ -84,12 +103,33 @@
 //   - omit_metrics = ["vllm:prefix_cache_hits_total"]: families left out of /metrics, as on
 //     a server without them;
 //   - metric_values = { "vllm:prompt_tokens_total" = nan }: every sample of a family reads
-//     this value (nan, inf, -inf or a number).
+//     this value (nan, inf, -inf or a number);
+//   - corrupt_reload = true: every block loaded from the CPU tier holds other KV than was
+//     stored, so a reloaded prompt's output differs from its first computation's (and a
+//     later GPU hit on such a block sees the same corruption until it is recomputed).
 //
 // store_threshold = N (N >= 2) is not a fault but vLLM's reuse filter: a block is stored only
 // after N lookups, so a sequence seen once stores nothing (vllm:kv_offload_stores_skipped_total).
 //
 // A hang ends when its client goes away or the server closes; Close waits for it.
+//
+// # Dialects
+//
+// dialect = "vllm" (default), "lmcache", "sglang", "kvbm", "trtllm" or "llamacpp" makes the
+// same KV model speak another engine's /metrics, usage fields and per-request details (kvbench
+// sim --dialect NAME[:VERSION]); dialect_version picks the upstream version whose shape it
+// writes (DialectVersions), because names, labels, units and laziness changed between
+// releases: vLLM's offload families from none to labelled to flat, eager or bound on first use,
+// and the simple offload connector that serves none; LMCache's label sets and vLLM's
+// multi-process LMCache connector; SGLang's cached tokens without and with cache_source, and
+// its pool split with GPU->host backup counters; KVBM v1 and v2; TensorRT-LLM's collector
+// with and without per-tier hits; llama-server with and without its cached-token counter, its
+// values printed at 6 significant digits. Families SGLang and TensorRT-LLM create on first use
+// are not declared before it, as prometheus_client's multiprocess collector does;
+// multiprocess_exposition does the same for vLLM. counter_offset starts every counter at a
+// value, as on a server that has run a while; kvbm_tier, storage_backend and
+// sliding_window_pool make the model's tier pass for KVBM's disk tier or SGLang's storage
+// tier, and give SGLang a sliding-window pool.
 //
 // # Data-parallel engines
 //

@@ -59,6 +59,7 @@ type Sequence struct {
 	InterTokenDelay time.Duration
 
 	generation  uint64 // the engine generation it belongs to; a restart orphans it
+	output      uint64 // what the output is drawn from (outputDigest), fixed at admission
 	promptLen   int
 	hashes      []uint64 // chained hashes of the prompt's full blocks
 	blocks      []int32
@@ -82,10 +83,11 @@ type Engine struct {
 	p          Profile
 	pool       gpuPool
 	cpu        cpuTier
-	lookups    map[uint64]int // block hash -> times looked up, for store_threshold
-	stores     int            // store attempts, for allocation_fail_every_nth_store
-	toStore    []uint64       // storeToCPU's scratch
-	running    []*Sequence    // in admission order; the last is preempted first
+	lookups    map[uint64]int  // block hash -> times looked up, for store_threshold
+	corrupt    map[uint64]bool // GPU blocks filled by a corrupted reload (fidelity.go)
+	stores     int             // store attempts, for allocation_fail_every_nth_store
+	toStore    []uint64        // storeToCPU's scratch
+	running    []*Sequence     // in admission order; the last is preempted first
 	waiting    []*Sequence
 	counters   Counters
 	compute    computeTimeline
@@ -104,6 +106,7 @@ func (e *Engine) reset() {
 	e.pool = newGPUPool(e.p.NumGPUBlocks)
 	e.cpu = newCPUTier(e.p.CPUBlocks())
 	e.lookups, e.stores = map[uint64]int{}, 0
+	e.corrupt = map[uint64]bool{}
 	e.running, e.waiting = nil, nil
 	e.counters = newCounters()
 	e.compute = computeTimeline{}
@@ -113,6 +116,11 @@ func (e *Engine) reset() {
 // Submit queues a prompt and admits it at once when its blocks fit. The caller waits with
 // WaitAdmitted, then reports tokens with AppendToken and ends with Finish.
 func (e *Engine) Submit(prompt []int32) (*Sequence, error) {
+	return e.SubmitWith(prompt, SubmitOptions{})
+}
+
+// SubmitWith is Submit with per-request cache settings (a cache salt).
+func (e *Engine) SubmitWith(prompt []int32, o SubmitOptions) (*Sequence, error) {
 	if len(prompt) == 0 {
 		return nil, errors.New("empty prompt")
 	}
@@ -120,7 +128,7 @@ func (e *Engine) Submit(prompt []int32) (*Sequence, error) {
 	if blocks := (len(prompt) + bs - 1) / bs; blocks > e.p.NumGPUBlocks {
 		return nil, fmt.Errorf("%w: %d blocks, pool %d", ErrExceedsKVCapacity, blocks, e.p.NumGPUBlocks)
 	}
-	hashes, digest := BlockHashes(prompt, bs)
+	hashes, digest := chainHashes(prompt, bs, saltSeed(o.CacheSalt))
 	s := &Sequence{
 		Digest:    digest,
 		promptLen: len(prompt),
@@ -262,6 +270,7 @@ func (e *Engine) Counters() Counters {
 	c.GPUBlocksInUse = e.pool.size - e.pool.freeLen
 	c.GPUBlocksCached = e.pool.cached.count
 	c.CPUBlocksUsed = e.cpu.used
+	c.GPUEvictedBlocks = e.pool.evicted
 	c.KVCacheUsage = float64(c.GPUBlocksInUse) / float64(e.pool.size)
 	return c
 }
@@ -312,8 +321,15 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 	for i := gpuHit; i < total; i++ {
 		b := e.pool.allocate()
 		s.blocks = append(s.blocks, b)
-		if i < len(s.hashes) { // a partial prompt block or recomputed output is not cached
-			e.pool.register(b, s.hashes[i])
+		if i >= len(s.hashes) {
+			continue // a partial prompt block or recomputed output is not cached
+		}
+		h := s.hashes[i]
+		e.pool.register(b, h)
+		if i < gpuHit+cpuHit {
+			e.noteLoaded(h)
+		} else {
+			e.noteComputed(h)
 		}
 	}
 	storedBlocks := 0
@@ -359,13 +375,17 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 		c.PromptTokensExternalKVTransfer += int64(r.ExternalHitTokens)
 		c.PromptTokensLocalCompute += int64(s.promptLen - r.GPUHitTokens - r.ExternalHitTokens)
 		c.PromptTokensCached += int64(r.GPUHitTokens + r.ExternalHitTokens)
+		if r.GPUHitTokens+r.ExternalHitTokens == s.promptLen-1 {
+			c.FullyCachedPrompts++ // all but the last token, which always runs
+		}
 	}
-	r.Duration = e.prefillDuration(time.Duration(loadSeconds*float64(time.Second)),
+	r.Duration = e.prefillDuration(time.Duration(loadSeconds*float64(time.Second))+e.reloadLatency(cpuHit > 0, s.jitter),
 		scaledDuration(e.prefillSeconds(r.GPUHitTokens+r.ExternalHitTokens, r.Tokens)+e.p.RequestOverhead.Seconds(), s.jitter, e.p.Speed))
 	s.InterTokenDelay = e.decodeDelay(scaledDuration(1/e.p.DecodeTokensPerSecond, s.jitter, e.p.Speed))
 
 	if !r.Readmission {
 		s.firstResult = r
+		s.output = e.outputDigest(s)
 	}
 	s.lastResult = r
 	s.state = stateRunning
@@ -439,11 +459,20 @@ func mix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
+// chainSeed starts the block hash chain of an unsalted prompt.
+const chainSeed = uint64(0x6b7662656e6368) // "kvbench"
+
 // BlockHashes returns the chained hashes of tokens' full blocks (each covers its tokens
 // and its parent's hash) and a digest of all tokens, the partial last block included.
 func BlockHashes(tokens []int32, blockSize int) (hashes []uint64, digest uint64) {
+	return chainHashes(tokens, blockSize, chainSeed)
+}
+
+// chainHashes is BlockHashes from seed (a salted chain, fidelity.go); the digest is always
+// the unsalted one: it stands for what the tokens compute, not where they are kept.
+func chainHashes(tokens []int32, blockSize int, seed uint64) (hashes []uint64, digest uint64) {
 	hashes = make([]uint64, 0, len(tokens)/blockSize)
-	h := uint64(0x6b7662656e6368) // "kvbench"
+	h := seed
 	full := len(tokens) / blockSize * blockSize
 	for start := 0; start < full; start += blockSize {
 		for _, t := range tokens[start : start+blockSize] {
@@ -458,7 +487,11 @@ func BlockHashes(tokens []int32, blockSize int) (hashes []uint64, digest uint64)
 	for _, t := range tokens[full:] {
 		h = (h ^ uint64(uint32(t))) * 0x100000001b3
 	}
-	return hashes, mix64(h ^ uint64(len(tokens)))
+	digest = mix64(h ^ uint64(len(tokens)))
+	if seed != chainSeed {
+		_, digest = chainHashes(tokens, blockSize, chainSeed)
+	}
+	return hashes, digest
 }
 
 // gpuPool is vLLM's block pool: refcounted blocks, a hash -> block map of cached full
@@ -470,6 +503,8 @@ type gpuPool struct {
 	prev, next []int32 // free queue links; index size is the sentinel
 	freeLen    int
 	cached     blockTable
+	// evicted counts cached blocks dropped to make room (SGLang's evicted_tokens, in blocks).
+	evicted int64
 }
 
 func newGPUPool(n int) gpuPool {
@@ -509,6 +544,7 @@ func (p *gpuPool) allocate() int32 {
 	if h := p.hash[b]; h != 0 {
 		p.cached.remove(h) // hash is set only on the block that holds the table entry
 		p.hash[b] = 0
+		p.evicted++
 	}
 	p.refs[b] = 1
 	return b

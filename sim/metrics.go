@@ -23,10 +23,13 @@ type Counters struct {
 	PromptTokensCached             int64
 	GenerationTokens               int64
 
-	Preemptions    int64
-	RequestsStop   int64
-	RequestsLength int64
-	RequestsAbort  int64
+	Preemptions int64
+	// FullyCachedPrompts counts first admissions whose every prompt token but the last was
+	// cached (vLLM's prompt_tokens_recomputed, February to April 2026).
+	FullyCachedPrompts int64
+	RequestsStop       int64
+	RequestsLength     int64
+	RequestsAbort      int64
 
 	GPUToCPUBytes   int64
 	CPUToGPUBytes   int64
@@ -50,6 +53,8 @@ type Counters struct {
 	GPUBlocksCached int // holding a cached block hash, in use or free
 	CPUBlocksUsed   int
 	KVCacheUsage    float64 // GPUBlocksInUse / pool size
+	// GPUEvictedBlocks counts cached GPU blocks dropped to make room, backed up or not.
+	GPUEvictedBlocks int64
 }
 
 // Histogram is a Prometheus histogram: per-bucket counts (not cumulative) for Bounds plus
@@ -98,6 +103,21 @@ func newCounters() Counters {
 	}
 }
 
+// busyCounters has every counter moved, so every lazily created series exists.
+func busyCounters() Counters {
+	c := newCounters()
+	for _, f := range []*int64{&c.PrefixCacheQueries, &c.PrefixCacheHits, &c.ExternalPrefixCacheQueries, &c.ExternalPrefixCacheHits,
+		&c.PromptTokens, &c.PromptTokensLocalCompute, &c.PromptTokensLocalCacheHit, &c.PromptTokensExternalKVTransfer, &c.PromptTokensCached,
+		&c.GenerationTokens, &c.Preemptions, &c.FullyCachedPrompts, &c.RequestsStop, &c.GPUToCPUBytes, &c.CPUToGPUBytes,
+		&c.StoresSkipped, &c.AllocationFailures, &c.GPUEvictedBlocks} {
+		*f = 1 << 20
+	}
+	for _, h := range []*Histogram{&c.GPUToCPUSize, &c.CPUToGPUSize} {
+		h.Count = 1
+	}
+	return c
+}
+
 func (c Counters) clone() Counters {
 	c.GPUToCPUSize = c.GPUToCPUSize.clone()
 	c.CPUToGPUSize = c.CPUToGPUSize.clone()
@@ -107,16 +127,20 @@ func (c Counters) clone() Counters {
 	return c
 }
 
-// WriteMetrics writes c as vLLM V1's Prometheus text exposition, shaped by p's metric
-// switches (names, offload generations, lazy series, data-parallel engines).
+// WriteMetrics writes c as the profile's dialect writes its Prometheus text exposition:
+// vLLM V1's by default, shaped by p's metric switches and dialect version (names, offload
+// generations, lazy series, data-parallel engines).
 func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 	switch p.Dialect {
 	case DialectSGLang:
 		return writeSGLang(w, p, c)
 	case DialectTRTLLM:
 		return writeTRTLLM(w, p, c)
+	case DialectLlamaCpp:
+		return writeLlamaCpp(w, p, c)
 	}
-	x := exposition{model: p.ServedModelName, engines: max(p.DataParallelEngines, 1), values: p.MetricValues}
+	x := exposition{model: p.ServedModelName, engines: max(p.DataParallelEngines, 1), values: p.MetricValues,
+		lazyHeaders: p.MultiprocessExposition, offset: p.CounterOffset}
 	if len(p.OmitMetrics) > 0 {
 		x.omit = make(map[string]bool, len(p.OmitMetrics))
 		for _, name := range p.OmitMetrics {
@@ -152,6 +176,10 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 	x.count([]string{"source", "external_kv_transfer"}, c.PromptTokensExternalKVTransfer)
 	x.family("vllm:prompt_tokens_cached_total", "counter", "Number of cached prompt tokens (local + external).")
 	x.count(nil, c.PromptTokensCached)
+	if p.vllmVersion() == VLLMRecomputed {
+		x.family("vllm:prompt_tokens_recomputed_total", "counter", "Number of cached prompt tokens recomputed for forward pass.")
+		x.count(nil, c.FullyCachedPrompts)
+	}
 	if p.CachedBySourceMetrics {
 		x.family("vllm:prompt_tokens_cached_by_source_total", "counter", "Number of cached prompt tokens by the tier that served them.")
 		x.count([]string{"source", "device"}, c.PromptTokensLocalCacheHit)
@@ -171,11 +199,7 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 	x.histogram(nil, c.E2ERequestLatency)
 
 	x.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
-	backend, size := "None", "None"
-	if p.CPUBlocks() > 0 && p.Dialect == DialectVLLM {
-		// A connector's tier (LMCache, KVBM) is not vLLM's kv_offloading_size.
-		backend, size = "native", formatFloat(p.CPUOffloadGiB)
-	}
+	backend, size := p.offloadConfig()
 	for i := 0; i < x.engines; i++ {
 		// vLLM leaves model_name off this family.
 		x.sample("vllm:cache_config_info", []string{
@@ -190,59 +214,7 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 			"num_gpu_blocks", strconv.FormatUint(share(uint64(p.NumGPUBlocks), i, x.engines), 10),
 		}, 1)
 	}
-
-	if p.LabelledOffloadMetrics {
-		type direction struct {
-			name    string
-			bytes   int64
-			seconds float64
-			size    Histogram
-		}
-		dirs := []direction{
-			{"GPU_to_CPU", c.GPUToCPUBytes, c.GPUToCPUSeconds, c.GPUToCPUSize},
-			{"CPU_to_GPU", c.CPUToGPUBytes, c.CPUToGPUSeconds, c.CPUToGPUSize},
-		}
-		// Early versions create a transfer_type's series on its first transfer.
-		present := func(d direction) bool { return !p.LazyOffloadSeries || d.size.Count > 0 }
-		x.family("vllm:kv_offload_total_bytes_total", "counter", "Number of bytes offloaded by KV connector")
-		for _, d := range dirs {
-			if present(d) {
-				x.count([]string{"transfer_type", d.name}, d.bytes)
-			}
-		}
-		x.family("vllm:kv_offload_total_time_total", "counter", "Total time measured by all KV offloading operations")
-		for _, d := range dirs {
-			if present(d) {
-				x.seconds([]string{"transfer_type", d.name}, d.seconds)
-			}
-		}
-		x.family("vllm:kv_offload_size", "histogram", "Histogram of KV offload transfer size, in bytes.")
-		for _, d := range dirs {
-			if present(d) {
-				x.histogram([]string{"transfer_type", d.name}, d.size)
-			}
-		}
-	}
-	if p.FlatOffloadMetrics && !p.LegacyNames && !p.LazyOffloadSeries {
-		x.family("vllm:kv_offload_store_bytes_total", "counter", "Total bytes stored from GPU to offload storage.")
-		x.count(nil, c.GPUToCPUBytes)
-		x.family("vllm:kv_offload_store_time_total", "counter", "Total store time from GPU to offload storage, in seconds.")
-		x.seconds(nil, c.GPUToCPUSeconds)
-		x.family("vllm:kv_offload_load_bytes_total", "counter", "Total bytes loaded from offload storage to GPU.")
-		x.count(nil, c.CPUToGPUBytes)
-		x.family("vllm:kv_offload_load_time_total", "counter", "Total load time from offload storage to GPU, in seconds.")
-		x.seconds(nil, c.CPUToGPUSeconds)
-		x.family("vllm:kv_offload_load_size", "histogram", "Histogram of KV offload load operation size, in bytes.")
-		x.histogram(nil, c.CPUToGPUSize)
-		x.family("vllm:kv_offload_allocation_failure_total", "counter", "Number of KV offload store allocation attempts that failed.")
-		x.count(nil, c.AllocationFailures) // only injected: stores never wait on pinned blocks here
-		x.family("vllm:kv_offload_cpu_cache_usage_perc", "gauge", "Fraction of CPU KV-cache space currently pinned by active transfers (0.0 = idle, 1.0 = saturated).")
-		x.fraction(nil, 0) // transfers are instantaneous in the model: nothing stays pinned
-		if p.StoreThreshold >= 2 {
-			x.family("vllm:kv_offload_stores_skipped_total", "counter", "Number of KV offload stores skipped by the store_threshold reuse filter.")
-			x.count(nil, c.StoresSkipped)
-		}
-	}
+	writeOffload(&x, p, c)
 	if p.Dialect == DialectLMCache {
 		writeLMCache(&x, p, c)
 	}
@@ -250,11 +222,148 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 	return err
 }
 
-// metricFamilies names the families p's /metrics exposes, faults aside.
+// offloadConfig is vllm:cache_config_info's kv_offloading_backend and kv_offloading_size: a
+// native tier's size, or LMCache's when the multi-process connector was asked for with
+// --kv-offloading-backend lmcache (which then ignores it).
+func (p Profile) offloadConfig() (backend, size string) {
+	switch {
+	case p.Dialect == DialectVLLM && p.CPUBlocks() > 0:
+		return "native", formatFloat(p.CPUOffloadGiB)
+	case p.Dialect == DialectLMCache && p.DialectVersion == LMCacheMultiProcess:
+		return "lmcache", formatFloat(p.CPUOffloadGiB)
+	}
+	// A connector configured apart (LMCache's environment, KVBM) is not vLLM's kv_offloading_size.
+	return "None", "None"
+}
+
+// offloadDirection is one direction of the native connector's transfers.
+type offloadDirection struct {
+	name    string // transfer_type of the labelled family
+	flat    string // "store" or "load" of the flat families
+	bytes   int64
+	seconds float64
+	size    Histogram
+}
+
+// writeOffload writes the native offloading connector's families as the dialect version's
+// vLLM does: none (before its metrics, or the simple CPU connector), the labelled family
+// with each direction created on its first transfer, or the flat families eager or bound on
+// first use beside the labelled family.
+func writeOffload(x *exposition, p Profile, c Counters) {
+	dirs := []offloadDirection{
+		{"GPU_to_CPU", "store", c.GPUToCPUBytes, c.GPUToCPUSeconds, c.GPUToCPUSize},
+		{"CPU_to_GPU", "load", c.CPUToGPUBytes, c.CPUToGPUSeconds, c.CPUToGPUSize},
+	}
+	used := func(d offloadDirection) bool { return d.size.Count > 0 }
+	always := func(offloadDirection) bool { return true }
+	switch v := p.vllmVersion(); {
+	case p.Dialect != DialectVLLM && v == "":
+		// LMCache and KVBM: their connector, not vLLM's native one; the switches decide.
+	case v == VLLMBeforeMetrics || v == VLLMSimpleOffload:
+		return
+	case v == VLLMLabelled || v == VLLMRecomputed:
+		writeLabelledOffload(x, dirs, used)
+		return
+	case v == VLLMFlatEager:
+		writeLabelledOffload(x, dirs, always)
+		writeFlatOffload(x, dirs, always, p, c)
+		return
+	case v == VLLMFlatLazy || v == VLLMDiagnostics:
+		writeLabelledOffload(x, dirs, always)
+		writeFlatOffload(x, dirs, used, p, c)
+		if v == VLLMDiagnostics {
+			x.family("vllm:kv_offload_allocation_failure_total", "counter", "Number of KV offload store allocation attempts that failed.")
+			if c.AllocationFailures > 0 {
+				x.count(nil, c.AllocationFailures)
+			}
+			// Every request looks its blocks up; the model takes no time to do it.
+			x.family("vllm:kv_offload_lookup_sync_delay_seconds", "histogram", "Histogram of synchronous KV offload lookup delay, in seconds.")
+			if n := uint64(max(c.RequestsStop+c.RequestsLength+c.RequestsAbort, 0)); n > 0 {
+				x.histogram(nil, durations(n, 0))
+			}
+		}
+		return
+	}
+	// The compatibility shape of earlier kvbench: switches, every family eager.
+	if p.LabelledOffloadMetrics {
+		present := always
+		if p.LazyOffloadSeries {
+			present = used // early versions create a transfer_type's series on its first transfer
+		}
+		writeLabelledOffload(x, dirs, present)
+	}
+	if p.FlatOffloadMetrics && !p.LegacyNames && !p.LazyOffloadSeries {
+		writeFlatOffload(x, dirs, always, p, c)
+		x.family("vllm:kv_offload_allocation_failure_total", "counter", "Number of KV offload store allocation attempts that failed.")
+		x.count(nil, c.AllocationFailures) // only injected: stores never wait on pinned blocks here
+		x.family("vllm:kv_offload_cpu_cache_usage_perc", "gauge", "Fraction of CPU KV-cache space currently pinned by active transfers (0.0 = idle, 1.0 = saturated).")
+		x.fraction(nil, 0) // transfers are instantaneous in the model: nothing stays pinned
+	}
+}
+
+// writeLabelledOffload writes the deprecated labelled family, a direction's series where
+// present says so.
+func writeLabelledOffload(x *exposition, dirs []offloadDirection, present func(offloadDirection) bool) {
+	x.family("vllm:kv_offload_total_bytes_total", "counter", "Number of bytes offloaded by KV connector")
+	for _, d := range dirs {
+		if present(d) {
+			x.count([]string{"transfer_type", d.name}, d.bytes)
+		}
+	}
+	x.family("vllm:kv_offload_total_time_total", "counter", "Total time measured by all KV offloading operations")
+	for _, d := range dirs {
+		if present(d) {
+			x.seconds([]string{"transfer_type", d.name}, d.seconds)
+		}
+	}
+	x.family("vllm:kv_offload_size", "histogram", "Histogram of KV offload transfer size, in bytes.")
+	for _, d := range dirs {
+		if present(d) {
+			x.histogram([]string{"transfer_type", d.name}, d.size)
+		}
+	}
+}
+
+// writeFlatOffload writes the flat families of June 2026, a direction's where present says
+// so, and the store_threshold filter's counter when one is set (bound on its first skip
+// where the directions are bound on first use).
+func writeFlatOffload(x *exposition, dirs []offloadDirection, present func(offloadDirection) bool, p Profile, c Counters) {
+	for _, d := range dirs {
+		x.family("vllm:kv_offload_"+d.flat+"_bytes_total", "counter", "Total bytes "+d.flat+"d, "+offloadWords(d.flat)+".")
+		if present(d) {
+			x.count(nil, d.bytes)
+		}
+		x.family("vllm:kv_offload_"+d.flat+"_time_total", "counter", "Total "+d.flat+" time, "+offloadWords(d.flat)+", in seconds.")
+		if present(d) {
+			x.seconds(nil, d.seconds)
+		}
+		x.family("vllm:kv_offload_"+d.flat+"_size", "histogram", "Histogram of KV offload "+d.flat+" operation size, in bytes.")
+		if present(d) {
+			x.histogram(nil, d.size)
+		}
+	}
+	if p.StoreThreshold >= 2 {
+		x.family("vllm:kv_offload_stores_skipped_total", "counter", "Number of KV offload stores skipped by the store_threshold reuse filter.")
+		eager := present(offloadDirection{}) // the eager shapes present every direction
+		if eager || c.StoresSkipped > 0 {
+			x.count(nil, c.StoresSkipped)
+		}
+	}
+}
+
+func offloadWords(dir string) string {
+	if dir == "store" {
+		return "GPU to offload storage"
+	}
+	return "offload storage to GPU"
+}
+
+// metricFamilies names the families p's /metrics exposes once everything has happened
+// (lazy families included), faults aside.
 func (p Profile) metricFamilies() map[string]bool {
 	p.OmitMetrics, p.MetricValues = nil, nil
 	var b bytes.Buffer
-	_ = WriteMetrics(&b, p, newCounters())
+	_ = WriteMetrics(&b, p, busyCounters())
 	names := map[string]bool{}
 	for _, n := range familyNames(b.Bytes()) {
 		names[n] = true
@@ -288,20 +397,43 @@ type exposition struct {
 	value  float64
 	// fixed, when not nil, replaces vLLM's engine and model_name labels (other dialects).
 	fixed []string
+	// lazyHeaders: a family's HELP and TYPE lines are written with its first sample, so a
+	// family without series is not declared at all (prometheus_client's multiprocess
+	// collector); header holds them until then.
+	lazyHeaders bool
+	header      string
+	// offset is added to every counter sample: a server that has run a while.
+	offset int64
+	typ    string // the current family's type
+	// format writes a sample value; nil means formatFloat (Python's client).
+	format func(float64) string
 }
 
 func (x *exposition) family(name, typ, help string) {
-	x.name = name
+	x.name, x.typ = name, typ
 	x.skip = x.omit[name]
 	x.value, x.pinned = x.values[name]
+	x.header = ""
 	if x.skip {
 		return
 	}
-	x.buf.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " " + typ + "\n")
+	h := "# HELP " + name + " " + help + "\n# TYPE " + name + " " + typ + "\n"
+	if x.lazyHeaders {
+		x.header = h
+		return
+	}
+	x.buf.WriteString(h)
 }
+
+// used reports whether a lazily created counter series exists: once the count moved, or
+// from the start on a server that has run a while (a counter offset).
+func (x *exposition) used(v int64) bool { return v > 0 || x.offset > 0 }
 
 // count writes an integer total split across engines.
 func (x *exposition) count(labels []string, v int64) {
+	if x.typ == "counter" {
+		v += x.offset
+	}
 	for i := 0; i < x.engines; i++ {
 		x.sample(x.name, x.labels(labels, i), float64(share(uint64(max(v, 0)), i, x.engines)))
 	}
@@ -354,6 +486,14 @@ func (x *exposition) sample(name string, labels []string, v float64) {
 	if x.pinned {
 		v = x.value
 	}
+	if x.header != "" {
+		x.buf.WriteString(x.header)
+		x.header = ""
+	}
+	format := formatFloat
+	if x.format != nil {
+		format = x.format
+	}
 	type pair struct{ k, v string }
 	pairs := make([]pair, 0, len(labels)/2)
 	for i := 0; i+1 < len(labels); i += 2 {
@@ -361,8 +501,8 @@ func (x *exposition) sample(name string, labels []string, v float64) {
 	}
 	slices.SortFunc(pairs, func(a, b pair) int { return strings.Compare(a.k, b.k) })
 	x.buf.WriteString(name)
-	if len(pairs) == 0 { // KVBM's unlabelled Rust counters
-		x.buf.WriteString(" " + formatFloat(v) + "\n")
+	if len(pairs) == 0 { // KVBM's unlabelled Rust counters, llama.cpp's
+		x.buf.WriteString(" " + format(v) + "\n")
 		return
 	}
 	x.buf.WriteByte('{')
@@ -372,7 +512,7 @@ func (x *exposition) sample(name string, labels []string, v float64) {
 		}
 		x.buf.WriteString(p.k + `="` + labelEscaper.Replace(p.v) + `"`)
 	}
-	x.buf.WriteString("} " + formatFloat(v) + "\n")
+	x.buf.WriteString("} " + format(v) + "\n")
 }
 
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

@@ -62,6 +62,11 @@ type Profile struct {
 	CPUToGPUBytesPerSecond float64       `toml:"cpu_to_gpu_bytes_per_second"`
 	GPUToCPUBytesPerSecond float64       `toml:"gpu_to_cpu_bytes_per_second"`
 	RequestOverhead        time.Duration `toml:"request_overhead"`
+	// ReloadLatency is the fixed cost of a prefill that loads from the CPU tier beyond the
+	// copy at cpu_to_gpu_bytes_per_second (the lookup, the engine step spent waiting for the
+	// load); it is not counted in the load seconds, which time the copy alone. With it a
+	// short prompt recomputes faster than it reloads, so a reload curve has a break-even.
+	ReloadLatency time.Duration `toml:"reload_latency"`
 	// JitterFraction multiplies each request's durations by a factor in
 	// [1-JitterFraction, 1+JitterFraction] drawn from (JitterSeed, request number).
 	JitterFraction float64 `toml:"jitter_fraction"`
@@ -78,9 +83,28 @@ type Profile struct {
 	OutputSeed         uint64 `toml:"output_seed"`
 
 	// Dialect is the server the engine passes for (see Dialects): vllm, lmcache, sglang,
-	// kvbm or trtllm. TensorParallelSize gives LMCache one series per rank (worker_id).
+	// kvbm, trtllm or llamacpp; DialectVersion the upstream version of its exposition
+	// (DialectVersions; the dialect's default when empty). TensorParallelSize gives LMCache
+	// one series per rank (worker_id).
 	Dialect            string `toml:"dialect"`
+	DialectVersion     string `toml:"dialect_version"`
 	TensorParallelSize int    `toml:"tensor_parallel_size"`
+	// MultiprocessExposition writes vLLM's /metrics as prometheus_client's multiprocess
+	// collector does (PROMETHEUS_MULTIPROC_DIR): a family without series is not declared.
+	// SGLang and TensorRT-LLM always write so.
+	MultiprocessExposition bool `toml:"multiprocess_exposition"`
+	// CounterOffset starts every counter sample at this value, as on a server that has run a
+	// while (llama.cpp's 6-digit printing shows above 10^6). Each series is offset, so sums
+	// across series no longer add up.
+	CounterOffset int64 `toml:"counter_offset"`
+	// KVBMTier is the KVBM tier the model's offload tier passes for: host (default) or disk.
+	KVBMTier string `toml:"kvbm_tier"`
+	// StorageBackend makes SGLang's host tier pass for its storage tier (L3) of this backend
+	// class (e.g. HiCacheFile): hits are storage_<backend> hits prefetched into host.
+	StorageBackend string `toml:"storage_backend"`
+	// SlidingWindowPool gives SGLang a second, sliding-window pool (pool="swa") whose
+	// load-back and backup series move with the kv pool's.
+	SlidingWindowPool bool `toml:"sliding_window_pool"`
 
 	// Metrics shape.
 	LegacyNames               bool `toml:"legacy_names"`
@@ -119,13 +143,17 @@ type Profile struct {
 	OmitMetrics []string `toml:"omit_metrics"`
 	// MetricValues pins every sample of a family to a value: nan, inf, -inf or a number.
 	MetricValues map[string]float64 `toml:"metric_values"`
+	// CorruptReload makes every block loaded from the CPU tier hold other KV than was stored:
+	// a reloaded prompt's output then differs from the one its first computation gave.
+	CorruptReload bool `toml:"corrupt_reload"`
 
 	// BatchProfile models concurrency (batch.go).
 	BatchProfile
 }
 
 // Routes are the paths the server answers; HangPaths must name some of them.
-var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/version", "/health", "/metrics"}
+var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/version", "/health", "/metrics",
+	TRTLLMMetricsPath, "/props", "/apply-template"}
 
 // Metrics fault modes.
 const (
@@ -259,6 +287,7 @@ func (p *Profile) Validate() error {
 	check(p.DecodeTokensPerSecond > 0, "decode_tokens_per_second must be > 0")
 	check(p.CPUOffloadGiB == 0 || p.CPUToGPUBytesPerSecond > 0, "cpu_to_gpu_bytes_per_second must be > 0 with a CPU tier")
 	check(p.RequestOverhead >= 0, "request_overhead must be >= 0")
+	check(p.ReloadLatency >= 0, "reload_latency must be >= 0")
 	check(p.JitterFraction >= 0 && p.JitterFraction < 1, "jitter_fraction %g must be in [0, 1)", p.JitterFraction)
 	check(p.DefaultMaxTokens > 0, "default_max_tokens must be > 0")
 	check(p.ReasoningTokensMin >= 0 && p.ReasoningTokensMin <= p.ReasoningTokensMax,
@@ -290,6 +319,7 @@ func (p *Profile) Validate() error {
 		problems = append(problems, err.Error())
 	}
 	check(p.TensorParallelSize >= 0, "tensor_parallel_size %d must be >= 0", p.TensorParallelSize)
+	check(p.CounterOffset >= 0, "counter_offset %d must be >= 0", p.CounterOffset)
 	if len(p.OmitMetrics) > 0 || len(p.MetricValues) > 0 {
 		exposed := p.metricFamilies()
 		for _, name := range p.OmitMetrics {
@@ -344,6 +374,7 @@ func (p Profile) Faults() string {
 	add(p.MetricsFault != "" && p.MetricsFaultAfter > 0, "metrics_fault_after", p.MetricsFaultAfter)
 	add(p.HangEveryNthRequest > 0, "hang_every_nth_request", p.HangEveryNthRequest)
 	add(p.AllocationFailEveryNthStore > 0, "allocation_fail_every_nth_store", p.AllocationFailEveryNthStore)
+	add(p.CorruptReload, "corrupt_reload", true)
 	add(len(p.HangPaths) > 0, "hang_paths", fmt.Sprintf("%q", p.HangPaths))
 	add(len(p.OmitMetrics) > 0, "omit_metrics", fmt.Sprintf("%q", p.OmitMetrics))
 	names := make([]string, 0, len(p.MetricValues))

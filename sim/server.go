@@ -222,8 +222,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_ = s.writeMetrics(w)
+	s.serveMetrics(w, r.URL.Path)
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
@@ -285,6 +284,7 @@ func flattenMessages(in []wireMessage) ([]ChatMessage, error) {
 type tokenizeRequest struct {
 	Model               string        `json:"model"`
 	Prompt              *string       `json:"prompt"`
+	Content             *string       `json:"content"` // llama-server's field for the text
 	Messages            []wireMessage `json:"messages"`
 	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
 }
@@ -303,6 +303,8 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.Prompt != nil:
 		text = *req.Prompt
+	case req.Content != nil:
+		text = *req.Content
 	case req.Messages != nil:
 		msgs, err := flattenMessages(req.Messages)
 		if err != nil {

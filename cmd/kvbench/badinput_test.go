@@ -92,3 +92,19 @@ func TestReservedLabelsRefused(t *testing.T) {
 		t.Errorf("export --label cluster=eu1: exit %d %q", code, errOut)
 	}
 }
+
+// TestBadSaltRefusedBeforeTheServer: a --salt that is no salt is bad input (exit 2, the
+// flag named, its text inert), refused before any request.
+func TestBadSaltRefusedBeforeTheServer(t *testing.T) {
+	var hits atomic.Int64
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer counting.Close()
+	out := t.TempDir()
+	_, errOut, code := runCLI(t, "run", "smoke", "--endpoint", counting.URL+"/v1", "--out", out, "--salt", "night\x1b[2J")
+	if code != exitUsage || !strings.Contains(errOut, `--salt: "night\x1b[2J" must be letters, digits`) || strings.Contains(errOut, "\x1b") {
+		t.Errorf("exit %d %q", code, errOut)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("a refused salt sent %d requests", n)
+	}
+}

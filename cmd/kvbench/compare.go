@@ -66,9 +66,13 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	case "markdown":
-		res.WriteMarkdown(stdout)
+		if err := res.WriteMarkdown(stdout); err != nil {
+			return err
+		}
 	default:
-		res.WriteText(stdout)
+		if err := res.WriteText(stdout); err != nil {
+			return err
+		}
 	}
 	if push.url == "" {
 		return compareError(res)
@@ -125,9 +129,13 @@ func compareSweeps(dirs []string, format string, tolerance float64, allow bool, 
 			return err
 		}
 	case "markdown":
-		res.WriteMarkdown(stdout)
+		if err := res.WriteMarkdown(stdout); err != nil {
+			return err
+		}
 	default:
-		res.WriteText(stdout)
+		if err := res.WriteText(stdout); err != nil {
+			return err
+		}
 	}
 	if res.Regression {
 		return &exitError{code: exitRegression, err: fmt.Errorf("capacity regression: %s", strings.Join(res.Findings, "; "))}

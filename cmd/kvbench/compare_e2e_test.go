@@ -122,7 +122,8 @@ func closestCall(res map[string]any) string {
 
 func findings(res map[string]any) []string {
 	var out []string
-	for _, f := range res["regressions"].([]any) {
+	list, _ := res["regressions"].([]any) // none when compare refused the runs
+	for _, f := range list {
 		out = append(out, f.(string))
 	}
 	return out

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 // crashScenario is small and fast on the tiny profile: two isolated sequences (4 and 3
-// requests) and a replay, 8 requests in all.
+// requests) and a replay with its cold twin, 9 requests in all.
 const crashScenario = `name = "crash"
 [server]
 gpu_kv_tokens = "server"
@@ -59,7 +59,7 @@ id = "replay"
 replay = { step = "first", request = 0 }
 `
 
-const crashRequests = 8
+const crashRequests = 9
 
 // child is kvbench running as a process, its stdout (the console) read line by line.
 type child struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -82,8 +83,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if r.endpoint != "" {
 			continue
 		}
-		if !slices.Contains(sim.Dialects, def.Name) {
-			return usageErrorf("--engine %s: the embedded engine does not speak it (it speaks %s); give --endpoint", def.Name, strings.Join(sim.Dialects, ", "))
+		if !slices.Contains(sim.Dialects, def.Name) || def.Topology != capacity.SharedPool {
+			// llama.cpp's dialect is served for its metrics and calls; the studies need its single slot.
+			return usageErrorf("--engine %s: the embedded engine does not speak it for these studies (it models a shared GPU pool); give --endpoint", def.Name)
 		}
 		srv, err := sim.Start(sim.Options{Profile: r.profile, Speed: *speed, Override: speakDialect(def.Name)})
 		if err != nil {
@@ -154,7 +156,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	fmt.Fprintln(stdout)
-	study.WriteSeedTable(stdout, studies[0].outcome.Record, studies[1].outcome.Record)
+	if err := study.WriteSeedTable(stdout, studies[0].outcome.Record, studies[1].outcome.Record); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "\nrecords: %s (%s and one directory per run)\n", dir, files)
 	if err := outcomeError(studies[0].outcome); err != nil {
 		return err

@@ -54,6 +54,13 @@ replay = { step = "sequence", request = 0 }
 // preflight's warnings joined.
 func engineRun(t *testing.T, backend string, extra func(*sim.Profile), metricsURLs func(*sim.Server) []string) (map[string]any, map[string]any, string) {
 	t.Helper()
+	rec, req, warnings, _ := engineRunDir(t, backend, extra, metricsURLs)
+	return rec, req, warnings
+}
+
+// engineRunDir is engineRun that also returns the run's directory.
+func engineRunDir(t *testing.T, backend string, extra func(*sim.Profile), metricsURLs func(*sim.Server) []string) (map[string]any, map[string]any, string, string) {
+	t.Helper()
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: extra})
 	args := []string{"run", engineScenario(t, backend), "--endpoint", srv.URL() + "/v1", "--out", t.TempDir()}
 	urls := srv.MetricsURLs()
@@ -73,21 +80,19 @@ func engineRun(t *testing.T, backend string, extra func(*sim.Profile), metricsUR
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	art := readArtifact(t, filepath.Join(out, onlyEntry(t, out)), "step-02-replay.json")
+	dir := filepath.Join(out, onlyEntry(t, out))
+	art := readArtifact(t, dir, "step-02-replay.json")
 	req := art["requests"].([]any)[0].(map[string]any)
 	var warnings []string
 	for _, w := range section(t, rec, "preflight")["warnings"].([]any) {
 		warnings = append(warnings, w.(string))
 	}
-	return rec, req, strings.Join(warnings, " | ")
+	return rec, req, strings.Join(warnings, " | "), dir
 }
 
 func dialect(name string, more func(*sim.Profile)) func(*sim.Profile) {
 	return func(p *sim.Profile) {
-		p.Dialect = name
-		if name != sim.DialectVLLM {
-			p.FlatOffloadMetrics, p.LabelledOffloadMetrics = false, false
-		}
+		p.SetDialect(name, p.DialectVersion)
 		if more != nil {
 			more(p)
 		}
@@ -184,7 +189,7 @@ func TestEngineSGLangReloadByRequest(t *testing.T) {
 		t.Fatalf("load-back delta %v, request host tokens %v", ev["reload_tokens_delta"], d["host"])
 	}
 	counters := section(t, rec, "preflight")["counters"].(map[string]any)
-	if counters["load_bytes"] != "absent" || !strings.Contains(counters["reload_tokens"].(string), "sglang:load_back_tokens_total") {
+	if !strings.Contains(counters["load_bytes"].(string), "sglang:load_back_bytes_total") || !strings.Contains(counters["reload_tokens"].(string), `sglang:load_back_tokens_total{pool="kv"}`) {
 		t.Fatalf("counters %v", counters)
 	}
 	if strings.Contains(warnings, "no external prefix-cache hit counter") {

@@ -63,6 +63,16 @@ func TestLlamaCppPromptCacheTiers(t *testing.T) {
 			if r["verdict"] != c.verdict {
 				t.Fatalf("verdict %v (%v), want %s", r["verdict"], r["verdict_reason"], c.verdict)
 			}
+			// The cold twin (cache_prompt: false, right after the replay on the one slot)
+			// recomputed the whole prompt: usage and the cached-token counter say 0.
+			gain, fid := r["offload_gain"].(map[string]any), r["reload_fidelity"].(map[string]any)
+			t.Logf("%s: offload gain %v; fidelity %v", c.scenario, gain, fid)
+			if gain["cold_twin"] != "cache_prompt=false" || gain["cold_twin_missed"] != "yes" || gain["ttft_ratio"] == nil {
+				t.Errorf("cold twin: %v", gain)
+			}
+			if fid["compared"] != true || fid["basis"] != "text" {
+				t.Errorf("fidelity %v: llama.cpp's chat stream has no token ids, so the kept text is compared", fid)
+			}
 			switch c.verdict {
 			case "cpu_reload":
 				if cached < 0.99*prompt || replay > cold/3 {

@@ -46,6 +46,9 @@ type nightlyHarness struct {
 	shell                  []string
 	script, work, bin, key string
 	scenario, results      string
+	// server, when set, serves every night: a long-lived server whose caches keep what
+	// earlier nights sent. Otherwise each night gets a fresh engine.
+	server *sim.Server
 }
 
 func newNightlyHarness(t *testing.T, shell []string, script string) *nightlyHarness {
@@ -67,6 +70,7 @@ func newNightlyHarness(t *testing.T, shell []string, script string) *nightlyHarn
 }
 
 // night runs the script once against a fresh embedded engine (cold caches, a key required)
+// or the harness's long-lived one
 // with env and args; stdout goes to a log file opened as '> night.log' opens it. It returns
 // the exit code, the log and the night's directory named in its first line.
 func (h *nightlyHarness) night(env []string, args ...string) (int, string, string) {
@@ -74,7 +78,10 @@ func (h *nightlyHarness) night(env []string, args ...string) (int, string, strin
 	t.Helper()
 	// Requests of about a second (slowTiny): a loaded machine's lateness stays within the
 	// tolerance, so a night compares as no regression.
-	srv := startSim(t, sim.Options{Profile: "tiny", APIKey: h.key, Override: slowTiny})
+	srv := h.server
+	if srv == nil {
+		srv = startSim(t, sim.Options{Profile: "tiny", APIKey: h.key, Override: slowTiny})
+	}
 	logPath := filepath.Join(t.TempDir(), "night.log")
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -269,4 +276,90 @@ func TestNightlyScriptFlags(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.work, "results")); !os.IsNotExist(err) {
 		t.Errorf("a refused flag left a results directory: %v", err)
 	}
+}
+
+// TestNightlyScriptAsPrintedOnWarmCaches runs the README's nightly script, as printed,
+// night after night against one long-lived embedded engine whose CPU tier (1 GiB) holds far
+// more than a night sends: the same bytes a second night come back cached (the cold sequence
+// stores nothing, its TTFT falls), and the night fails loudly, naming warm caches (exit 2:
+// not comparable); the script's default, a random salt, sends fresh bytes of the same shapes,
+// and the next night on the same warm server passes against the unsalted baseline.
+func TestNightlyScriptAsPrintedOnWarmCaches(t *testing.T) {
+	script := readmeNightlyScript(t)
+	h := newNightlyHarness(t, []string{"/bin/sh"}, script)
+	h.server = startSim(t, sim.Options{Profile: "tiny", APIKey: h.key, Override: func(p *sim.Profile) {
+		slowTiny(p)
+		p.CPUOffloadGiB = 1 // 524,288 tokens: every night's prompts stay
+	}})
+	h.scenario = filepath.Join(h.work, "nightly-tiny.toml")
+	if err := os.WriteFile(h.scenario, []byte(regressionScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := "API_KEY_ENV=KVBENCH_NIGHTLY_KEY"
+
+	// The first night, unsalted (SALT set and empty: the scenario's own prompts), is the
+	// baseline.
+	code, log, night1 := h.night([]string{key, "SALT="})
+	promote := regexp.MustCompile(`(?m)^  (mkdir -p .* && cp -r .*)$`).FindStringSubmatch(log)
+	if code != 2 || promote == nil {
+		t.Fatalf("first night: exit %d:\n%s", code, log)
+	}
+	if out, err := exec.Command("/bin/sh", "-c", "cd "+h.work+" && "+promote[1]).CombinedOutput(); err != nil {
+		t.Fatalf("promotion: %v: %s", err, out)
+	}
+	if r := loadNight(t, h, night1); r.Scenario.Prompt.Salt != "" || len(r.WarmFindings()) != 0 {
+		t.Fatalf("first night: salt %q, warm %q", r.Scenario.Prompt.Salt, r.WarmFindings())
+	}
+
+	// The same bytes again on the same server: warm caches, said by the run, its record and
+	// compare, and the night fails.
+	code, log, night2 := h.night([]string{key, "SALT="})
+	for _, want := range []string{
+		"WARM CACHES: warm caches: step sequence is a cold sequence, yet 3 of its 3 requests came back",
+		"measured warm caches, so the runs are not comparable: warm caches: step sequence",
+		"nightly: compare failed (exit 2)", "Warm caches: the server still held these prompts; restart it, or leave SALT at random.",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("warm night: the log lacks %q", want)
+		}
+	}
+	if code != 2 || strings.Contains(log, "no regression") {
+		t.Fatalf("warm night: exit %d, want 2 (not comparable):\n%s", code, log)
+	}
+	r := loadNight(t, h, night2)
+	rp := r.Replay("replay")
+	if seq := r.Sequence("sequence"); seq.WarmCaches == nil || seq.WarmCaches.Requests != 3 || seq.StoreProven {
+		t.Errorf("warm night: sequence %+v, store proven %v", seq.WarmCaches, seq.StoreProven)
+	}
+	if rp.SetupValid != "no" || !strings.HasPrefix(rp.SetupReason, "warm caches: ") {
+		t.Errorf("warm night: replay setup %s: %s", rp.SetupValid, rp.SetupReason)
+	}
+
+	// The script's default salt: fresh bytes of the same shapes on the same warm server, cold
+	// again, compared with the unsalted baseline by shape.
+	code, log, night3 := h.night([]string{key})
+	if code != 0 || !strings.Contains(log, "Prompts: the runs sent fresh bytes of the same shapes (prompt salt: baseline none, candidate ") || strings.Contains(log, "WARM CACHES") {
+		t.Fatalf("salted night: exit %d, want 0 compared by shape:\n%s", code, log)
+	}
+	r = loadNight(t, h, night3)
+	if salt := r.Scenario.Prompt.Salt; !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(salt) || !strings.Contains(log, "salt random, in "+night3) {
+		t.Errorf("salted night: salt %q", salt)
+	}
+	if seq := r.Sequence("sequence"); seq.WarmCaches != nil || !seq.StoreProven || r.Replay("replay").Verdict != "cpu_reload" {
+		t.Errorf("salted night: warm %+v, store %v, replay %s", seq.WarmCaches, seq.StoreProven, r.Replay("replay").Verdict)
+	}
+}
+
+// loadNight loads the one run of a night's directory.
+func loadNight(t *testing.T, h *nightlyHarness, night string) *runs.Run {
+	t.Helper()
+	dirs := runDirs(t, filepath.Join(h.work, night))
+	if len(dirs) != 1 {
+		t.Fatalf("%s holds runs %v", night, dirs)
+	}
+	r, err := runs.Load(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

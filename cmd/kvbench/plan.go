@@ -94,6 +94,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := tf.apply(sc); err != nil {
 		return err
 	}
+	if err := sc.ResolveSalt(); err != nil { // a random salt: the plan shows one draw
+		return err
+	}
 	var p *plan.Plan
 	if sc.Prompt.TokenCounting == "server" && !*estimate {
 		if err := tf.consent(sc); err != nil {
@@ -120,7 +123,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			*plan.Plan
 		}{sc, p})
 	}
-	p.WriteText(termsafe.NewWriter(stdout))
+	if err := p.WriteText(termsafe.NewWriter(stdout)); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "\ntarget (kvbench run sends requests here):\n")
 	tf.writeTrust(stdout, sc)
 	if len(sc.Probes) > 0 {

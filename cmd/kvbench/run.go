@@ -32,6 +32,8 @@ type runOptions struct {
 	allowProbes  bool
 	probeSecrets bool
 	repeat       int
+	// salt overrides the scenario's prompt.salt ("random": a fresh one for this run).
+	salt string
 	// cpuProfile and memProfile name pprof files written around the whole run.
 	cpuProfile string
 	memProfile string
@@ -49,6 +51,7 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
 	fs.BoolVar(&o.probeSecrets, "probe-secrets", false, "pass probes the environment variables whose names contain KEY, TOKEN, SECRET or PASSWORD (dropped by default; the --api-key-env variable is never passed)")
 	fs.IntVar(&o.repeat, "repeat", 0, "run the steps N times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)")
+	fs.StringVar(&o.salt, "salt", "", "give the prompts fresh bytes of the same shapes, so a server's caches hold none of an earlier run's: letters, digits, '.', '-' and '_', or random for a new salt each run (nightly runs); overrides the scenario's prompt.salt, and compare still compares the runs")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); KVBENCH_PPROF=DIR sets both profiles")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at the end")
 	return fs
@@ -112,6 +115,14 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if o.repeat > 0 {
 		sc.Repeat = o.repeat
 	}
+	if o.salt != "" {
+		if err := sc.SetSalt(o.salt); err != nil {
+			return nil, usageError(err)
+		}
+	}
+	if err := sc.ResolveSalt(); err != nil {
+		return nil, err
+	}
 	key, err := o.admit(sc)
 	if err != nil {
 		return nil, err
@@ -140,15 +151,19 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if err != nil {
 		return outcome, err
 	}
+	var werr error
 	if o.format == "json" {
-		if err := printJSON(stdout, outcome.Record); err != nil {
-			return outcome, err
-		}
+		werr = printJSON(stdout, outcome.Record)
 	} else {
 		fmt.Fprintln(stdout)
-		outcome.Record.WriteSummary(termsafe.NewWriter(stdout))
+		werr = outcome.Record.WriteSummary(termsafe.NewWriter(stdout))
 	}
 	con.Printf("records: %s", outcome.Dir)
+	// A run stopped by a closed stdout cannot print its summary there either: its own
+	// stop (interrupted) is the error to report, not the second broken pipe.
+	if werr != nil && outcomeError(outcome) == nil {
+		return outcome, fmt.Errorf("writing the run's summary: %w", werr)
+	}
 	return outcome, nil
 }
 
@@ -236,7 +251,9 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 	} else {
-		rep.WriteText(termsafe.NewWriter(stdout), sc.Name)
+		if err := rep.WriteText(termsafe.NewWriter(stdout), sc.Name); err != nil {
+			return err
+		}
 	}
 	if len(rep.Problems) > 0 {
 		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))

@@ -49,6 +49,8 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	allocFailEvery := fs.Int("allocation-fail-every", 0, "fault: block stores N, 2N, ... find no room in the CPU tier (allocation_fail_every_nth_store)")
 	dataParallel := fs.Int("data-parallel", 0, "run N independent replicas (each its own GPU pool and CPU tier) behind the one endpoint (data_parallel)")
 	router := fs.String("router", "", "how --data-parallel replicas get requests: "+strings.Join(sim.Routers, " or ")+" (router)")
+	dialect := fs.String("dialect", "", "serve another engine's metrics and API fields: NAME or NAME:VERSION, e.g. sglang:unlabelled, vllm:simple, llamacpp:no-cached-counter (dialect, dialect_version)")
+	corruptReload := fs.Bool("corrupt-reload", false, "fault: blocks loaded from the CPU tier hold other KV than was stored, so a reloaded prompt answers differently (corrupt_reload)")
 	storeThreshold := fs.Int("store-threshold", 0, "vLLM's store_threshold: store a block only after N lookups, N >= 2 (store_threshold)")
 	var hangPaths, omitMetrics, metricValues stringList
 	fs.Var(&hangPaths, "hang", "fault, repeatable: every request to this route is read and never answered, e.g. /v1/models (hang_paths)")
@@ -96,7 +98,11 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		values[name] = v
 	}
+	dialectName, dialectVersion, _ := strings.Cut(*dialect, ":")
 	override := func(p *sim.Profile) {
+		if set["dialect"] {
+			p.SetDialect(dialectName, dialectVersion)
+		}
 		ints := []struct {
 			flag string
 			dst  *int
@@ -125,6 +131,9 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		if set["metrics-fault"] {
 			p.MetricsFault = *metricsFault
+		}
+		if set["corrupt-reload"] {
+			p.CorruptReload = *corruptReload
 		}
 		p.HangPaths = append(p.HangPaths, hangPaths...)
 		p.OmitMetrics = append(p.OmitMetrics, omitMetrics...)

@@ -183,7 +183,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	} else {
 		fmt.Fprintln(stdout)
-		sw.WriteText(termsafe.NewWriter(stdout))
+		if err := sw.WriteText(termsafe.NewWriter(stdout)); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(consoleW, "sweep record: %s\n", filepath.Join(dir, runs.SweepFile))
 	// The exit code follows run's: a sweep that did less than asked exits 1, one whose levels

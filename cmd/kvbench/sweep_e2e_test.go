@@ -11,6 +11,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -69,7 +70,7 @@ func TestSweepOffloadGain(t *testing.T) {
 	}
 	for i := range son.Levels {
 		t.Logf("%d users: TTFT p90 %s ms with the tier (host %s), %s ms without", son.Levels[i].Users,
-			record.FormatMS(son.Levels[i].TTFTMS.P90), record.FormatMS(son.Levels[i].Tiers.Host), record.FormatMS(soff.Levels[i].TTFTMS.P90))
+			units.MS(son.Levels[i].TTFTMS.P90), units.MS(son.Levels[i].Tiers.Host), units.MS(soff.Levels[i].TTFTMS.P90))
 	}
 	t.Logf("tier on: %s; tier off: %s", son.CapacityReason, soff.CapacityReason)
 	if son.CapacityUsers == nil || (soff.CapacityUsers != nil && *soff.CapacityUsers >= *son.CapacityUsers) {

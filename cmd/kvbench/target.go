@@ -93,7 +93,11 @@ func (t *targetFlags) apply(sc *scenarios.Scenario) error {
 		sc.Target.Endpoint = "http://127.0.0.1:8000/v1"
 	}
 	if len(sc.Target.Metrics) == 0 {
-		sc.Target.Metrics = []string{client.RootURL(sc.Target.Endpoint) + "/metrics"}
+		path := "/metrics"
+		if def, err := engine.ByName(sc.Target.Backend); err == nil {
+			path = def.DefaultMetricsPath() // trtllm-serve serves Prometheus text apart from /metrics
+		}
+		sc.Target.Metrics = []string{client.RootURL(sc.Target.Endpoint) + path}
 		if len(t.fileURLs) > 0 && t.fileURLs[0].key == "target.endpoint" {
 			// The counters are read from the file's endpoint host too.
 			t.fileURLs = append(t.fileURLs, fileURL{"target.endpoint", sc.Target.Metrics[0]})

@@ -15,6 +15,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -317,8 +318,8 @@ func TestSweepTraceOffloadGain(t *testing.T) {
 	}
 	for i := range son.Levels {
 		t.Logf("%.1f requests/s: TTFT p90 %s ms with the tier (host %s, ideal %s, dispatch lag p99 %s ms), %s ms without (lag p99 %s ms)", *son.Levels[i].RequestsPerSecond,
-			record.FormatMS(son.Levels[i].TTFTMS.P90), record.FormatMS(son.Levels[i].Tiers.Host), record.FormatMS(son.Levels[i].IdealHostShare), record.FormatMS(son.Levels[i].DispatchLagMS.P99),
-			record.FormatMS(soff.Levels[i].TTFTMS.P90), record.FormatMS(soff.Levels[i].DispatchLagMS.P99))
+			units.MS(son.Levels[i].TTFTMS.P90), units.MS(son.Levels[i].Tiers.Host), units.MS(son.Levels[i].IdealHostShare), units.MS(son.Levels[i].DispatchLagMS.P99),
+			units.MS(soff.Levels[i].TTFTMS.P90), units.MS(soff.Levels[i].DispatchLagMS.P99))
 	}
 	t.Logf("tier on: %s; tier off: %s", son.CapacityReason, soff.CapacityReason)
 	if son.CapacityRequestsPerSecond == nil || soff.CapacityRequestsPerSecond != nil && *soff.CapacityRequestsPerSecond >= *son.CapacityRequestsPerSecond {

@@ -49,7 +49,9 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 			return err
 		}
 	} else {
-		rec.WriteText(termsafe.NewWriter(stdout))
+		if err := rec.WriteText(termsafe.NewWriter(stdout)); err != nil {
+			return err
+		}
 	}
 	if !rec.AllReproduced {
 		return &exitError{code: exitGateFailed, err: fmt.Errorf("%s", rec.Summary())}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -18,7 +19,8 @@ import (
 func TestVerifySeed001ClaimOnEmbeddedEngine(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "dsv4-offload16", Speed: 1000})
 	out := t.TempDir()
-	if _, stderr, code := runJSON(t, context.Background(), "run", "eviction-6x150k-replay", "--endpoint", srv.URL()+"/v1", "--out", out); code != exitOK {
+	run, stderr, code := runJSON(t, context.Background(), "run", "eviction-6x150k-replay", "--endpoint", srv.URL()+"/v1", "--out", out)
+	if code != exitOK {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
 	dir := filepath.Join(out, onlyEntry(t, out))
@@ -38,15 +40,28 @@ func TestVerifySeed001ClaimOnEmbeddedEngine(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rec); err != nil {
 		t.Fatal(err)
 	}
+	// The timed values depend on how busy this machine is (the engine runs 1000x fast, but a
+	// loaded machine slows the client): their status follows from the value the run
+	// measured and the claim's bounds, judged here on their own.
+	replay := section(t, run, "replay")
+	within := func(metric string, ok func(v float64) bool) string {
+		if ok(num(t, replay, metric)) {
+			return "reproduced"
+		}
+		return "not_reproduced"
+	}
+	near := func(want, tol float64) func(float64) bool {
+		return func(v float64) bool { return math.Abs(v-want) <= tol*want }
+	}
 	want := map[string]string{
 		"verdict":                             "reproduced",
 		"setup_valid":                         "reproduced",
 		"cached_fraction":                     "reproduced",
-		"load_bytes_per_token":                "reproduced",     // the profile stores seed 001's 8,833 B/token
-		"effective_prefill_tokens_per_second": "not_reproduced", // time runs 1000x fast
-		"decode_tokens_per_second":            "not_reproduced", // likewise
-		"time_to_first_output_ms":             "reproduced",     // a bound: far below 1 s
-		"cpu_to_gpu_seconds_delta":            "not_reproduced", // the modelled transfer time is scaled too
+		"load_bytes_per_token":                "reproduced", // the profile stores seed 001's 8,833 B/token
+		"effective_prefill_tokens_per_second": within("effective_prefill_tokens_per_second", near(137856, 0.15)),
+		"decode_tokens_per_second":            within("decode_tokens_per_second", near(117.73, 0.15)),
+		"time_to_first_output_ms":             within("time_to_first_output_ms", func(v float64) bool { return v <= 1000 }),
+		"cpu_to_gpu_seconds_delta":            within("cpu_to_gpu_seconds_delta", near(0.3437, 0.25)),
 	}
 	if rec.Schema != "anvil-serving.kvbench-verify/v1" || len(rec.Results) != len(want) {
 		t.Fatalf("schema %q, %d results", rec.Schema, len(rec.Results))
@@ -55,6 +70,10 @@ func TestVerifySeed001ClaimOnEmbeddedEngine(t *testing.T) {
 		if r.Status != want[r.Metric] {
 			t.Errorf("%s: %s (%s), want %s", r.Metric, r.Status, r.Why, want[r.Metric])
 		}
+	}
+	// At 1000x the modelled transfer takes a thousandth of seed 001's 0.34 s: never within 25%.
+	if want["cpu_to_gpu_seconds_delta"] != "not_reproduced" {
+		t.Errorf("the scaled transfer time reproduced seed 001's: %v", replay["cpu_to_gpu_seconds_delta"])
 	}
 	// The record carries the claim's source like seed 001's sources entries.
 	src := rec.Sources[0]

@@ -3,21 +3,24 @@
 # baseline, keep the report. POSIX sh (the CronJob runs it with the image's busybox sh).
 #
 # Settings, from the environment or from the flag of the same name (--scenario, --endpoint,
-# --baseline, --results, --repeat, --api-key-env, --pushgateway, --cluster,
+# --baseline, --results, --repeat, --salt, --api-key-env, --pushgateway, --cluster,
 # --push-user-env, --push-password-env):
 #   SCENARIO     a built-in scenario name or a scenario file (required)
 #   ENDPOINT     the server's OpenAI-compatible base URL, ending in /v1 (required)
 #   BASELINE     the baseline run directory (default: baselines/<scenario's file name>)
 #   RESULTS      where the nights go, each in RESULTS/nightly/<UTC time>/ (default: results)
 #   REPEAT       repetitions of the steps (default: 3)
+#   SALT         the prompt salt (default: random, fresh bytes of the same shapes each night,
+#                so a server's caches cannot hold them from an earlier night; empty: the
+#                scenario's own, which a long-lived server may still hold: a warm night)
 #   API_KEY_ENV  the environment variable holding the server's API key (default: no key)
 #   PUSHGATEWAY  push the run and the comparison to this Pushgateway (default: no push)
 #   CLUSTER      the push label telling this fleet's runs apart (default: default)
 #   PUSH_USER_ENV, PUSH_PASSWORD_ENV  the variables holding the Pushgateway's basic auth
 # Exit code: 0 no regression; 4 a regression; 3 a gate failed; 5 a push failed (the run is
 # kept); 2 no baseline yet (the message says how to promote this night's run) or runs that
-# are not comparable; anything else, broken. A regression outranks a failed gate, which
-# outranks a failed push.
+# are not comparable (a changed scenario or model, or warm caches); anything else, broken.
+# A regression outranks a failed gate, which outranks a failed push.
 set -u
 
 while [ $# -gt 0 ]; do
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
 	--baseline) BASELINE=$2 ;;
 	--results) RESULTS=$2 ;;
 	--repeat) REPEAT=$2 ;;
+	--salt) SALT=$2 ;;
 	--api-key-env) API_KEY_ENV=$2 ;;
 	--pushgateway) PUSHGATEWAY=$2 ;;
 	--cluster) CLUSTER=$2 ;;
@@ -48,6 +52,7 @@ done
 BASELINE=${BASELINE:-baselines/$(basename "$SCENARIO" .toml)}
 RESULTS=${RESULTS:-results}
 REPEAT=${REPEAT:-3}
+SALT=${SALT-random} # set and empty: no salt
 CLUSTER=${CLUSTER:-default}
 
 # Each night, a rerun the same day included, gets a directory of its own.
@@ -73,9 +78,9 @@ if [ -n "${PUSHGATEWAY:-}" ]; then
 	fi
 fi
 
-echo "nightly: $SCENARIO, $REPEAT repetitions, in $NIGHT" # not the URLs: they may hold credentials
+echo "nightly: $SCENARIO, $REPEAT repetitions${SALT:+, salt $SALT}, in $NIGHT" # not the URLs: they may hold credentials
 kvbench run "$SCENARIO" --endpoint "$ENDPOINT" --repeat "$REPEAT" --out "$NIGHT" \
-	${API_KEY_ENV:+--api-key-env "$API_KEY_ENV"} "$@"
+	${SALT:+--salt "$SALT"} ${API_KEY_ENV:+--api-key-env "$API_KEY_ENV"} "$@"
 run_rc=$?
 CANDIDATE=
 for dir in "$NIGHT"/*/; do
@@ -127,7 +132,9 @@ case $compare_rc in
 	exit 4
 	;;
 *)
-	echo "nightly: compare failed (exit $compare_rc): $BASELINE and $CANDIDATE do not compare; promote a new baseline if the scenario or model changed on purpose"
+	echo "nightly: compare failed (exit $compare_rc): $BASELINE and $CANDIDATE do not compare (compare says why, above)."
+	echo "Warm caches: the server still held these prompts; restart it, or leave SALT at random."
+	echo "A scenario or model changed on purpose: promote a new baseline."
 	exit "$compare_rc"
 	;;
 esac

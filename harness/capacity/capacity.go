@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // GiB is 2^30 bytes, the unit of vLLM's --kv-offloading-size.
@@ -63,6 +65,19 @@ type Setup struct {
 	HostTierUnit       string  `json:"host_tier_unit,omitempty"`
 	StoreBytesPerToken float64 `json:"store_bytes_per_token"`
 	StoreBytesSource   string  `json:"store_bytes_per_token_source"`
+	// HostTierTokens is the host tier's size in tokens where the server reports it so
+	// (SGLang's hicache_host_total_tokens); it then stands for CPUOffloadGiB over the bytes
+	// per stored token. 0 when unknown.
+	HostTierTokens       int    `json:"host_tier_tokens,omitempty"`
+	HostTierTokensSource string `json:"host_tier_tokens_source,omitempty"`
+}
+
+// tierWords names the CPU tier in a sentence: its GiB, or the tokens the server reports.
+func (s Setup) tierWords() string {
+	if s.HostTierTokens > 0 {
+		return fmt.Sprintf("host tier of %s tokens (%s)", units.Grouped(s.HostTierTokens), s.HostTierTokensSource)
+	}
+	return fmt.Sprintf("%g GiB CPU tier", s.CPUOffloadGiB)
 }
 
 // Sequence is the requests sent up to and including the replayed one's successors.
@@ -136,6 +151,12 @@ func Assess(s Setup, seq Sequence) Assessment {
 			a.GPUPoolBytes = float64(s.GPUKVTokens) * perTok
 		}
 	}
+	if s.HostTierTokens > 0 { // the server says it in tokens: no bytes per token needed
+		a.CPUTierTokens = float64(s.HostTierTokens)
+		if perTok > 0 {
+			a.CPUTierBytes = a.CPUTierTokens * perTok
+		}
+	}
 	tokensWord := "planned, " + seq.Counting
 	if seq.Counting == "measured" {
 		tokensWord = "measured"
@@ -144,18 +165,18 @@ func Assess(s Setup, seq Sequence) Assessment {
 	a.EvictionPressure = answer(s.GPUKVTokens > 0, a.UniqueTokens > s.GPUKVTokens)
 	switch a.EvictionPressure {
 	case Yes:
-		a.add("The requests from the replayed one on need %s unique tokens (%s), more than the %s-token GPU KV pool: the replayed prompt is pushed out of GPU memory.", Group(a.UniqueTokens), tokensWord, Group(s.GPUKVTokens))
+		a.add("The requests from the replayed one on need %s unique tokens (%s), more than the %s-token GPU KV pool: the replayed prompt is pushed out of GPU memory.", units.Grouped(a.UniqueTokens), tokensWord, units.Grouped(s.GPUKVTokens))
 	case No:
-		a.add("The requests from the replayed one on need %s unique tokens (%s), which fit in the %s-token GPU KV pool: the replayed prompt can stay in GPU memory, so its replay is expected to be a GPU hit.", Group(a.UniqueTokens), tokensWord, Group(s.GPUKVTokens))
+		a.add("The requests from the replayed one on need %s unique tokens (%s), which fit in the %s-token GPU KV pool: the replayed prompt can stay in GPU memory, so its replay is expected to be a GPU hit.", units.Grouped(a.UniqueTokens), tokensWord, units.Grouped(s.GPUKVTokens))
 	default:
 		a.add("The GPU KV pool size is unknown, so eviction from GPU memory cannot be predicted.")
 	}
 
 	switch {
-	case s.CPUOffloadGiB <= 0:
+	case s.CPUOffloadGiB <= 0 && s.HostTierTokens <= 0:
 		a.TierLargerThanGPU, a.TierHoldsSequence = No, No
 		a.add("No CPU offload tier is configured: a replay can only be a GPU hit or a recompute.")
-	case perTok <= 0:
+	case perTok <= 0 && s.HostTierTokens <= 0:
 		a.TierLargerThanGPU, a.TierHoldsSequence = Unknown, Unknown
 		a.add("Bytes per stored token are unknown, so the %g GiB CPU tier cannot be compared with the GPU pool; a run measures them from the store counters.", s.CPUOffloadGiB)
 	default:
@@ -165,17 +186,21 @@ func Assess(s Setup, seq Sequence) Assessment {
 			// An estimate that overflows may still fit once the server counts (seed 001 did).
 			a.TierHoldsSequence = Unknown
 		}
+		at := fmt.Sprintf("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens,", units.Grouped(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, units.Grouped(int(a.CPUTierTokens)))
+		if s.HostTierTokens > 0 {
+			at = "The server reports a " + s.tierWords() + ","
+		}
 		switch a.TierLargerThanGPU {
 		case Yes:
-			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, more than the %s-token GPU pool: a valid eviction-reload setup.", Group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
+			a.add("%s more than the %s-token GPU pool: a valid eviction-reload setup.", at, units.Grouped(s.GPUKVTokens))
 		case No:
-			a.add("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens, fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", Group(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
+			a.add("%s fewer than the %s-token GPU pool: the tier only mirrors the GPU, so this is not a valid GPU-eviction reload setup.", at, units.Grouped(s.GPUKVTokens))
 		}
 		switch {
 		case a.TierHoldsSequence == No:
-			a.add("The %s unique tokens exceed the CPU tier's %s: the replayed prompt's oldest blocks are evicted from the CPU tier before the replay.", Group(a.UniqueTokens), Group(int(a.CPUTierTokens)))
+			a.add("The %s unique tokens exceed the CPU tier's %s: the replayed prompt's oldest blocks are evicted from the CPU tier before the replay.", units.Grouped(a.UniqueTokens), units.Grouped(int(a.CPUTierTokens)))
 		case a.TierHoldsSequence == Unknown:
-			a.add("The %s estimated unique tokens exceed the CPU tier's %s; the server usually counts fewer than the estimate (seed 001: 113,674 of 150,000 planned), so whether the replayed prompt survives in the CPU tier is known once it counts them.", Group(a.UniqueTokens), Group(int(a.CPUTierTokens)))
+			a.add("The %s estimated unique tokens exceed the CPU tier's %s; the server usually counts fewer than the estimate (seed 001: 113,674 of 150,000 planned), so whether the replayed prompt survives in the CPU tier is known once it counts them.", units.Grouped(a.UniqueTokens), units.Grouped(int(a.CPUTierTokens)))
 		}
 	}
 
@@ -185,26 +210,6 @@ func Assess(s Setup, seq Sequence) Assessment {
 
 func (a *Assessment) add(format string, args ...any) {
 	a.Findings = append(a.Findings, fmt.Sprintf(format, args...))
-}
-
-// Group writes n with thousands separators, as the seed records' prose does.
-func Group(n int) string {
-	s := fmt.Sprint(n)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	out := make([]byte, 0, len(s)+len(s)/3)
-	for i := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
 }
 
 // Conclusion says in one sentence whether the setup could prove a reload and why, with the
@@ -218,18 +223,26 @@ func (a *Assessment) Conclusion() string {
 	if s.StoreBytesSource == "measured" {
 		per = "measured"
 	}
-	g := func(x float64) string { return Group(int(math.Round(x))) }
+	g := units.GroupedFloat
+	if s.HostTierTokens > 0 {
+		switch {
+		case a.TierLargerThanGPU == No:
+			return fmt.Sprintf("The %s was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", s.tierWords(), units.Grouped(s.GPUKVTokens))
+		case a.CanProveReload == Yes:
+			return fmt.Sprintf("The %s was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", s.tierWords(), units.Grouped(s.GPUKVTokens), units.Grouped(a.UniqueTokens))
+		}
+	}
 	switch {
 	case a.TierLargerThanGPU == No && s.CPUOffloadGiB > 0:
-		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), Group(s.GPUKVTokens))
+		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), units.Grouped(s.GPUKVTokens))
 	case a.TierLargerThanGPU == No:
 		return "No CPU offload tier was configured, so the run could not prove a reload."
 	case a.EvictionPressure == No:
-		return fmt.Sprintf("The sequence's %s unique tokens fit in the %s-token GPU KV pool, so the replayed prompt was not evicted and the run could not prove a reload.", Group(a.UniqueTokens), Group(s.GPUKVTokens))
+		return fmt.Sprintf("The sequence's %s unique tokens fit in the %s-token GPU KV pool, so the replayed prompt was not evicted and the run could not prove a reload.", units.Grouped(a.UniqueTokens), units.Grouped(s.GPUKVTokens))
 	case a.TierHoldsSequence == No:
-		return fmt.Sprintf("The sequence's %s unique tokens overflowed the CPU tier's %s, so the replayed prompt could not survive there until the replay.", Group(a.UniqueTokens), g(a.CPUTierTokens))
+		return fmt.Sprintf("The sequence's %s unique tokens overflowed the CPU tier's %s, so the replayed prompt could not survive there until the replay.", units.Grouped(a.UniqueTokens), g(a.CPUTierTokens))
 	case a.CanProveReload == Yes:
-		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), Group(s.GPUKVTokens), Group(a.UniqueTokens))
+		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), units.Grouped(s.GPUKVTokens), units.Grouped(a.UniqueTokens))
 	default:
 		return "Whether the setup could prove a reload is unknown: " + joinFindings(a.Findings)
 	}
@@ -266,6 +279,8 @@ type Figures struct {
 	CPUOffloadGiB      float64 `json:"cpu_offload_gib,omitempty"`
 	StoreBytesPerToken float64 `json:"store_bytes_per_token,omitempty"`
 	Slots              int     `json:"slots,omitempty"`
+	// HostTierTokens is the host tier in tokens, where a server reports it so.
+	HostTierTokens int `json:"host_tier_tokens,omitempty"`
 }
 
 // Resolve combines what the sources say, in order of precedence, lowest first: the scenario,
@@ -285,6 +300,9 @@ func Resolve(topology Topology, hostTierUnit string, sources ...Figures) Setup {
 		}
 		if f.Slots > 0 {
 			s.Slots = f.Slots
+		}
+		if f.HostTierTokens > 0 {
+			s.HostTierTokens, s.HostTierTokensSource = f.HostTierTokens, f.Source
 		}
 	}
 	return s

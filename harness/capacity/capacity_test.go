@@ -51,10 +51,20 @@ func TestAssessSeedStudies(t *testing.T) {
 	}
 }
 
-func TestGroup(t *testing.T) {
-	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 506283: "506,283", -1234567: "-1,234,567"} {
-		if got := Group(n); got != want {
-			t.Errorf("Group(%d) = %q, want %q", n, got, want)
-		}
+// TestHostTierInTokens: a server that reports its host tier in tokens (SGLang's
+// hicache_host_total_tokens) needs no bytes per token for the comparison with the GPU pool.
+func TestHostTierInTokens(t *testing.T) {
+	s := Resolve(SharedPool, "GiB", Figures{Source: "scenario", GPUKVTokens: 4096},
+		Figures{Source: "server (sglang:hicache_host_total_tokens)", HostTierTokens: 8192})
+	a := Assess(s, Sequence{Tokens: []int{1500, 1500, 1500, 1500}, SharedPrefix: 256, Counting: "measured"})
+	if a.CPUTierTokens != 8192 || a.TierLargerThanGPU != Yes || a.TierHoldsSequence != Yes || a.CanProveReload != Yes {
+		t.Fatalf("%+v", a)
+	}
+	if c := a.Conclusion(); !strings.Contains(c, "host tier of 8,192 tokens (server (sglang:hicache_host_total_tokens))") {
+		t.Fatalf("conclusion %q", c)
+	}
+	small := Resolve(SharedPool, "GiB", Figures{Source: "scenario", GPUKVTokens: 4096}, Figures{Source: "server", HostTierTokens: 2048})
+	if a := Assess(small, Sequence{Tokens: []int{1500, 1500, 1500, 1500}, SharedPrefix: 256, Counting: "measured"}); a.TierLargerThanGPU != No || !strings.Contains(a.Conclusion(), "smaller than") {
+		t.Fatalf("small tier %+v: %s", a, a.Conclusion())
 	}
 }

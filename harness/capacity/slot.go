@@ -3,6 +3,8 @@ package capacity
 import (
 	"fmt"
 	"math"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // HostTokensSinceTarget is the prompt state a SingleSlot engine's host tier holds by the time
@@ -64,17 +66,17 @@ func assessSingleSlot(s Setup, seq Sequence) Assessment {
 		if a.TierHoldsSequence == No && seq.Counting == "estimate" {
 			a.TierHoldsSequence = Unknown
 		}
-		a.add("At %s bytes of prompt state per token (%s), the %s holds about %s tokens.", Group(int(perTok)), s.StoreBytesSource, tier, Group(int(a.CPUTierTokens)))
+		a.add("At %s bytes of prompt state per token (%s), the %s holds about %s tokens.", units.Grouped(int(perTok)), s.StoreBytesSource, tier, units.Grouped(int(a.CPUTierTokens)))
 		if a.TierLargerThanGPU == No {
-			a.add("That is less than one slot's %s-token context: a long prompt cannot be saved whole.", Group(s.GPUKVTokens))
+			a.add("That is less than one slot's %s-token context: a long prompt cannot be saved whole.", units.Grouped(s.GPUKVTokens))
 		}
 		switch a.TierHoldsSequence {
 		case Yes:
-			a.add("The %s tokens of prompt state saved from the replayed prompt on fit in it: the replayed prompt survives there until the replay.", Group(a.HostTokensNeeded))
+			a.add("The %s tokens of prompt state saved from the replayed prompt on fit in it: the replayed prompt survives there until the replay.", units.Grouped(a.HostTokensNeeded))
 		case No:
-			a.add("The %s tokens of prompt state saved from the replayed prompt on exceed it: the replayed prompt is dropped from the host tier before the replay.", Group(a.HostTokensNeeded))
+			a.add("The %s tokens of prompt state saved from the replayed prompt on exceed it: the replayed prompt is dropped from the host tier before the replay.", units.Grouped(a.HostTokensNeeded))
 		default:
-			a.add("The %s estimated tokens of prompt state saved from the replayed prompt on exceed it; whether the replayed prompt survives is known once the server counts them.", Group(a.HostTokensNeeded))
+			a.add("The %s estimated tokens of prompt state saved from the replayed prompt on exceed it; whether the replayed prompt survives is known once the server counts them.", units.Grouped(a.HostTokensNeeded))
 		}
 	}
 	a.CanProveReload = combine(a.EvictionPressure, a.TierLargerThanGPU, a.TierHoldsSequence)
@@ -98,7 +100,7 @@ func combine(xs ...Answer) Answer {
 // HostTierWords names the host tier with its size in the engine's own unit.
 func (s Setup) HostTierWords() string {
 	if s.HostTierUnit == "MiB" {
-		return fmt.Sprintf("%s MiB host tier", Group(int(math.Round(s.CPUOffloadGiB*1024))))
+		return fmt.Sprintf("%s MiB host tier", units.Grouped(int(math.Round(s.CPUOffloadGiB*1024))))
 	}
 	return fmt.Sprintf("%g GiB host tier", s.CPUOffloadGiB)
 }
@@ -116,11 +118,11 @@ func (a *Assessment) singleSlotConclusion() string {
 	case a.EvictionPressure == No:
 		return "The replayed prompt was the last one sent, so it stayed in the live slot and the run could not prove a reload."
 	case a.TierHoldsSequence == No:
-		return fmt.Sprintf("The %s tokens of prompt state saved from the replayed prompt on overflowed the %s (about %s tokens), so the replayed prompt could not survive there until the replay.", Group(a.HostTokensNeeded), s.HostTierWords(), Group(int(a.CPUTierTokens)))
+		return fmt.Sprintf("The %s tokens of prompt state saved from the replayed prompt on overflowed the %s (about %s tokens), so the replayed prompt could not survive there until the replay.", units.Grouped(a.HostTokensNeeded), s.HostTierWords(), units.Grouped(int(a.CPUTierTokens)))
 	case a.TierLargerThanGPU == No:
-		return fmt.Sprintf("The %s (about %s tokens) was smaller than one slot's %s-token context, so it was not a valid host-tier reload setup.", s.HostTierWords(), Group(int(a.CPUTierTokens)), Group(s.GPUKVTokens))
+		return fmt.Sprintf("The %s (about %s tokens) was smaller than one slot's %s-token context, so it was not a valid host-tier reload setup.", s.HostTierWords(), units.Grouped(int(a.CPUTierTokens)), units.Grouped(s.GPUKVTokens))
 	case a.CanProveReload == Yes:
-		return fmt.Sprintf("With one live slot, the prompts after the replayed one took the slot, and at the %s %s bytes of prompt state per token the %s (about %s tokens) held the %s tokens saved from the replayed prompt on: a valid host-tier reload setup.", per, Group(int(s.StoreBytesPerToken)), s.HostTierWords(), Group(int(a.CPUTierTokens)), Group(a.HostTokensNeeded))
+		return fmt.Sprintf("With one live slot, the prompts after the replayed one took the slot, and at the %s %s bytes of prompt state per token the %s (about %s tokens) held the %s tokens saved from the replayed prompt on: a valid host-tier reload setup.", per, units.Grouped(int(s.StoreBytesPerToken)), s.HostTierWords(), units.Grouped(int(a.CPUTierTokens)), units.Grouped(a.HostTokensNeeded))
 	default:
 		return "Whether the setup could prove a reload is unknown: " + joinFindings(a.Findings)
 	}

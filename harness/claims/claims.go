@@ -34,6 +34,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -100,13 +101,13 @@ func (e Expectation) Claimed() string {
 	case e.Equals != "":
 		return e.Equals
 	case e.Value != nil:
-		return fmt.Sprintf("%s within %s%%", stats.Number(*e.Value), stats.Number(*e.Tolerance*100))
+		return fmt.Sprintf("%s within %s%%", units.Number(*e.Value), units.Number(*e.Tolerance*100))
 	case e.AtLeast != nil && e.AtMost != nil:
-		return fmt.Sprintf("%s..%s", stats.Number(*e.AtLeast), stats.Number(*e.AtMost))
+		return fmt.Sprintf("%s..%s", units.Number(*e.AtLeast), units.Number(*e.AtMost))
 	case e.AtLeast != nil:
-		return ">= " + stats.Number(*e.AtLeast)
+		return ">= " + units.Number(*e.AtLeast)
 	default:
-		return "<= " + stats.Number(*e.AtMost)
+		return "<= " + units.Number(*e.AtMost)
 	}
 }
 
@@ -287,15 +288,15 @@ func Evaluate(e Expectation, m Measured) Result {
 		if !stats.Within(med, *e.Value, *e.Tolerance) {
 			ok = false
 		}
-		why = append(why, fmt.Sprintf("median %s is %s %s (tolerance %s%%)", stats.Number(med), signedPercent(dev), stats.Number(*e.Value), stats.Number(*e.Tolerance*100)))
+		why = append(why, fmt.Sprintf("median %s is %s %s (tolerance %s%%)", units.Number(med), signedPercent(dev), units.Number(*e.Value), units.Number(*e.Tolerance*100)))
 	}
 	if e.AtLeast != nil {
 		ok = ok && med >= *e.AtLeast
-		why = append(why, fmt.Sprintf("median %s %s %s", stats.Number(med), cmp(med >= *e.AtLeast, ">=", "<"), stats.Number(*e.AtLeast)))
+		why = append(why, fmt.Sprintf("median %s %s %s", units.Number(med), cmp(med >= *e.AtLeast, ">=", "<"), units.Number(*e.AtLeast)))
 	}
 	if e.AtMost != nil {
 		ok = ok && med <= *e.AtMost
-		why = append(why, fmt.Sprintf("median %s %s %s", stats.Number(med), cmp(med <= *e.AtMost, "<=", ">"), stats.Number(*e.AtMost)))
+		why = append(why, fmt.Sprintf("median %s %s %s", units.Number(med), cmp(med <= *e.AtMost, "<=", ">"), units.Number(*e.AtMost)))
 	}
 	if s.Absent > 0 && m.Missing != "" {
 		why = append(why, m.Missing)
@@ -324,9 +325,9 @@ func orText(s, def string) string {
 func signedPercent(dev float64) string {
 	switch {
 	case dev > 0:
-		return stats.Number(dev*100) + "% above"
+		return units.Number(dev*100) + "% above"
 	case dev < 0:
-		return stats.Number(-dev*100) + "% below"
+		return units.Number(-dev*100) + "% below"
 	default:
 		return "exactly"
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Measure reads e's value from every repetition of every run: the field of the step's record
@@ -27,7 +27,7 @@ func Measure(rs []*runs.Run, e Expectation) Measured {
 			v, found := sec.Field(e.Field())
 			switch {
 			case v.Number != nil && e.Textual():
-				m.Words = append(m.Words, stats.Number(*v.Number))
+				m.Words = append(m.Words, units.Number(*v.Number))
 			case v.Number != nil:
 				m.Numbers = append(m.Numbers, v.Number)
 			case v.IsText && e.Textual():

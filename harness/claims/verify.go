@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Record is what kvbench verify writes: the claim, the runs it was checked against, a
@@ -86,11 +87,16 @@ func (rec *Record) Summary() string {
 }
 
 // WriteText prints the verification for a person: claim, source, runs, a row per value.
-func (rec *Record) WriteText(w io.Writer) {
+func (rec *Record) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { rec.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (rec *Record) writeText(w io.Writer) {
 	claim := rec.claim
-	fmt.Fprintf(w, "claim: %s (%s)\n", orDash(claim.Title), claim.Path)
+	fmt.Fprintf(w, "claim: %s (%s)\n", units.Text(claim.Title), claim.Path)
 	s := claim.Source
-	fmt.Fprintf(w, "source: %s (observed %s, %s)\n", s.URL, s.ObservedDate, orDash(s.EvidenceType))
+	fmt.Fprintf(w, "source: %s (observed %s, %s)\n", s.URL, s.ObservedDate, units.Text(s.EvidenceType))
 	if s.Recipe != "" {
 		fmt.Fprintf(w, "recipe: %s\n", s.Recipe)
 	}
@@ -127,13 +133,13 @@ func (r Result) MeasuredText() string {
 		return "absent"
 	}
 	if m.N == 1 {
-		return stats.Number(*m.Median)
+		return units.Number(*m.Median)
 	}
 	spread := "-"
 	if m.RelativeSpread != nil {
-		spread = stats.Number(*m.RelativeSpread*100) + "%"
+		spread = units.Number(*m.RelativeSpread*100) + "%"
 	}
-	return fmt.Sprintf("%s (%s..%s, %s, n=%d)", stats.Number(*m.Median), stats.Number(*m.Min), stats.Number(*m.Max), spread, m.N)
+	return fmt.Sprintf("%s (%s..%s, %s, n=%d)", units.Number(*m.Median), units.Number(*m.Min), units.Number(*m.Max), spread, m.N)
 }
 
 func dateOf(rfc3339 string) string {
@@ -141,11 +147,4 @@ func dateOf(rfc3339 string) string {
 		return rfc3339[:10]
 	}
 	return rfc3339
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 // Package client talks to an OpenAI-compatible LLM server (vLLM first): it streams chat
-// completions and completions (token-id or text prompts) and times them as docs/domain.md defines (time to first output, to
-// first visible token, end to end, decode and effective prefill rates), and it calls the
+// completions and completions (token-id or text prompts) and times them as docs/domain.md
+// defines (time to first output, to first visible token, end to end, decode and effective
+// prefill rates), and it calls the
 // server's /tokenize, /v1/models, /version and /health endpoints for preflight checks and
 // token targeting.
 //
@@ -36,6 +37,12 @@ const (
 
 // AnswerCapBytes bounds the visible answer text kept in a Result.
 const AnswerCapBytes = 4096
+
+// Bounds of the output a Result keeps when ChatRequest.KeepOutput asks for it.
+const (
+	OutputTextCapBytes = 64 << 10
+	OutputTokenIDsCap  = 1 << 16
+)
 
 // Config configures a Client.
 type Config struct {
@@ -185,6 +192,11 @@ type ChatRequest struct {
 	// CachedTokensDetails sends SGLang's "return_cached_tokens_details": true, which makes
 	// the server report the request's cached tokens per tier (Result.CachedTokensDetails).
 	CachedTokensDetails bool
+	// KeepOutput keeps what comparing two outputs needs: the whole generated text
+	// (reasoning and content, in order) and the generated token ids the chunks carry
+	// (choices[].token_ids, which vLLM sends when the body asks with return_token_ids), each
+	// up to its cap. Off, a Result keeps only the visible answer's first AnswerCapBytes.
+	KeepOutput bool
 }
 
 // CompletionRequest is one streamed completion (POST /v1/completions): a prompt sent as it
@@ -302,6 +314,15 @@ type Result struct {
 
 	Answer          string `json:"answer"` // visible content, first AnswerCapBytes bytes
 	AnswerTruncated bool   `json:"answer_truncated"`
+
+	// OutputText is every generated text delta (reasoning and content) in order and
+	// OutputTokenIDs the generated token ids the server sent, kept only when the request
+	// asked (KeepOutput), up to OutputTextCapBytes and OutputTokenIDsCap; nil ids mean the
+	// server sent none.
+	OutputText              string `json:"output_text,omitempty"`
+	OutputTextTruncated     bool   `json:"output_text_truncated,omitempty"`
+	OutputTokenIDs          []int  `json:"output_token_ids,omitempty"`
+	OutputTokenIDsTruncated bool   `json:"output_token_ids_truncated,omitempty"`
 }
 
 // Spread summarizes measured durations in milliseconds: count, median, 90th and 99th
@@ -341,7 +362,7 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 	if err != nil {
 		return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.chat.where, err)))
 	}
-	return c.streamRequest(ctx, start, c.chat, req.Model, body, req.Timeout, progress)
+	return c.streamRequest(ctx, start, c.chat, req.Model, body, req.Timeout, req.KeepOutput, progress)
 }
 
 // StreamCompletion sends req as a streamed completion (POST /v1/completions, the prompt as
@@ -356,7 +377,7 @@ func (c *Client) StreamCompletion(ctx context.Context, req CompletionRequest, pr
 	if err != nil {
 		return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.completions.where, err)))
 	}
-	return c.streamRequest(ctx, start, c.completions, req.Model, body, req.Timeout, progress)
+	return c.streamRequest(ctx, start, c.completions, req.Model, body, req.Timeout, false, progress)
 }
 
 // invalidRequest is the Result of a request refused before sending.
@@ -366,9 +387,9 @@ func invalidRequest(start time.Time, model, why string) Result {
 }
 
 // streamRequest posts body to the streaming route at and reads its stream into a Result,
-// timed from start.
+// timed from start; keepOutput keeps the whole output (ChatRequest.KeepOutput).
 func (c *Client) streamRequest(ctx context.Context, start time.Time, at streamEndpoint, model string, body []byte,
-	timeout time.Duration, progress func(Progress)) Result {
+	timeout time.Duration, keepOutput bool, progress func(Progress)) Result {
 	res := Result{StartedAt: start.UTC(), Model: model, OutputTokensSource: OutputTokensFromCountedChunks}
 	if progress == nil {
 		progress = func(Progress) {}
@@ -380,7 +401,7 @@ func (c *Client) streamRequest(ctx context.Context, start time.Time, at streamEn
 	defer cancel()
 	reqCtx, cancelCause := context.WithCancelCause(reqCtx)
 	defer cancelCause(nil)
-	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval}
+	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval, keepOutput: keepOutput}
 	progress(Progress{Phase: PhasePrefill})
 	headers := time.AfterFunc(c.headerTimeout, func() {
 		cancelCause(fmt.Errorf("%w (%s)", errHeaderTimeout, c.headerTimeout))

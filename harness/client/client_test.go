@@ -335,6 +335,14 @@ func TestStreamChatFailures(t *testing.T) {
 			},
 			wantKind: ErrorKindServerError, wantStatus: 200, wantError: "scheduler failed", wantChunks: 1,
 		},
+		{
+			name: "usage counting negative tokens",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				startStream(w)
+				writeEvents(w, deltaChunk("content", "a"), `{"choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":-3,"prompt_tokens_details":{"cached_tokens":992}}}`, "[DONE]")
+			},
+			wantKind: ErrorKindMalformedChunk, wantStatus: 200, wantError: "usage.completion_tokens is -3: a token count cannot be negative", wantChunks: 1,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,7 +59,7 @@ func keyMatch(key []byte, names []string) (index int, ok bool) {
 
 var (
 	topLevelKeys = []string{"choices", "usage", "object", "message", "sglext"}
-	choiceKeys   = []string{"delta", "finish_reason", "text"}
+	choiceKeys   = []string{"delta", "finish_reason", "token_ids", "text"}
 	deltaKeys    = []string{"content", "reasoning", "reasoning_content"}
 )
 
@@ -179,6 +179,8 @@ func (s *chunkScanner) choice(choice *chunkChoice) bool {
 		case index == 1:
 			ok = s.finishReason(choice)
 		case index == 2:
+			ok = s.tokenIDs(&choice.TokenIDs)
+		case index == 3:
 			ok = s.optionalString(&choice.Text)
 		default:
 			ok = s.skipValue()
@@ -186,6 +188,47 @@ func (s *chunkScanner) choice(choice *chunkChoice) bool {
 		if !ok {
 			return false
 		}
+	}
+}
+
+// maxFastTokenIDDigits bounds a token id the fast path decodes: anything longer (or signed,
+// fractional, with an exponent) takes the slow path, which knows int's range.
+const maxFastTokenIDDigits = 9
+
+// tokenIDs decodes null (leaving dst alone, as encoding/json does) or an array of plain
+// non-negative integers.
+func (s *chunkScanner) tokenIDs(dst *[]int) bool {
+	if s.consumeLiteral("null") {
+		return true
+	}
+	if !s.consume('[') {
+		return false
+	}
+	ids := []int{}
+	s.skipSpace()
+	if s.consume(']') {
+		*dst = ids
+		return true
+	}
+	for {
+		start := s.pos
+		if !s.digits() || s.pos-start > maxFastTokenIDDigits || (s.data[start] == '0' && s.pos-start > 1) {
+			return false
+		}
+		id := 0
+		for _, c := range s.data[start:s.pos] {
+			id = id*10 + int(c-'0')
+		}
+		ids = append(ids, id)
+		s.skipSpace()
+		if s.consume(']') {
+			*dst = ids
+			return true
+		}
+		if !s.consume(',') {
+			return false
+		}
+		s.skipSpace()
 	}
 }
 

@@ -48,6 +48,17 @@ func FuzzDecodeChunk(f *testing.F) {
 		`{"choices":[]}x`,
 		`{"choices":[{"delta":{"content":"a b"}}]}`,
 		`{"choices":[{"finish_reason":01}]}`,
+		`{"choices":[{"delta":{"content":" the"},"token_ids":[279]}]}`,
+		`{"choices":[{"delta":{},"token_ids":[1, 22 ,333],"finish_reason":"length"}]}`,
+		`{"choices":[{"token_ids":[]}]}`,
+		`{"choices":[{"token_ids":null}]}`,
+		`{"choices":[{"token_ids":[-1]}]}`,
+		`{"choices":[{"token_ids":[1.5]}]}`,
+		`{"choices":[{"token_ids":[1e3]}]}`,
+		`{"choices":[{"token_ids":[99999999999999999999]}]}`,
+		`{"choices":[{"token_ids":[0,01]}]}`,
+		`{"choices":[{"token_ids":[1],"token_ids":[2]}]}`,
+		`{"choices":[{"token_ids":["1"]}]}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

@@ -2,9 +2,12 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/anvil-serving/kvbench/harness/stats"
 )
 
 // streamChunk is the part of a chat.completion.chunk (or a completion's text_completion
@@ -28,6 +31,8 @@ type chunkChoice struct {
 	FinishReason *string    `json:"finish_reason"`
 	// Text is a completion chunk's output (text_completion objects have no delta).
 	Text string `json:"text"`
+	// TokenIDs are the chunk's generated token ids (vLLM with return_token_ids).
+	TokenIDs []int `json:"token_ids"`
 }
 
 type chunkDelta struct {
@@ -45,6 +50,38 @@ type chunkUsage struct {
 	CompletionTokensDetails *struct {
 		ReasoningTokens *int `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
+}
+
+// checkCounts refuses a chunk whose usage or tier details count a negative number of
+// tokens: no server counts that, and a record must not carry it as measured.
+func (c *streamChunk) checkCounts() error {
+	if c.Usage == nil && c.SGLExt == nil {
+		return nil // a token chunk: nothing counted
+	}
+	type count struct {
+		field string
+		v     *int
+	}
+	var counts []count
+	if u := c.Usage; u != nil {
+		counts = append(counts, count{"usage.prompt_tokens", u.PromptTokens}, count{"usage.completion_tokens", u.CompletionTokens})
+		if d := u.PromptTokensDetails; d != nil {
+			counts = append(counts, count{"usage.prompt_tokens_details.cached_tokens", d.CachedTokens})
+		}
+		if d := u.CompletionTokensDetails; d != nil {
+			counts = append(counts, count{"usage.completion_tokens_details.reasoning_tokens", d.ReasoningTokens})
+		}
+	}
+	if c.SGLExt != nil && c.SGLExt.CachedTokensDetails != nil {
+		d := c.SGLExt.CachedTokensDetails
+		counts = append(counts, count{"sglext.cached_tokens_details.device", &d.Device}, count{"sglext.cached_tokens_details.host", &d.Host}, count{"sglext.cached_tokens_details.storage", &d.Storage})
+	}
+	for _, c := range counts {
+		if c.v != nil && *c.v < 0 {
+			return fmt.Errorf("%s is %d: a token count cannot be negative", c.field, *c.v)
+		}
+	}
+	return nil
 }
 
 // decodeChunk decodes one SSE data payload: token chunks on the fast path, the rest
@@ -83,6 +120,9 @@ type streamAccumulator struct {
 	gaps          []time.Duration // between generated chunks that arrived in different reads
 	lastProgress  time.Time
 	serverError   string // set when a chunk turned out to be an error object
+	// keepOutput keeps the generated text and token ids (ChatRequest.KeepOutput).
+	keepOutput bool
+	output     []byte
 }
 
 // add decodes and records one chunk that read number read brought at now.
@@ -90,6 +130,9 @@ func (a *streamAccumulator) add(data []byte, now time.Time, read int) error {
 	a.chunks++
 	chunk, err := decodeChunkReusing(data, a.choices)
 	if err != nil {
+		return err
+	}
+	if err := chunk.checkCounts(); err != nil {
 		return err
 	}
 	a.observe(chunk, now, read)
@@ -122,7 +165,10 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 			res.ReasoningChunks++
 			res.ReasoningBytes += reasoning
 			generated = true
+			a.keepText(choice.Delta.Reasoning)
+			a.keepText(choice.Delta.ReasoningContent)
 		}
+		a.keepTokenIDs(choice.TokenIDs)
 		content := choice.Delta.Content
 		if choice.Text != "" {
 			content += choice.Text
@@ -135,6 +181,7 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 			res.ContentChunks++
 			res.ContentBytes += len(content)
 			a.keepAnswer(content)
+			a.keepText(content)
 			generated = true
 		}
 		if choice.FinishReason != nil && *choice.FinishReason != "" {
@@ -206,6 +253,41 @@ func (a *streamAccumulator) keepAnswer(content string) {
 	a.res.AnswerTruncated = true
 }
 
+// keepText appends generated text to the kept output up to OutputTextCapBytes, cut on a
+// rune boundary, when the request asked for it.
+func (a *streamAccumulator) keepText(text string) {
+	if !a.keepOutput || text == "" || a.res.OutputTextTruncated {
+		return
+	}
+	room := OutputTextCapBytes - len(a.output)
+	if len(text) <= room {
+		a.output = append(a.output, text...)
+		return
+	}
+	for room > 0 && !utf8.RuneStart(text[room]) {
+		room--
+	}
+	a.output = append(a.output, text[:room]...)
+	a.res.OutputTextTruncated = true
+}
+
+// keepTokenIDs appends a chunk's generated token ids up to OutputTokenIDsCap, when the
+// request asked for them.
+func (a *streamAccumulator) keepTokenIDs(ids []int) {
+	res := a.res
+	if !a.keepOutput || ids == nil || res.OutputTokenIDsTruncated {
+		return
+	}
+	if res.OutputTokenIDs == nil {
+		res.OutputTokenIDs = make([]int, 0, len(ids))
+	}
+	room := OutputTokenIDsCap - len(res.OutputTokenIDs)
+	if len(ids) > room {
+		ids, res.OutputTokenIDsTruncated = ids[:room], true
+	}
+	res.OutputTokenIDs = append(res.OutputTokenIDs, ids...)
+}
+
 func (a *streamAccumulator) report(phase string, now time.Time) {
 	a.lastProgress = now
 	a.progress(Progress{Phase: phase, Tokens: a.res.GeneratedChunks, Elapsed: now.Sub(a.start)})
@@ -218,6 +300,9 @@ func (a *streamAccumulator) finish() {
 	end := time.Now()
 	res.StreamMS = durationMS(end.Sub(a.start))
 	res.Answer = string(a.answer)
+	if a.keepOutput {
+		res.OutputText = string(a.output)
+	}
 	if !a.lastGenerated.IsZero() {
 		res.EndToEndMS = msSince(a.start, a.lastGenerated)
 	}
@@ -230,14 +315,18 @@ func (a *streamAccumulator) finish() {
 	res.EffectivePrefillTokensPerSecond = EffectivePrefillTokensPerSecond(res.PromptTokens, res.TimeToFirstOutputMS)
 }
 
-// gapSpread summarizes measured gaps; nil when there are none.
+// gapSpread summarizes measured gaps by nearest rank; nil when there are none.
 func gapSpread(gaps []time.Duration) *Spread {
 	if len(gaps) == 0 {
 		return nil
 	}
-	slices.Sort(gaps)
-	at := func(q float64) float64 { return durationMS(gaps[int(q*float64(len(gaps)-1)+0.5)]) }
-	return &Spread{N: len(gaps), Median: at(0.5), P90: at(0.9), P99: at(0.99), Max: durationMS(gaps[len(gaps)-1])}
+	ms := make([]float64, len(gaps))
+	for i, g := range gaps {
+		ms[i] = durationMS(g)
+	}
+	slices.Sort(ms)
+	at := func(q float64) float64 { return stats.NearestRank(ms, q) }
+	return &Spread{N: len(ms), Median: at(0.5), P90: at(0.9), P99: at(0.99), Max: ms[len(ms)-1]}
 }
 
 func msSince(start, now time.Time) *float64 {

@@ -8,7 +8,6 @@ package compare
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
@@ -65,6 +65,31 @@ func finished(side string, r *runs.Run) error {
 	return &IncompleteError{Side: side, Dir: r.Dir, Status: r.Status, Reason: r.StopReason}
 }
 
+// ErrWarmCaches means a run's cold steps came back cached beyond what the run could have
+// cached: it measured an earlier run's caches, and compares with nothing.
+var ErrWarmCaches = errors.New("run measured warm caches")
+
+// WarmError names the side whose cold steps came back cached, and each finding.
+type WarmError struct {
+	Side, Dir string
+	Findings  []string
+}
+
+func (e *WarmError) Error() string {
+	return fmt.Sprintf("%s (%s) measured warm caches, so the runs are not comparable: %s", e.Side, e.Dir, strings.Join(e.Findings, "; "))
+}
+
+// Unwrap says both what happened and what it means: the runs are not comparable.
+func (e *WarmError) Unwrap() []error { return []error{ErrWarmCaches, ErrMismatch} }
+
+// cold returns a *WarmError when any cold step of r came back warm.
+func cold(side string, r *runs.Run) error {
+	if f := r.WarmFindings(); len(f) > 0 {
+		return &WarmError{Side: side, Dir: r.Dir, Findings: f}
+	}
+	return nil
+}
+
 // Options configure a comparison.
 type Options struct {
 	// Tolerance is the relative change (0.10 = 10%) below which nothing counts.
@@ -97,6 +122,9 @@ type Result struct {
 	Tolerance  float64         `json:"tolerance"`
 	Noise      string          `json:"noise"`
 	Mismatches []runs.Mismatch `json:"mismatches"`
+	// Salted says, when the runs' prompt salts differ, that they sent fresh bytes of the
+	// same shapes and were held to equal shapes, not equal bytes; "" when the salts agree.
+	Salted string `json:"salted,omitempty"`
 	// ServerChanges names each server setting the runs were measured on that differs (the
 	// endpoint, engine, recipe, KV pool, CPU tier): no reason to refuse the comparison (a
 	// nightly exists to catch what a changed server does), but every reader must see it.
@@ -116,6 +144,7 @@ type RunRef struct {
 	Repetitions int    `json:"repetitions"`
 	Status      string `json:"status"`
 	StopReason  string `json:"stop_reason,omitempty"`
+	Salt        string `json:"salt,omitempty"`
 }
 
 // Step compares one step.
@@ -154,19 +183,25 @@ type MetricValue struct {
 // Ref describes a loaded run for the comparison.
 func Ref(r *runs.Run) RunRef {
 	id := r.Identify()
-	return RunRef{Dir: r.Dir, Scenario: id.Scenario, Model: id.Model, ObservedAt: r.ObservedAt, Repetitions: len(r.Repetitions), Status: r.Status, StopReason: r.StopReason}
+	return RunRef{Dir: r.Dir, Scenario: id.Scenario, Model: id.Model, ObservedAt: r.ObservedAt, Repetitions: len(r.Repetitions), Status: r.Status, StopReason: r.StopReason, Salt: id.Salt}
 }
 
 // Compare compares candidate with baseline. It refuses a run that did not finish (an
 // *IncompleteError, checked first: its missing requests are not a prompt difference) unless
-// opts.AllowIncomplete, and runs of different scenarios, models or prompt identities (a
-// *MismatchError) unless opts.AllowMismatch.
+// opts.AllowIncomplete, a run whose cold steps came back cached (a *WarmError: its figures
+// are an earlier run's caches, a TTFT "improvement" that is no improvement), and runs of
+// different scenarios, models or prompt shapes (a *MismatchError) unless opts.AllowMismatch.
 func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 	if !opts.AllowIncomplete {
 		for _, err := range []error{finished("candidate", candidate), finished("baseline", baseline)} {
 			if err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, err := range []error{cold("candidate", candidate), cold("baseline", baseline)} {
+		if err != nil {
+			return nil, err
 		}
 	}
 	mm := runs.Mismatches(baseline.Identify(), candidate.Identify())
@@ -179,6 +214,9 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 	}
 	if res.Mismatches == nil {
 		res.Mismatches = []runs.Mismatch{}
+	}
+	if b, c := res.Baseline.Salt, res.Candidate.Salt; b != c {
+		res.Salted = fmt.Sprintf("the runs sent fresh bytes of the same shapes (prompt salt: baseline %s, candidate %s), compared by shape", saltWord(b), saltWord(c))
 	}
 	res.ServerChanges = ServerChanges(baseline, candidate)
 	nb, nc := len(baseline.Repetitions), len(candidate.Repetitions)
@@ -225,6 +263,13 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 	}
 	res.Regression = len(res.Findings) > 0
 	return res, nil
+}
+
+func saltWord(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // compareVerdicts: a candidate verdict the baseline never reached is a regression; the
@@ -287,21 +332,11 @@ func Movement(m MetricValue) string {
 	dir := "unchanged"
 	switch rel := *m.Relative; {
 	case rel > 0:
-		dir = "rose " + Share(rel)
+		dir = "rose " + units.Share(rel)
 	case rel < 0:
-		dir = "fell " + Share(-rel)
+		dir = "fell " + units.Share(-rel)
 	}
-	return fmt.Sprintf("%s (median %s -> %s; %s is better; threshold %s)", dir, number(m.Baseline.Median), number(m.Candidate.Median), m.Better, Share(m.Threshold))
-}
-
-func number(v *float64) string {
-	if v == nil {
-		return "absent"
-	}
-	if math.Abs(*v) >= 1000 {
-		return fmt.Sprintf("%.0f", *v) // 18030, not 1.803e+04
-	}
-	return fmt.Sprintf("%.4g", *v)
+	return fmt.Sprintf("%s (median %s -> %s; %s is better; threshold %s)", dir, units.Value(m.Baseline.Median), units.Value(m.Candidate.Median), m.Better, units.Share(m.Threshold))
 }
 
 // ServerChanges lists the server settings b and c were measured on that differ, named by
@@ -346,9 +381,3 @@ func optional[T any](v *T) string {
 	}
 	return fmt.Sprint(*v)
 }
-
-// Percent prints a fraction as a signed percentage with one decimal.
-func Percent(f float64) string { return fmt.Sprintf("%+.1f%%", f*100) }
-
-// Share prints a fraction as an unsigned percentage with one decimal.
-func Share(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }

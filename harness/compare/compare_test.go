@@ -431,7 +431,7 @@ func TestFindingsSayWhichWayTheMetricMoved(t *testing.T) {
 	}
 	drop := MetricValue{Better: stats.Higher, Baseline: stats.Summary{Median: ptr(100.0)}, Candidate: stats.Summary{Median: ptr(6.8)},
 		Change: stats.Change{Relative: ptr(-0.932), Worse: ptr(0.932), Threshold: 0.1}}
-	if got, want := Movement(drop), "fell 93.2% (median 100 -> 6.8; higher is better; threshold 10.0%)"; got != want {
+	if got, want := Movement(drop), "fell 93.2% (median 100 -> 6.80; higher is better; threshold 10.0%)"; got != want {
 		t.Errorf("decode drop: %q, want %q", got, want)
 	}
 	rise := MetricValue{Better: stats.Lower, Baseline: stats.Summary{Median: ptr(20.0)}, Candidate: stats.Summary{Median: ptr(358.0)},

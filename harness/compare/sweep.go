@@ -5,6 +5,8 @@ import (
 	"io"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // SweepResult compares two capacity sweeps level by level.
@@ -153,12 +155,17 @@ func loadWord(load string) string {
 }
 
 // WriteText prints the comparison as a table.
-func (r *SweepResult) WriteText(w io.Writer) {
+func (r *SweepResult) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { r.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (r *SweepResult) writeText(w io.Writer) {
 	fmt.Fprintf(w, "sweep %s: baseline %s, candidate %s (TTFT p90 threshold %.0f ms)\n", r.Scenario, r.Baseline, r.Candidate, r.ThresholdMS)
 	fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", r.loadHeader(), "base p90 ms", "cand p90 ms", "change", "base host", "cand host", "base recmp", "cand recmp")
 	for _, l := range r.Levels {
-		fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", l.load(), record.FormatMS(l.BaselineP90MS), record.FormatMS(l.CandidateP90MS), change(l.P90Change),
-			share(l.BaselineHostShare), share(l.CandidateHostShare), share(l.BaselineRecompute), share(l.CandidateRecompute))
+		fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", l.load(), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
+			units.Percent(l.BaselineHostShare), units.Percent(l.CandidateHostShare), units.Percent(l.BaselineRecompute), units.Percent(l.CandidateRecompute))
 	}
 	fmt.Fprintf(w, "capacity: %s\n", r.capacityLine())
 	for _, f := range r.Findings {
@@ -169,23 +176,9 @@ func (r *SweepResult) WriteText(w io.Writer) {
 	}
 }
 
-func share(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprintf("%.0f%%", *p*100)
-}
-
-func users(p *int) string {
-	if p == nil {
-		return "none"
-	}
-	return fmt.Sprint(*p)
-}
-
 func rate(p *float64) string {
 	if p == nil {
-		return "none"
+		return units.Absent
 	}
 	return fmt.Sprintf("%.3g", *p)
 }
@@ -195,7 +188,7 @@ func (r *SweepResult) capacityLine() string {
 	if r.Load == record.SweepRequestRate {
 		return fmt.Sprintf("%s -> %s requests/s", rate(r.BaselineCapacityRate), rate(r.CandidateCapacityRate))
 	}
-	return fmt.Sprintf("%s -> %s users", users(r.BaselineCapacity), users(r.CandidateCapacity))
+	return fmt.Sprintf("%s -> %s users", units.Int(r.BaselineCapacity), units.Int(r.CandidateCapacity))
 }
 
 func (r *SweepResult) loadHeader() string {
@@ -214,13 +207,18 @@ func (d SweepDelta) load() string {
 }
 
 // WriteMarkdown prints the comparison as a Markdown table (for a CI job summary).
-func (r *SweepResult) WriteMarkdown(w io.Writer) {
+func (r *SweepResult) WriteMarkdown(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { r.writeMarkdown(w) })
+}
+
+// writeMarkdown writes what WriteMarkdown writes.
+func (r *SweepResult) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "### kvbench sweep %s: capacity %s (TTFT p90 within %.0f ms)\n\n", r.Scenario, r.capacityLine(), r.ThresholdMS)
 	fmt.Fprintf(w, "| %s | baseline p90 ms | candidate p90 ms | change | baseline host | candidate host | baseline recompute | candidate recompute |\n", r.loadHeader())
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, l := range r.Levels {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.load(), record.FormatMS(l.BaselineP90MS), record.FormatMS(l.CandidateP90MS), change(l.P90Change),
-			share(l.BaselineHostShare), share(l.CandidateHostShare), share(l.BaselineRecompute), share(l.CandidateRecompute))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.load(), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
+			units.Percent(l.BaselineHostShare), units.Percent(l.CandidateHostShare), units.Percent(l.BaselineRecompute), units.Percent(l.CandidateRecompute))
 	}
 	fmt.Fprintln(w)
 	for _, f := range r.Findings {
@@ -233,7 +231,7 @@ func (r *SweepResult) WriteMarkdown(w io.Writer) {
 
 func change(p *float64) string {
 	if p == nil {
-		return "-"
+		return units.NotApplicable // nothing to compare at this level
 	}
-	return fmt.Sprintf("%+.0f%%", *p*100)
+	return units.SignedShare(*p)
 }

@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // compareRow is one line of the comparison table.
@@ -22,9 +24,9 @@ func (res *Result) rows() []compareRow {
 		}
 		for _, q := range st.Requests {
 			for _, m := range q.Metrics {
-				change, threshold := "-", Share(m.Threshold)
+				change, threshold := "-", units.Share(m.Threshold)
 				if m.Relative != nil {
-					change = Percent(*m.Relative)
+					change = units.SignedShare(*m.Relative)
 				}
 				rows = append(rows, compareRow{st.Step, fmt.Sprint(q.Index), m.Metric, m.Baseline.Text(), m.Candidate.Text(), change, threshold, string(m.Judgement)})
 			}
@@ -34,10 +36,18 @@ func (res *Result) rows() []compareRow {
 }
 
 // WriteText prints the comparison as a table with the regressions found.
-func (res *Result) WriteText(w io.Writer) {
+func (res *Result) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { res.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (res *Result) writeText(w io.Writer) {
 	fmt.Fprintf(w, "baseline:  %s (%s, %s, %d repetition(s))\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
 	fmt.Fprintf(w, "candidate: %s (%s, %s, %d repetition(s))\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
-	fmt.Fprintf(w, "tolerance %s; noise %s\n", Share(res.Tolerance), res.Noise)
+	fmt.Fprintf(w, "tolerance %s; noise %s\n", units.Share(res.Tolerance), res.Noise)
+	if res.Salted != "" {
+		fmt.Fprintf(w, "prompts: %s\n", res.Salted)
+	}
 	for _, n := range res.unfinished() {
 		fmt.Fprintf(w, "INCOMPLETE (allowed): %s\n", n)
 	}
@@ -66,7 +76,12 @@ func (res *Result) WriteText(w io.Writer) {
 }
 
 // WriteMarkdown prints the comparison as Markdown, e.g. for a CI job summary.
-func (res *Result) WriteMarkdown(w io.Writer) {
+func (res *Result) WriteMarkdown(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { res.writeMarkdown(w) })
+}
+
+// writeMarkdown writes what WriteMarkdown writes.
+func (res *Result) writeMarkdown(w io.Writer) {
 	headline := "No regression"
 	if res.Regression {
 		headline = fmt.Sprintf("Regression: %d finding(s)", len(res.Findings))
@@ -75,7 +90,10 @@ func (res *Result) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| | run | scenario | observed | repetitions |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(w, "| baseline | `%s` | %s | %s | %d |\n", res.Baseline.Dir, res.Baseline.Scenario, res.Baseline.ObservedAt, res.Baseline.Repetitions)
 	fmt.Fprintf(w, "| candidate | `%s` | %s | %s | %d |\n\n", res.Candidate.Dir, res.Candidate.Scenario, res.Candidate.ObservedAt, res.Candidate.Repetitions)
-	fmt.Fprintf(w, "Tolerance %s; noise %s.\n\n", Share(res.Tolerance), res.Noise)
+	fmt.Fprintf(w, "Tolerance %s; noise %s.\n\n", units.Share(res.Tolerance), res.Noise)
+	if res.Salted != "" {
+		fmt.Fprintf(w, "Prompts: %s.\n\n", res.Salted)
+	}
 	for _, n := range res.unfinished() {
 		fmt.Fprintf(w, "> **Incomplete (allowed):** %s\n\n", n)
 	}

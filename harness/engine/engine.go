@@ -98,6 +98,28 @@ type Definition struct {
 	// ReloadCounterHint is noted when the reload counter never moved while the engine's
 	// matched tokens did (KVBM's known bug); "" for engines without the trap.
 	ReloadCounterHint string
+	// ConnectorHits names the connector's own hit counter and its traps, said when it
+	// disagrees with the external hits (LMCache); LoadBytesCaveat what else moves the
+	// load-byte counter (TensorRT-LLM); CountersLag why the counters may not include a
+	// request when it ends (TensorRT-LLM). "" where the engine has no such trap.
+	ConnectorHits   string
+	LoadBytesCaveat string
+	CountersLag     string
+	// MetricsPath is where the server serves its Prometheus text when target.metrics names
+	// no URL ("" means /metrics).
+	MetricsPath string
+	// Dialects are the upstream shapes of the engine's exposition kvbench recognises: each a
+	// version range, a connector or a runtime mode whose names, labels or laziness differ.
+	Dialects []MetricsDialect
+	// Isolation is the request field that keeps a request's cache entries apart from other
+	// requests' (vLLM's cache_salt); nil when the engine has none.
+	Isolation *Isolation
+	// ColdTwin is how a replay's cold twin is made to miss (twin.go).
+	ColdTwin ColdTwin
+	// TokenIDsField is the chat request field that makes the server stream its generated
+	// token ids (vLLM's return_token_ids: choices[].token_ids); "" where none is known to
+	// exist, and outputs are then compared as text.
+	TokenIDsField string
 	// TextPromptsOnly: the engine's /v1/completions takes no list of token ids, so a trace
 	// step sends text blocks there (checked with /tokenize at preflight). Every engine
 	// kvbench knows takes token ids (docs/traces.md, "Block-exact prompts on the wire").
@@ -106,6 +128,69 @@ type Definition struct {
 	// step's requests may stop before their output_length. Every engine kvbench knows has it.
 	NoIgnoreEOS bool
 	profile     func() metrics.Profile
+}
+
+// MetricsDialect is one upstream shape of an engine's exposition, recognised from a scrape,
+// with what preflight says of it.
+type MetricsDialect struct {
+	Name string
+	// Upstream says where and since when the shape exists (repository, commit or PR).
+	Upstream string
+	Match    func(metrics.Exposition) bool
+	// Note is what preflight warns when the dialect is recognised; "" for none.
+	Note string
+	// HostTierUnreported: in this dialect the server's cache config does not size the host
+	// tier (vLLM's LMCache multi-process connector ignores kv_offloading_size).
+	HostTierUnreported bool
+	// ExplainsAbsentFamilies: the dialect accounts for the engine's own families being
+	// absent, so FamiliesHint would mislead.
+	ExplainsAbsentFamilies bool
+}
+
+// DialectsOf lists the dialects a snapshot was recognised as.
+func (d *Definition) DialectsOf(s metrics.Snapshot) []MetricsDialect {
+	var out []MetricsDialect
+	for _, m := range d.Dialects {
+		if slices.Contains(s.Shapes, m.Name) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// DefaultMetricsPath is the path of the server's Prometheus text under its root URL.
+func (d *Definition) DefaultMetricsPath() string {
+	if d.MetricsPath == "" {
+		return "/metrics"
+	}
+	return d.MetricsPath
+}
+
+// Isolation is an engine's cache-isolation request field: requests that carry different
+// values share no cache entry, though their prompt bytes are the same. It forces a miss on
+// a prompt already cached (a cold twin sends a fresh value), and keeps one run's entries
+// apart from another's (a salted run sends its salt). Where each engine's field comes from
+// upstream, and what it leaves shared, is in docs/domain.md ("Cache isolation").
+type Isolation struct {
+	// Field is the request body field that carries the value.
+	Field string
+	// Isolates names the cache tiers the field keeps apart.
+	Isolates string
+	// Leaks names the tiers it does not keep apart, and why: "" when it isolates every
+	// tier kvbench measures on the engine.
+	Leaks string
+}
+
+// IsolationFields are the request body fields that give a request the isolation value
+// (a run's salt, a cold twin's fresh value): nil when value is "", or when the engine has no
+// field that keeps every tier apart (a field that leaks a tier would still let the request
+// hit the entries it was to be kept from).
+func (d *Definition) IsolationFields(value string) map[string]any {
+	i := d.Isolation
+	if value == "" || i == nil || i.Field == "" || i.Leaks != "" {
+		return nil
+	}
+	return map[string]any{i.Field: value}
 }
 
 var registry []*Definition
@@ -160,8 +245,14 @@ func ByName(name string) (*Definition, error) {
 	return nil, fmt.Errorf("unknown backend %q (known: %v)", name, Names())
 }
 
-// Profile returns a fresh copy of the engine's metric names.
-func (d *Definition) Profile() metrics.Profile { return d.profile() }
+// Profile returns a fresh copy of the engine's metric names, with its dialects to recognise.
+func (d *Definition) Profile() metrics.Profile {
+	p := d.profile()
+	for _, m := range d.Dialects {
+		p.Shapes = append(p.Shapes, metrics.Shape{Name: m.Name, Match: m.Match})
+	}
+	return p
+}
 
 // Resolve is the capacity setup the sources give, in the engine's topology (see
 // capacity.Resolve for the precedence).
@@ -171,7 +262,8 @@ func (d *Definition) Resolve(sources ...capacity.Figures) capacity.Setup {
 
 // Traits is what the engine's definition tells a verdict about its evidence.
 func (d *Definition) Traits() verdict.Engine {
-	return verdict.Engine{BySlot: d.Attribution == BySlot, RequestTier: d.RequestTier, TierUnknown: d.TierUnknown, ReloadCounterHint: d.ReloadCounterHint}
+	return verdict.Engine{BySlot: d.Attribution == BySlot, RequestTier: d.RequestTier, TierUnknown: d.TierUnknown, ReloadCounterHint: d.ReloadCounterHint,
+		ConnectorHits: d.ConnectorHits, LoadBytesCaveat: d.LoadBytesCaveat, CountersLag: d.CountersLag}
 }
 
 // HTTPClient returns the HTTP client for the engine's chat stream: nil means the client
@@ -200,10 +292,15 @@ func (d *Definition) Needs(c metrics.Counter) bool {
 
 // AbsentFamilies says, from a snapshot, whether the engine's own families are all missing:
 // then FamiliesHint is the whole diagnosis (LMCache without PROMETHEUS_MULTIPROC_DIR, KVBM
-// without its metrics URL).
+// without its metrics URL), unless a recognised dialect explains their absence.
 func (d *Definition) AbsentFamilies(s metrics.Snapshot) bool {
 	if d.Families == "" {
 		return false
+	}
+	for _, m := range d.DialectsOf(s) {
+		if m.ExplainsAbsentFamilies {
+			return false
+		}
 	}
 	for _, r := range s.Counters {
 		if strings.HasPrefix(r.Source, d.Families) {

@@ -140,3 +140,29 @@ func TestReadmeListsEveryEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestIsolationFields: a value goes in the engine's isolation field only where the field
+// keeps every tier apart (vLLM's cache_salt); an engine whose field leaks a tier (LMCache's
+// V1 connector ignores the salt) or that has none gets no field, and says why in Leaks.
+func TestIsolationFields(t *testing.T) {
+	want := map[string]string{"vllm": "cache_salt"}
+	for _, d := range All() {
+		got := d.IsolationFields("s1")
+		if field := want[d.Name]; field != "" {
+			if len(got) != 1 || got[field] != "s1" {
+				t.Errorf("%s: %v, want %s = s1", d.Name, got, field)
+			}
+		} else if got != nil {
+			t.Errorf("%s: %v, want no field", d.Name, got)
+		}
+		if d.IsolationFields("") != nil {
+			t.Errorf("%s: a field for no value", d.Name)
+		}
+		if i := d.Isolation; i != nil && (i.Field == "" || i.Isolates == "" || got == nil && i.Leaks == "") {
+			t.Errorf("%s: incomplete isolation %+v", d.Name, i)
+		}
+	}
+	if l := LMCache.Isolation; l == nil || !strings.Contains(l.Leaks, "#2878") {
+		t.Errorf("lmcache: %+v", l)
+	}
+}

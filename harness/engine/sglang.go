@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/verdict"
@@ -13,51 +16,70 @@ var SGLang = &Definition{
 	Topology:     capacity.SharedPool,
 	HostTierFlag: "--hicache-size",
 	HostTierUnit: "GiB",
-	Sizes:        "GPU pool and host tier from the scenario's [server] (SGLang serves no cache config family); page size 1 token unless --page-size",
+	Sizes:        "GPU pool from sglang:max_total_num_tokens and the host tier in tokens from sglang:hicache_host_total_tokens where served (newer servers, HiCache on), else the scenario's [server]; page size 1 token unless --page-size",
 	Tokenize:     TokenizeCount,
-	CachedTokens: "usage.prompt_tokens_details.cached_tokens (--enable-cache-report), and per tier in sglext.cached_tokens_details {device, host, storage, storage_backend} when the request sends return_cached_tokens_details",
+	CachedTokens: "usage.prompt_tokens_details.cached_tokens (--enable-cache-report), and per tier in sglext.cached_tokens_details {device, host, storage, storage_backend} when the request sends return_cached_tokens_details (servers from January 2026, HiCache on)",
 	Attribution:  ByCounters,
 	Verdicts: []Support{
-		{verdict.CPUReload, "the request's own cached_tokens_details: host tokens covering the prompt; sglang:load_back_tokens_total cross-checks"},
-		{verdict.GPUHit, "cached_tokens_details: device tokens beyond the shared prefix covering the prompt, none from host"},
+		{verdict.CPUReload, "the request's own cached_tokens_details: host (+ storage) tokens covering the prompt, sglang:load_back_tokens_total cross-checking; on servers without the details or a cache_source label, the load-back tokens checked against the cached total"},
+		{verdict.GPUHit, "cached_tokens_details (or cache_source=\"device\", or \"total\" with HiCache off): device tokens beyond the shared prefix covering the prompt, none from host"},
 		{verdict.Partial, "tokens from both tiers, or cached tokens well below the prompt"},
 		{verdict.Recompute, "no cached tokens beyond the shared prefix"},
+		{verdict.TierUnknown, "no per-request details, no cache_source split, and no load-back tokens that agree with the cached total"},
 	},
-	Proves:       "every verdict, per request: SGLang names the tier of each request's cached tokens; the load-back and eviction counters cross-check it, and a disagreement is reported in the verdict's notes, never averaged away",
+	Proves:       "every verdict, per request where the server names the tier of each request's cached tokens; the load-back and cached-token counters cross-check it, and a disagreement is reported in the verdict's notes, never averaged away",
 	Diagnoses:    []string{verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
-	Evidence:     "sglext.cached_tokens_details of the replay's response (primary); sglang:load_back_tokens_total (host->GPU, the reload), sglang:evicted_tokens_total (GPU->host) and sglang:cached_tokens_total{cache_source} around it (cross-check)",
-	Pitfalls:     "metrics need --enable-metrics and usage's cached tokens --enable-cache-report; cached_tokens_total has no cache_source label before the per-tier split, so only the per-request details tell the tiers apart there; sglang:cache_hit_rate mixes device and host hits",
+	Evidence:     "sglext.cached_tokens_details of the replay's response (primary); sglang:load_back_tokens_total{pool=\"kv\"} (host->GPU, the reload), sglang:hicache_backup_tokens_total{pool=\"kv\"} (GPU->host, the store, newer servers only) and sglang:cached_tokens_total{cache_source} around it (cross-check)",
+	Pitfalls:     "metrics need --enable-metrics, usage's cached tokens --enable-cache-report and the per-tier details --enable-hierarchical-cache; every counter series is created on first use and SGLang's multiprocess exposition never declares an unused family, so a missing series is 0 only while a sibling shows the family live; sglang:evicted_tokens_total counts every GPU eviction, with or without a host tier, and is never a store; cached_tokens_total has no cache_source label before January 2026 and reads cache_source=\"total\" with HiCache off; storage hits are labelled storage_<backend> and reach the GPU through the host tier; load-back is split by pool (kv, swa, mamba) on newer servers and only kv counts tokens; sglang:cache_hit_rate mixes device and host hits; cache_salt does not isolate the storage tier",
 	RequestTier:  true,
 	Families:     "sglang:",
 	FamiliesHint: "no sglang:* family is served: start the server with --enable-metrics",
-	profile:      sglangProfile,
+	Dialects:     sglangDialects,
+	Isolation:    sglangIsolation,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin: cacheSaltSGLang,
+	profile:  sglangProfile,
 }
 
 func init() { register(SGLang) }
 
-// sglangProfile reads SGLang's prometheus names (--enable-metrics). It counts tokens, not
-// bytes: evicted_tokens is GPU->host (the store), load_back_tokens host->GPU (the reload);
-// backuped_tokens is host->storage. Newer servers split cached_tokens_total by cache_source,
-// whose series appear on their first token.
+// sglangIsolation is the engine's cache-isolation field (docs/domain.md, "Cache isolation").
+var sglangIsolation = &Isolation{Field: "cache_salt", Isolates: "the device radix cache and the host tier (HiCache L2): the salt namespaces the radix key, since SGLang PR #23300 (2026-04-21; before it the field never reached the scheduler)",
+	Leaks: "the L3 storage tier keys its entries by the tokens alone, and a server older than PR #23300 ignores the field"}
+
+// sglangProfile reads SGLang's prometheus names (--enable-metrics). It counts tokens. Every
+// counter series is created on first use, and under the multiprocess collector SGLang
+// always uses an unused family is not declared at all: a missing series reads 0 only where
+// a sibling shows the family live in this version and mode (LiveWhen), else it is absent.
 func sglangProfile() metrics.Profile {
 	sel := metrics.MustSelectors
 	counters := map[metrics.Counter][]metrics.Selector{}
 	for _, c := range metrics.Counters() {
 		counters[c] = nil
 	}
-	counters[metrics.GPUPrefixHits] = sel(`sglang:cached_tokens_total{cache_source="device"}`)
-	counters[metrics.ExternalPrefixHits] = sel(`sglang:cached_tokens_total{cache_source="host"}`)
+	// Device hits: cache_source="device" (HiCache on), or "total" (HiCache off, where every
+	// cached token is a device token). Host hits include storage hits, which are prefetched
+	// into the host tier and loaded back from there.
+	counters[metrics.GPUPrefixHits] = sel(`sglang:cached_tokens_total{cache_source="device"}`, `sglang:cached_tokens_total{cache_source="total"}`)
+	counters[metrics.ExternalPrefixHits] = sel(`sglang:cached_tokens_total{cache_source=~"host|storage_.+"}`)
 	counters[metrics.CachedFromDevice] = sel(`sglang:cached_tokens_total{cache_source="device"}`)
 	counters[metrics.CachedFromHost] = sel(`sglang:cached_tokens_total{cache_source="host"}`)
-	counters[metrics.CachedFromDisk] = sel(`sglang:cached_tokens_total{cache_source="storage"}`)
+	counters[metrics.CachedFromDisk] = sel(`sglang:cached_tokens_total{cache_source=~"storage_.+"}`)
 	counters[metrics.PromptTokensCached] = sel("sglang:cached_tokens_total")
 	counters[metrics.PromptTokens] = sel("sglang:prompt_tokens_total")
 	counters[metrics.GenerationTokens] = sel("sglang:generation_tokens_total")
-	counters[metrics.StoreTokens] = sel("sglang:evicted_tokens_total")
-	counters[metrics.StoreSeconds] = sel("sglang:eviction_duration_seconds_sum")
-	counters[metrics.ReloadTokens] = sel("sglang:load_back_tokens_total")
+	// The real GPU->host store, newer servers only; older ones have none (absent).
+	counters[metrics.StoreTokens] = sel(`sglang:hicache_backup_tokens_total{pool="kv"}`)
+	counters[metrics.StoreBytes] = sel("sglang:hicache_backup_bytes_total")
+	counters[metrics.StoreSeconds] = sel("sglang:hicache_backup_duration_seconds_sum")
+	// Newer servers split load-back by pool: only kv counts tokens (swa counts window tokens,
+	// mamba checkpoint slots); older ones have one unlabelled series.
+	counters[metrics.ReloadTokens] = sel(`sglang:load_back_tokens_total{pool="kv"}`, `sglang:load_back_tokens_total{pool=""}`)
+	counters[metrics.LoadBytes] = sel("sglang:load_back_bytes_total")
 	counters[metrics.LoadSeconds] = sel("sglang:load_back_duration_seconds_sum")
 	counters[metrics.DiskStoreTokens] = sel("sglang:backuped_tokens_total")
+	counters[metrics.DiskStagedTokens] = sel("sglang:prefetched_tokens_total")
+	counters[metrics.DeviceEvictions] = sel("sglang:evicted_tokens_total")
 	gauges := map[metrics.Gauge][]metrics.Selector{}
 	for _, g := range metrics.Gauges() {
 		gauges[g] = nil
@@ -65,10 +87,89 @@ func sglangProfile() metrics.Profile {
 	gauges[metrics.KVUsage] = sel("sglang:token_usage")
 	gauges[metrics.RequestsRunning] = sel("sglang:num_running_reqs")
 	gauges[metrics.RequestsWaiting] = sel("sglang:num_queue_reqs")
-	return metrics.Profile{
-		Name:         "sglang",
-		Counters:     counters,
-		Gauges:       gauges,
-		LazyFamilies: map[string]bool{"sglang:cached_tokens_total": true},
+	gauges[metrics.GPUPoolTokens] = sel("sglang:max_total_num_tokens")
+	gauges[metrics.BlockSizeTokens] = sel("sglang:page_size")
+	gauges[metrics.HostTierTokens] = sel("sglang:hicache_host_total_tokens")
+	gauges[metrics.HostTierUsedTokens] = sel("sglang:hicache_host_used_tokens")
+
+	// Siblings that prove a family live. A cache_source series of a tier proves the split
+	// exists and HiCache is on (details exist only then); the host-tier gauges and the
+	// backup counter exist only on newer servers with HiCache on; a HiRadixCache eviction
+	// proves the radix metrics collector runs on a HiCache tree.
+	split := sel(`sglang:cached_tokens_total{cache_source=~"device|host|storage_.+"}`)
+	newer := sel("sglang:hicache_host_total_tokens", "sglang:hicache_backup_tokens_total", `sglang:load_back_tokens_total{pool=~".+"}`)
+	hicache := append(sel(`sglang:evicted_tokens_total{cache_type=~".*HiRadixCache"}`, `sglang:cached_tokens_total{cache_source=~"host|storage_.+"}`), newer...)
+	perRank := map[string]string{}
+	for _, f := range []string{"sglang:max_total_num_tokens", "sglang:page_size", "sglang:hicache_host_total_tokens", "sglang:hicache_host_used_tokens",
+		"sglang:token_usage", "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:backuped_tokens_total", "sglang:prefetched_tokens_total"} {
+		perRank[f] = "tp_rank" // each tensor-parallel scheduler that reports says the same
 	}
+	return metrics.Profile{
+		Name:     "sglang",
+		Counters: counters,
+		Gauges:   gauges,
+		LiveWhen: map[string][]metrics.Selector{
+			"sglang:cached_tokens_total":             append(split, newer[:2]...),
+			"sglang:load_back_tokens_total":          hicache,
+			"sglang:hicache_backup_tokens_total":     sel("sglang:hicache_host_total_tokens"),
+			"sglang:hicache_backup_bytes_total":      sel("sglang:hicache_host_total_tokens"),
+			"sglang:hicache_backup_duration_seconds": sel("sglang:hicache_host_total_tokens"),
+			"sglang:load_back_bytes_total":           newer,
+			"sglang:load_back_duration_seconds":      hicache,
+			"sglang:evicted_tokens_total":            sel(`sglang:load_back_tokens_total`),
+		},
+		RankLabels: perRank,
+	}
+}
+
+// cachedSources lists the cache_source values of sglang:cached_tokens_total ("" for a
+// series without the label).
+func cachedSources(e metrics.Exposition) []string {
+	return e.LabelValues("sglang:cached_tokens_total", "cache_source")
+}
+
+// sglangDialects are the shapes of SGLang's /metrics, read from sgl-project/sglang's
+// metrics collectors (docs/domain.md, "Engines"). Every family appears on first use, so a
+// fresh server often shows none of them yet.
+var sglangDialects = []MetricsDialect{
+	{
+		Name:     "sglang-cached-unlabelled",
+		Upstream: "sgl-project/sglang before #17648 (January 2026): sglang:cached_tokens_total{model_name} without cache_source, and no per-request cached_tokens_details",
+		Match:    func(e metrics.Exposition) bool { return slices.Contains(cachedSources(e), "") },
+		Note:     "this SGLang counts cached tokens without a cache_source label and sends no cached_tokens_details: no counter splits device from host hits, so they are absent (never 0); a replay's host share comes from sglang:load_back_tokens_total, checked against the cached total, or its tier is unknown",
+	},
+	{
+		Name:     "sglang-cache-source",
+		Upstream: "sgl-project/sglang from #17648 (January 2026): cached_tokens_total{cache_source=device|host|storage_<backend>|total}",
+		Match: func(e metrics.Exposition) bool {
+			return slices.ContainsFunc(cachedSources(e), func(s string) bool { return s != "" })
+		},
+	},
+	{
+		Name:     "sglang-hicache-off",
+		Upstream: "sgl-project/sglang from #17648: cache_source=\"total\" when the scheduler has no per-tier details, i.e. HiCache is off",
+		Match: func(e metrics.Exposition) bool {
+			if slices.Contains(cachedSources(e), "total") {
+				return true
+			}
+			types := e.LabelValues("sglang:evicted_tokens_total", "cache_type")
+			return len(types) > 0 && !slices.ContainsFunc(types, func(t string) bool { return strings.Contains(t, "HiRadixCache") })
+		},
+		Note: "HiCache is off on this SGLang (cached tokens are counted as cache_source=\"total\", or evictions come from a plain radix cache): there is no host tier, every cached token is a device token, and sglang:evicted_tokens_total counts GPU evictions, not stores",
+	},
+	{
+		Name:     "sglang-pool-split",
+		Upstream: "sgl-project/sglang at 016d8605 (released by v0.5.19): load_back_tokens_total{pool}, hicache_backup_tokens_total{pool}, hicache_host_{total,used}_tokens",
+		Match: func(e metrics.Exposition) bool {
+			return e.Has("sglang:hicache_host_total_tokens") || e.Has("sglang:hicache_backup_tokens_total") || e.Has("sglang:prefill_effective_tokens_total") ||
+				slices.ContainsFunc(e.LabelValues("sglang:load_back_tokens_total", "pool"), func(p string) bool { return p != "" })
+		},
+	},
+	{
+		Name:     "sglang-storage",
+		Upstream: "sgl-project/sglang from #17648: storage hits as cache_source=\"storage_<backend class>\"",
+		Match: func(e metrics.Exposition) bool {
+			return slices.ContainsFunc(cachedSources(e), func(s string) bool { return strings.HasPrefix(s, "storage_") })
+		},
+	},
 }

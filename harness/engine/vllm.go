@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/verdict"
@@ -13,9 +16,9 @@ var VLLM = &Definition{
 	Topology:     capacity.SharedPool,
 	HostTierFlag: "--kv-offloading-size",
 	HostTierUnit: "GiB",
-	Sizes:        "GPU pool = num_gpu_blocks x block_size and the CPU tier's GiB from vllm:cache_config_info, else [server] in the scenario; bytes per stored token measured from the store counters, else the scenario",
+	Sizes:        "GPU pool = kv_cache_size_tokens (newer servers) or num_gpu_blocks x block_size, and the CPU tier's GiB as configured (kv_offloading_size, not a reported capacity), from vllm:cache_config_info, else [server] in the scenario; bytes per stored token measured from the store counters, else the scenario",
 	Tokenize:     TokenizeCount,
-	CachedTokens: "usage.prompt_tokens_details.cached_tokens (needs --enable-prompt-tokens-details; omitted when 0; GPU and external hits together)",
+	CachedTokens: "usage.prompt_tokens_details.cached_tokens (needs --enable-prompt-tokens-details; omitted when 0 before June 2026, sent as 0 since; GPU and external hits together)",
 	Attribution:  ByCounters,
 	Verdicts: []Support{
 		{verdict.CPUReload, "external prefix-cache hits covering the prompt, with CPU->GPU bytes moved"},
@@ -25,21 +28,43 @@ var VLLM = &Definition{
 	},
 	Proves:    "every verdict: the hit counters split the GPU pool from the CPU tier, and the byte counters confirm a reload moved data",
 	Diagnoses: []string{verdict.DiagStoresSkipped, verdict.DiagAllocationFailures, verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
-	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay; vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload",
-	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names across versions (both are read); vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy",
-	profile:   vllmProfile,
+	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay, cross-checked with usage's cached tokens (and vllm:prompt_tokens_by_source_total where they disagree); vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload",
+	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names and laziness across versions (both generations are read, never added); the simple CPU offload connector (VLLM_USE_SIMPLE_KV_OFFLOAD=1) serves no offload counters at all; vllm:external_prefix_cache_* exist (at 0) even without a connector; kv_offloading_backend reads native even with offloading off; vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy; transfer seconds are summed over tensor-parallel workers",
+	Dialects:  vllmDialects,
+	Isolation: vllmIsolation,
+	// The replay's cold twin and the generated token ids (twin.go).
+	ColdTwin:      cacheSalt,
+	TokenIDsField: "return_token_ids",
+	profile:       vllmProfile,
 }
 
 func init() { register(VLLM) }
 
+// vllmIsolation is the engine's cache-isolation field (docs/domain.md, "Cache isolation").
+var vllmIsolation = &Isolation{Field: "cache_salt", Isolates: "the GPU prefix cache and the native CPU tier: the salt enters the first block's hash, every later hash chains on it, and OffloadingConnector and SimpleCPUOffloadConnector key their blocks by those hashes"}
+
+// The flat offload families of June 2026 and later, lazily bound since c441ad1c: any one
+// of them served proves the others exist in this version and are only unused yet.
+var flatOffloadFamilies = []string{
+	"vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_time_total", "vllm:kv_offload_store_size",
+	"vllm:kv_offload_load_bytes_total", "vllm:kv_offload_load_time_total", "vllm:kv_offload_load_size",
+}
+
+// The diagnostics of July 2026 (e040899a), also lazy. A lookup histogram moves on every
+// lookup, before any store could fail: it proves the allocation-failure family live, not
+// the other way round.
+var offloadLookupFamilies = []string{"vllm:kv_offload_lookup_sync_delay_seconds", "vllm:kv_offload_lookup_async_delay_seconds"}
+
 func vllmProfile() metrics.Profile {
 	sel := metrics.MustSelectors
-	return metrics.Profile{
+	p := metrics.Profile{
 		Name: "vllm",
 		Counters: map[metrics.Counter][]metrics.Selector{
-			// gpu_ prefixed names are the pre-v0.10 generation.
-			metrics.GPUPrefixQueries:      sel("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-			metrics.GPUPrefixHits:         sel("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+			// gpu_ names: the only ones until June 2025, hidden from September 2025, gone from
+			// November 2025; in blocks until May 2025 (BlockHelp below converts them).
+			metrics.GPUPrefixQueries: sel("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+			metrics.GPUPrefixHits:    sel("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+			// Served at 0 even without a KV connector: presence is no proof of a tier.
 			metrics.ExternalPrefixQueries: sel("vllm:external_prefix_cache_queries_total"),
 			metrics.ExternalPrefixHits:    sel("vllm:external_prefix_cache_hits_total"),
 			// Flat offload names first: both generations may be served at once with equal values,
@@ -55,37 +80,138 @@ func vllmProfile() metrics.Profile {
 			metrics.PromptTokensLocalCacheHit: sel(`vllm:prompt_tokens_by_source_total{source="local_cache_hit"}`),
 			metrics.PromptTokensExternal:      sel(`vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`),
 			metrics.PromptTokensCached:        sel("vllm:prompt_tokens_cached_total"),
-			metrics.Preemptions:               sel("vllm:num_preemptions_total"),
+			// Only February to April 2026: one per fully cached request.
+			metrics.PromptTokensRecomputed: sel("vllm:prompt_tokens_recomputed_total"),
+			metrics.Preemptions:            sel("vllm:num_preemptions_total"),
 			// Offload diagnostics of newer versions: optional, absent on older servers.
 			metrics.StoresSkipped:      sel("vllm:kv_offload_stores_skipped_total"),
 			metrics.AllocationFailures: sel("vllm:kv_offload_allocation_failure_total"),
 			metrics.LookupSyncSeconds:  sel("vllm:kv_offload_lookup_sync_delay_seconds_sum"),
 			metrics.LookupAsyncSeconds: sel("vllm:kv_offload_lookup_async_delay_seconds_sum"),
-			// Proposed upstream: which tier served each cached prompt token.
+			// Proposed upstream (an open pull request, not on main): which tier served each
+			// cached prompt token.
 			metrics.CachedFromDevice: sel(`vllm:prompt_tokens_cached_by_source_total{source="device"}`),
 			metrics.CachedFromHost:   sel(`vllm:prompt_tokens_cached_by_source_total{source="host"}`),
 			metrics.CachedFromDisk:   sel(`vllm:prompt_tokens_cached_by_source_total{source="disk"}`),
-			// vLLM's native offloading counts bytes, not tokens moved, and has no disk tier.
-			metrics.ReloadTokens:     nil,
-			metrics.DiskReloadTokens: nil,
-			metrics.DiskStoreTokens:  nil,
-			metrics.MatchedTokens:    nil,
-			metrics.HostEvictions:    nil,
+			// vLLM's native offloading counts bytes, not tokens moved; its disk tier (the
+			// tiering spec) is not read.
+			metrics.ConnectorHitTokens:    nil,
+			metrics.ReloadTokens:          nil,
+			metrics.DiskReloadTokens:      nil,
+			metrics.DiskStagedTokens:      nil,
+			metrics.ObjectReloadTokens:    nil,
+			metrics.DiskStoreTokens:       nil,
+			metrics.DeviceDiskStoreTokens: nil,
+			metrics.ObjectStoreTokens:     nil,
+			metrics.MatchedTokens:         nil,
+			metrics.HostEvictions:         nil,
+			metrics.DeviceEvictions:       nil,
 		},
 		Gauges: map[metrics.Gauge][]metrics.Selector{
 			metrics.KVUsage:         sel("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
 			metrics.RequestsRunning: sel("vllm:num_requests_running"),
+			// Since April 2026 it includes deferred requests; kvbench only waits for 0.
 			metrics.RequestsWaiting: sel("vllm:num_requests_waiting"),
 			// Pinned blocks only: a full idle tier reads near 0, so never occupancy.
 			metrics.OffloadPinnedUsage: sel("vllm:kv_offload_cpu_cache_usage_perc"),
 		},
-		// Early OffloadingConnector versions create a transfer_type series on its first
-		// transfer; the by-source family creates a source's series on its first token.
+		// The labelled family creates a transfer_type's series on its first transfer
+		// (January to June 2026; eager since); the flat families and the diagnostics are
+		// bound on first use since June 2026; the proposed by-source family would create a
+		// source's series on its first token.
 		LazyFamilies: map[string]bool{
 			"vllm:kv_offload_total_bytes_total":         true,
 			"vllm:kv_offload_total_time_total":          true,
+			"vllm:kv_offload_stores_skipped_total":      true,
+			"vllm:kv_offload_cpu_cache_usage_perc":      true,
 			"vllm:prompt_tokens_cached_by_source_total": true,
 		},
+		LiveWhen:  map[string][]metrics.Selector{},
+		BlockHelp: map[string]string{},
 		CacheInfo: "vllm:cache_config_info",
 	}
+	for _, f := range flatOffloadFamilies {
+		p.LazyFamilies[f] = true
+		p.LiveWhen[f] = siblings(flatOffloadFamilies, f)
+	}
+	for _, f := range offloadLookupFamilies {
+		p.LazyFamilies[f] = true
+	}
+	p.LazyFamilies["vllm:kv_offload_allocation_failure_total"] = true
+	p.LiveWhen["vllm:kv_offload_allocation_failure_total"] = siblings(offloadLookupFamilies, "")
+	p.BlockHelp["vllm:gpu_prefix_cache_queries_total"] = "number of queried blocks"
+	p.BlockHelp["vllm:gpu_prefix_cache_hits_total"] = "number of cached blocks"
+	return p
+}
+
+// siblings are the selectors of every family in group but self.
+func siblings(group []string, self string) []metrics.Selector {
+	var out []metrics.Selector
+	for _, f := range group {
+		if f != self {
+			out = append(out, metrics.MustSelectors(f)...)
+		}
+	}
+	return out
+}
+
+// offloadSizeSet reports whether vllm:cache_config_info sizes an offload tier.
+func offloadSizeSet(e metrics.Exposition) bool {
+	return e.Serves(metrics.MustSelectors(`vllm:cache_config_info{kv_offloading_size=~"[0-9.]+"}`)[0])
+}
+
+// offloadBackend reports whether vllm:cache_config_info names backend b.
+func offloadBackend(e metrics.Exposition, b string) bool {
+	return slices.Contains(e.LabelValues("vllm:cache_config_info", "kv_offloading_backend"), b)
+}
+
+// vllmDialects are the shapes of vLLM's /metrics that change what a counter means or where
+// it comes from, read from vllm-project/vllm (docs/domain.md, "Engines").
+var vllmDialects = []MetricsDialect{
+	{
+		Name:     "vllm-gpu-prefix-blocks",
+		Upstream: "vllm-project/vllm 41c5dd45 (#12592) to 302f3aca (#18003), May 2025",
+		Match: func(e metrics.Exposition) bool {
+			return e.Serves(metrics.MustSelectors("vllm:gpu_prefix_cache_hits_total")[0]) && !e.Has("vllm:prefix_cache_hits_total") &&
+				strings.Contains(e.Help("vllm:gpu_prefix_cache_hits_total"), "blocks")
+		},
+		Note: "this vLLM (before May 2025) counts vllm:gpu_prefix_cache_* in blocks, not tokens: kvbench multiplies them by the cache config's block size",
+	},
+	{
+		Name:     "vllm-offload-labelled",
+		Upstream: "vllm-project/vllm 7227d061 (#27942) to 9dfc313b (#35669): transfer_type series created on the first transfer",
+		Match: func(e metrics.Exposition) bool {
+			return e.Has("vllm:kv_offload_total_bytes_total") && !e.HasPrefix("vllm:kv_offload_store_") && !e.HasPrefix("vllm:kv_offload_load_")
+		},
+	},
+	{
+		Name:     "vllm-offload-flat",
+		Upstream: "vllm-project/vllm from 9dfc313b (#35669); bound on first use from c441ad1c (#45957)",
+		Match: func(e metrics.Exposition) bool {
+			return e.HasPrefix("vllm:kv_offload_store_") || e.HasPrefix("vllm:kv_offload_load_")
+		},
+	},
+	{
+		Name:     "vllm-offload-unobservable",
+		Upstream: "vllm-project/vllm SimpleCPUOffloadConnector from 91e4521f (#37160); OffloadingConnector before 7227d061 served no metrics",
+		Match: func(e metrics.Exposition) bool {
+			return offloadSizeSet(e) && !offloadBackend(e, "lmcache") && !e.HasPrefix("vllm:kv_offload_")
+		},
+		Note: "vllm:cache_config_info sizes a native CPU tier (kv_offloading_size) but no vllm:kv_offload_* family is served: the simple CPU offload connector (VLLM_USE_SIMPLE_KV_OFFLOAD=1) exports no offload counters, nor did the offloading connector before January 2026 (and under PROMETHEUS_MULTIPROC_DIR the early-2026 labelled family appears only after the first transfer). The host tier's stores and loads are unobservable: a reload rests on the external hits alone, and a missing store is not a finding",
+	},
+	{
+		Name:     "vllm-prompt-tokens-recomputed",
+		Upstream: "vllm-project/vllm 4403e3ed (#33290) to 72ff142c (#38709), February to April 2026",
+		Match:    func(e metrics.Exposition) bool { return e.Has("vllm:prompt_tokens_recomputed_total") },
+	},
+	{
+		Name:     "vllm-lmcache-multiprocess",
+		Upstream: "vllm-project/vllm from b58e082d (#42865): --kv-offloading-backend lmcache runs LMCacheMPConnector",
+		Match: func(e metrics.Exposition) bool {
+			return e.Has("vllm:lmcache_mp_lookup_duration_seconds") || offloadBackend(e, "lmcache") && !e.HasPrefix("lmcache:")
+		},
+		Note:                   "kv_offloading_backend is lmcache and no lmcache:* family reaches vLLM's /metrics: this is vLLM's LMCache multi-process connector (vLLM from June 2026), whose tier lives in a separate LMCache server: its size is that server's --l1-size-gb (kv_offloading_size is not passed on, so kvbench takes the tier from the scenario) and its counters (lmcache_mp_*) are on that server's own /metrics (port 9090 by default), which kvbench does not read: the external hits come from vLLM's own counters. PROMETHEUS_MULTIPROC_DIR does not bring them. (An LMCacheConnectorV1 from before June 2026 started without PROMETHEUS_MULTIPROC_DIR looks the same; vllm:lmcache_mp_lookup_duration_seconds, where served, settles it)",
+		HostTierUnreported:     true,
+		ExplainsAbsentFamilies: true,
+	},
 }

@@ -19,7 +19,7 @@ const (
 	ExternalPrefixHits        Counter = "external_prefix_hits"
 	StoreBytes                Counter = "store_bytes"
 	StoreSeconds              Counter = "store_seconds"
-	StoreTokens               Counter = "store_tokens" // LMCache only: vLLM has no stored-token counter
+	StoreTokens               Counter = "store_tokens" // device->host in tokens (LMCache, SGLang, KVBM): vLLM counts bytes
 	LoadBytes                 Counter = "load_bytes"
 	LoadSeconds               Counter = "load_seconds"
 	PromptTokens              Counter = "prompt_tokens"
@@ -38,21 +38,39 @@ const (
 	AllocationFailures Counter = "offload_allocation_failures"
 	LookupSyncSeconds  Counter = "offload_lookup_sync_seconds"
 	LookupAsyncSeconds Counter = "offload_lookup_async_seconds"
-	// Cached prompt tokens by the tier that served them (proposed upstream in vLLM).
+	// Cached prompt tokens by the tier that served them: SGLang's cache_source split,
+	// TensorRT-LLM's cache_tier split (and a proposal in vLLM that is not upstream yet).
 	CachedFromDevice Counter = "prompt_tokens_cached_device"
 	CachedFromHost   Counter = "prompt_tokens_cached_host"
 	CachedFromDisk   Counter = "prompt_tokens_cached_disk"
+	// PromptTokensRecomputed is vLLM's count of prompt tokens recomputed although cached
+	// (one per fully cached request: the last token always runs), served only by the
+	// versions that had it.
+	PromptTokensRecomputed Counter = "prompt_tokens_recomputed"
+	// ConnectorHitTokens is the KV connector's own count of the tokens it served (LMCache's
+	// num_hit_tokens): a second source for the external hits vLLM counts, never the first.
+	ConnectorHitTokens Counter = "connector_hit_tokens"
 
 	// Tier movement in tokens, for engines that count it (SGLang in tokens, KVBM in blocks
-	// converted with the block size). ReloadTokens moved host->device (the reload);
-	// DiskReloadTokens disk->device; DiskStoreTokens host->disk (not a reload); MatchedTokens
-	// are the tokens an offload manager found in its tiers; HostEvictions counts evictions
-	// from the host tier (LMCache counts them, not tokens).
-	ReloadTokens     Counter = "reload_tokens"
-	DiskReloadTokens Counter = "disk_reload_tokens"
-	DiskStoreTokens  Counter = "disk_store_tokens"
-	MatchedTokens    Counter = "matched_tokens"
-	HostEvictions    Counter = "host_tier_evictions"
+	// converted with the block size). ReloadTokens moved host->device (the reload; with
+	// KVBM v2 it includes blocks staged from disk through the host); DiskReloadTokens
+	// disk->device directly; DiskStagedTokens disk (or storage) -> host, on their way to the
+	// device; ObjectReloadTokens object storage -> device; DiskStoreTokens host->disk (not a
+	// reload); DeviceDiskStoreTokens device->disk, bypassing the host; ObjectStoreTokens
+	// device->object storage; MatchedTokens are the tokens an offload manager found in its
+	// tiers; HostEvictions counts evictions from the host tier (LMCache counts eviction
+	// calls, not tokens); DeviceEvictions counts device KV tokens freed by eviction, backed
+	// up or not (SGLang): an eviction signal, never a store.
+	ReloadTokens          Counter = "reload_tokens"
+	DiskReloadTokens      Counter = "disk_reload_tokens"
+	DiskStagedTokens      Counter = "disk_to_host_tokens"
+	ObjectReloadTokens    Counter = "object_reload_tokens"
+	DiskStoreTokens       Counter = "disk_store_tokens"
+	DeviceDiskStoreTokens Counter = "device_to_disk_tokens"
+	ObjectStoreTokens     Counter = "object_store_tokens"
+	MatchedTokens         Counter = "matched_tokens"
+	HostEvictions         Counter = "host_tier_evictions"
+	DeviceEvictions       Counter = "device_evicted_tokens"
 )
 
 // Gauge is the normalized name of a gauge kvbench samples.
@@ -71,6 +89,14 @@ const (
 	// HostTierUsageBytes is the host tier's occupancy in bytes where the engine serves it
 	// (LMCache's local_cache_usage).
 	HostTierUsageBytes Gauge = "host_tier_usage_bytes"
+	// Capacity the server reports of itself where it has no cache config family: the device
+	// pool in tokens (SGLang's max_total_num_tokens; TensorRT-LLM's max blocks, a block
+	// gauge), the tokens per block or page, and the host tier's size and fill in tokens
+	// (SGLang's hicache_host_total_tokens and hicache_host_used_tokens).
+	GPUPoolTokens      Gauge = "gpu_pool_tokens"
+	BlockSizeTokens    Gauge = "block_size_tokens"
+	HostTierTokens     Gauge = "host_tier_tokens"
+	HostTierUsedTokens Gauge = "host_tier_used_tokens"
 )
 
 // Counters returns every normalized counter in a stable order.
@@ -81,15 +107,20 @@ func Counters() []Counter {
 		PromptTokens, GenerationTokens, PromptTokensLocalCompute, PromptTokensLocalCacheHit,
 		PromptTokensExternal, PromptTokensCached, Preemptions,
 		StoresSkipped, AllocationFailures, LookupSyncSeconds, LookupAsyncSeconds,
-		CachedFromDevice, CachedFromHost, CachedFromDisk,
-		ReloadTokens, DiskReloadTokens, DiskStoreTokens, MatchedTokens, HostEvictions,
+		CachedFromDevice, CachedFromHost, CachedFromDisk, PromptTokensRecomputed, ConnectorHitTokens,
+		ReloadTokens, DiskReloadTokens, DiskStagedTokens, ObjectReloadTokens,
+		DiskStoreTokens, DeviceDiskStoreTokens, ObjectStoreTokens, MatchedTokens, HostEvictions, DeviceEvictions,
 	}
 }
 
 // Gauges returns every normalized gauge in a stable order.
 func Gauges() []Gauge {
-	return []Gauge{KVUsage, RequestsRunning, RequestsWaiting, OffloadPinnedUsage, HostTierUsageBytes}
+	return []Gauge{KVUsage, RequestsRunning, RequestsWaiting, OffloadPinnedUsage, HostTierUsageBytes,
+		GPUPoolTokens, BlockSizeTokens, HostTierTokens, HostTierUsedTokens}
 }
 
-// takesMax reports whether g combines over engines and URLs by max instead of sum.
-func (g Gauge) takesMax() bool { return g == KVUsage || g == OffloadPinnedUsage }
+// takesMax reports whether g combines over engines and URLs by max instead of sum. The
+// block size is one figure per server, not a sum.
+func (g Gauge) takesMax() bool {
+	return g == KVUsage || g == OffloadPinnedUsage || g == BlockSizeTokens
+}

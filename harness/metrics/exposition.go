@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,12 +38,73 @@ type Exposition struct {
 	ScrapedAt time.Time // when the request started (file: its modification time)
 	families  map[string]*dto.MetricFamily
 	declared  map[string]bool // families named on HELP/TYPE lines, including sample-less ones
+	// resolution is, per sample name, the largest step between the values the server could
+	// print there, where it prints fewer significant digits than a value's integer part has.
+	resolution map[string]float64
 }
 
 // Has reports whether family appears in the exposition, with samples or only HELP/TYPE lines.
 func (e Exposition) Has(family string) bool {
 	_, ok := e.families[family]
 	return ok || e.declared[family]
+}
+
+// HasPrefix reports whether any family whose name starts with prefix appears, with samples
+// or only HELP/TYPE lines.
+func (e Exposition) HasPrefix(prefix string) bool {
+	for name := range e.families {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	for name := range e.declared {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Serves reports whether at least one series matches sel (a family declared without series
+// serves none).
+func (e Exposition) Serves(sel Selector) bool {
+	mf := e.families[sel.Metric]
+	if mf == nil {
+		return false
+	}
+	for _, m := range mf.GetMetric() {
+		if matches(m, sel.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// Help is family's HELP text, "" when the exposition has none for it.
+func (e Exposition) Help(family string) string { return e.families[family].GetHelp() }
+
+// Quantized reports whether the server prints values with fewer significant digits than
+// some of them have (see printResolution).
+func (e Exposition) Quantized() bool { return len(e.resolution) > 0 }
+
+// LabelValues lists the values label takes in family's series ("" for a series without
+// it), sorted and without repeats.
+func (e Exposition) LabelValues(family, label string) []string {
+	mf := e.families[family]
+	if mf == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, m := range mf.GetMetric() {
+		v := ""
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label {
+				v = lp.GetValue()
+			}
+		}
+		seen[v] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Parse reads a Prometheus text exposition; source names it in errors.
@@ -88,7 +153,7 @@ func parseBody(body []byte, source string) (Exposition, error) {
 	if err != nil {
 		return Exposition{}, fmt.Errorf("%w: %v", ErrNotExposition, err)
 	}
-	exp := Exposition{Source: source, families: families, declared: declaredFamilies(body)}
+	exp := Exposition{Source: source, families: families, declared: declaredFamilies(body), resolution: printResolution(body)}
 	if len(exp.families) == 0 && len(exp.declared) == 0 {
 		return Exposition{}, fmt.Errorf("%w: no metrics in %s", ErrNotExposition, firstBytes(body))
 	}
@@ -122,6 +187,112 @@ func declaredFamilies(body []byte) map[string]bool {
 		}
 	}
 	return declared
+}
+
+// defaultPrintDigits is the precision of a C++ stream's default float output (%g with 6
+// significant digits), which llama.cpp's server prints its counters with.
+const defaultPrintDigits = 6
+
+// printResolution finds values printed with fewer significant digits than their integer
+// part has. A printer that writes an exponent below 10^16 is not Python's prometheus_client
+// (its repr writes every digit up to there) nor exact: it keeps a fixed number of
+// significant digits, the most any of its exponent-form values shows and at least 6 (C++'s
+// default, which trailing-zero stripping can hide). Above 10^6 a 6-digit printer steps by
+// 10 or more, so a small delta reads 0 or a jump of the step. The result maps each sample
+// name to the largest step among its values, for steps above 1; nil when exact.
+func printResolution(body []byte) map[string]float64 {
+	type sample struct {
+		name string
+		v    float64
+	}
+	var samples []sample
+	digits := 0
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		name, value, ok := sampleValueText(line)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil || v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		if mant, _, exp := strings.Cut(strings.ToLower(value), "e"); exp && math.Abs(v) < 1e16 {
+			digits = max(digits, significantDigits(mant))
+		}
+		samples = append(samples, sample{name, v})
+	}
+	if digits == 0 {
+		return nil
+	}
+	p := max(digits, defaultPrintDigits)
+	out := map[string]float64{}
+	for _, s := range samples {
+		step := math.Pow(10, math.Floor(math.Log10(math.Abs(s.v)))-float64(p-1))
+		if step > 1 && step > out[s.name] {
+			out[s.name] = step
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// sampleValueText splits a sample line into its metric name and value text.
+func sampleValueText(line []byte) (name, value string, ok bool) {
+	rest := line
+	if i := bytes.IndexAny(line, "{ \t"); i >= 0 {
+		name, rest = string(line[:i]), line[i:]
+	} else {
+		return "", "", false
+	}
+	if len(rest) > 0 && rest[0] == '{' {
+		inQuote := false
+		end := -1
+		for i := 1; i < len(rest); i++ {
+			switch c := rest[i]; {
+			case c == '\\' && inQuote:
+				i++
+			case c == '"':
+				inQuote = !inQuote
+			case c == '}' && !inQuote:
+				end = i
+			}
+			if end >= 0 {
+				break
+			}
+		}
+		if end < 0 {
+			return "", "", false
+		}
+		rest = rest[end+1:]
+	}
+	fields := bytes.Fields(rest)
+	if len(fields) == 0 {
+		return "", "", false
+	}
+	return name, string(fields[0]), true
+}
+
+// significantDigits counts the digits of a mantissa as printed, leading zeros aside.
+func significantDigits(mant string) int {
+	n := 0
+	for _, c := range strings.TrimLeft(strings.NewReplacer("-", "", "+", "", ".", "").Replace(mant), "0") {
+		if c >= '0' && c <= '9' {
+			n++
+		}
+	}
+	return n
 }
 
 // firstBytes quotes the start of body for a one-line error.

@@ -31,6 +31,7 @@ func FuzzParse(f *testing.F) {
 		"x NaN\ny +Inf\nz -Inf\n",
 		"vllm:cache_config_info{block_size=\"-1\",num_gpu_blocks=\"99999999999999999999\",kv_offloading_size=\"Inf\"} 1\n",
 		"<html></html>",
+		"llamacpp:prompt_tokens_total 1.23457e+06\nllamacpp:x{a=\"}\\\"\"} 9.9e+15 7\ny 1E+300\n",
 		"\x00\xff\xfe",
 	} {
 		f.Add(seed)

@@ -14,11 +14,12 @@ type readingJSON struct {
 	Present    bool     `json:"present"`
 	Source     string   `json:"source,omitempty"`
 	Unreadable string   `json:"unreadable,omitempty"` // "NaN", "+Inf": served, but no number
+	Resolution float64  `json:"resolution,omitempty"` // step of a value printed with few digits
 }
 
 // MarshalJSON writes an absent reading's value as null.
 func (r Reading) MarshalJSON() ([]byte, error) {
-	return json.Marshal(readingJSON{Value: r.Ptr(), Present: r.Present, Source: r.Source, Unreadable: r.Unreadable})
+	return json.Marshal(readingJSON{Value: r.Ptr(), Present: r.Present, Source: r.Source, Unreadable: r.Unreadable, Resolution: r.Resolution})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -27,7 +28,7 @@ func (r *Reading) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	*r = Reading{Present: j.Present && j.Value != nil, Source: j.Source, Unreadable: j.Unreadable}
+	*r = Reading{Present: j.Present && j.Value != nil, Source: j.Source, Unreadable: j.Unreadable, Resolution: j.Resolution}
 	if r.Present {
 		r.Value = *j.Value
 	}

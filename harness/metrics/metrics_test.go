@@ -316,9 +316,12 @@ lmcache:num_stored_tokens_total{model_name="m",role="worker",worker_id="0"} 4096
 `
 	exp := mustParse(t, text, "lmcache")
 	lm := mustProfile(t, "lmcache").Snapshot(exp)
+	// vLLM's own external counters are the connector's hits; LMCache's hit tokens are the
+	// second source, and its requested tokens (retrieve-requested, not queries) are not read.
 	want := map[Counter]Reading{
-		ExternalPrefixHits:    {Value: 1103, Present: true, Source: "lmcache:num_hit_tokens_total"},
-		ExternalPrefixQueries: {Value: 2048, Present: true, Source: "lmcache:num_requested_tokens_total"},
+		ExternalPrefixHits:    {Value: 98304, Present: true, Source: "vllm:external_prefix_cache_hits_total"},
+		ExternalPrefixQueries: {Value: 409600, Present: true, Source: "vllm:external_prefix_cache_queries_total"},
+		ConnectorHitTokens:    {Value: 1103, Present: true, Source: "lmcache:num_hit_tokens_total"},
 		StoreTokens:           {Value: 4096, Present: true, Source: "lmcache:num_stored_tokens_total"},
 		GPUPrefixHits:         {Value: 163840, Present: true, Source: "vllm:prefix_cache_hits_total"},
 	}

@@ -14,9 +14,19 @@ type Profile struct {
 	Name     string
 	Counters map[Counter][]Selector
 	Gauges   map[Gauge][]Selector
-	// LazyFamilies are families whose series appear only after their first event. When such a
-	// family is declared in an exposition but the wanted series is missing, the reading is 0.
+	// LazyFamilies are families whose series appear only after their first event, in every
+	// version that has them. When such a family is declared in an exposition without any
+	// series (a single-process prometheus_client prints HELP and TYPE of a registered family),
+	// or has series that all carry the labels the selector matches on (only this label value
+	// has not been seen yet), the missing series reads 0. A family whose series lack the
+	// selector's label belongs to a version without that split: the reading stays absent.
 	LazyFamilies map[string]bool
+	// LiveWhen also makes a family lazy, for expositions that never declare an unused family
+	// (prometheus_client's multiprocess collector, which SGLang, trtllm-serve and vLLM with
+	// PROMETHEUS_MULTIPROC_DIR use): the family's missing series reads 0 only while one of
+	// these sibling series is served, because upstream creates it with them, so its version
+	// and tier are live. Without a live sibling the reading stays absent.
+	LiveWhen map[string][]Selector
 	// CacheInfo is the info-gauge family whose labels carry the KV cache config ("" for none).
 	CacheInfo string
 	// BlockCounters are counted in KV blocks, not tokens: a snapshot multiplies them by the
@@ -24,10 +34,30 @@ type Profile struct {
 	// reading is unreadable (a block count is no token count).
 	BlockCounters map[Counter]bool
 	BlockSize     int
+	// BlockHelp maps a family to a phrase of its HELP text that says the server counts it
+	// in blocks (vLLM's gpu_prefix_cache_* before May 2025: "number of cached blocks"): read
+	// from such a server, the family converts like BlockCounters.
+	BlockHelp map[string]string
 	// RankLabels maps a family to the label that tells tensor-parallel ranks of one replica
 	// apart: the ranks count the same tokens, so their series are maxed, not summed (series
 	// that differ in other labels still add up).
 	RankLabels map[string]string
+	// SplitLabels maps a family to labels one rank splits its own count across (LMCache's
+	// role: one process may report under role="scheduler" and role="worker"): they are
+	// summed within a rank before the max over ranks.
+	SplitLabels map[string][]string
+	// BlockGauges are gauges counted in blocks, converted like BlockCounters (TensorRT-LLM's
+	// device pool in blocks).
+	BlockGauges map[Gauge]bool
+	// Shapes recognise the upstream versions (dialects) an exposition can be; a snapshot
+	// names those that match, for preflight to explain.
+	Shapes []Shape
+}
+
+// Shape is one upstream dialect of an engine's exposition, recognised from what it serves.
+type Shape struct {
+	Name  string
+	Match func(Exposition) bool
 }
 
 // MustSelectors parses selector texts written in code; a malformed one is a programming
@@ -81,7 +111,12 @@ func (p Profile) clone() Profile {
 	out.Gauges = maps.Clone(p.Gauges)
 	out.LazyFamilies = maps.Clone(p.LazyFamilies)
 	out.BlockCounters = maps.Clone(p.BlockCounters)
+	out.BlockHelp = maps.Clone(p.BlockHelp)
 	out.RankLabels = maps.Clone(p.RankLabels)
+	out.LiveWhen = maps.Clone(p.LiveWhen)
+	out.SplitLabels = maps.Clone(p.SplitLabels)
+	out.BlockGauges = maps.Clone(p.BlockGauges)
+	out.Shapes = slices.Clone(p.Shapes)
 	if out.Counters == nil {
 		out.Counters = map[Counter][]Selector{}
 	}

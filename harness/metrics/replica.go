@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // activityCounters move on the replica that serves a request, and only there.
@@ -121,7 +123,7 @@ func ReplicaMoved(before, after Snapshot) *Attribution {
 			}
 			if a > b {
 				moved = append(moved, r.Replica)
-				how = fmt.Sprintf("the only replica whose %s moved (+%s)", c, formatValue(a-b))
+				how = fmt.Sprintf("the only replica whose %s moved (+%s)", c, units.Exact(a-b))
 				break
 			}
 		}

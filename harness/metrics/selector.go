@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,14 +14,27 @@ import (
 // ErrBadSelector is wrapped by errors from ParseSelector.
 var ErrBadSelector = errors.New("bad metric selector")
 
-// Label is one equality matcher of a Selector.
+// Label is one matcher of a Selector: the label's value equals Value, or, when Regex is
+// set, matches Value as a regular expression anchored at both ends (PromQL's =~). A missing
+// label reads as "", so `pool=""` selects the series that do not carry pool at all.
 type Label struct {
 	Name  string
 	Value string
+	Regex bool
+	re    *regexp.Regexp
+}
+
+// matches reports whether got (the series' value, "" when it lacks the label) satisfies l.
+func (l Label) matches(got string) bool {
+	if l.Regex {
+		return l.re.MatchString(got)
+	}
+	return got == l.Value
 }
 
 // Selector names a metric family and, optionally, the label values a series must carry,
-// as in vllm:kv_offload_total_bytes_total{transfer_type="GPU_to_CPU"}.
+// as in vllm:kv_offload_total_bytes_total{transfer_type="GPU_to_CPU"} or
+// sglang:cached_tokens_total{cache_source=~"storage_.*"} (every storage backend's series).
 type Selector struct {
 	Metric string
 	Labels []Label // sorted by name
@@ -39,15 +53,21 @@ func (s Selector) String() string {
 			b.WriteByte(',')
 		}
 		b.WriteString(l.Name)
-		b.WriteByte('=')
+		if l.Regex {
+			b.WriteString("=~")
+		} else {
+			b.WriteByte('=')
+		}
 		b.WriteString(strconv.Quote(l.Value))
 	}
 	b.WriteByte('}')
 	return b.String()
 }
 
-// ParseSelector reads `name` or `name{label="value",...}`; only equality matchers exist,
-// since a counter must come from one well-defined set of series.
+// ParseSelector reads `name` or `name{label="value",label=~"regex",...}`. Equality and
+// anchored regular-expression matchers exist (no negations): a counter must come from one
+// well-defined set of series, which a regex may widen only to series that add up (every
+// storage backend of one tier).
 func ParseSelector(text string) (Selector, error) {
 	text = strings.TrimSpace(text)
 	name, rest, hasLabels := strings.Cut(text, "{")
@@ -74,7 +94,8 @@ func ParseSelector(text string) (Selector, error) {
 		if !ok || !model.LegacyValidation.IsValidLabelName(label) {
 			return Selector{}, fmt.Errorf("%w %q: want label=\"value\" near %q", ErrBadSelector, text, body)
 		}
-		value, after, err := cutQuoted(strings.TrimLeft(after, " \t"))
+		regex := strings.HasPrefix(after, "~")
+		value, after, err := cutQuoted(strings.TrimLeft(strings.TrimPrefix(after, "~"), " \t"))
 		if err != nil {
 			return Selector{}, fmt.Errorf("%w %q: label %s: %v", ErrBadSelector, text, label, err)
 		}
@@ -82,7 +103,13 @@ func ParseSelector(text string) (Selector, error) {
 			return Selector{}, fmt.Errorf("%w %q: label %s given twice", ErrBadSelector, text, label)
 		}
 		seen[label] = true
-		sel.Labels = append(sel.Labels, Label{Name: label, Value: value})
+		l := Label{Name: label, Value: value, Regex: regex}
+		if regex {
+			if l.re, err = regexp.Compile("^(?:" + value + ")$"); err != nil {
+				return Selector{}, fmt.Errorf("%w %q: label %s: bad regular expression: %v", ErrBadSelector, text, label, err)
+			}
+		}
+		sel.Labels = append(sel.Labels, l)
 		after = strings.TrimLeft(after, " \t")
 		if after == "" {
 			break

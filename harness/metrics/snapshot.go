@@ -9,6 +9,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // lazyNote marks a reading of 0 taken from a lazy family that has no series for it yet.
@@ -23,6 +25,12 @@ type Reading struct {
 	// Unreadable is set when the server serves the counter but its value is not a number
 	// kvbench can use ("NaN", "+Inf", "-Inf"): not present, and not 0 either.
 	Unreadable string
+	// Resolution is the step between the values the server can print for this reading,
+	// where it prints fewer significant digits than the value's integer part has
+	// (llama.cpp's 6 digits above 10^6); 0 when the value is exact to the unit.
+	Resolution float64
+	// blocks: the server counts this reading in blocks (Profile.BlockHelp).
+	blocks bool
 }
 
 // Ptr is the reading as a pointer, nil when absent: absent is never 0.
@@ -45,26 +53,37 @@ type Snapshot struct {
 	Cache    CacheConfig         `json:"cache"`
 	// Replicas are the activity counters per replica, listed only when there are several.
 	Replicas []ReplicaReading `json:"replicas,omitempty"`
+	// Shapes names the upstream dialects the expositions were recognised as (Profile.Shapes).
+	Shapes []string `json:"shapes,omitempty"`
 }
 
 // CacheConfig is the KV cache setup a server reports. Each data-parallel engine has its own
 // GPU block pool, so pools are listed per engine and also summed.
 type CacheConfig struct {
-	Present      bool          `json:"present"`
-	Source       string        `json:"source,omitempty"`               // the info family it came from
-	BlockSize    int           `json:"block_size,omitempty"`           // tokens per block when all engines agree, else 0
-	NumGPUBlocks int           `json:"num_gpu_blocks_total,omitempty"` // summed over engines
-	GPUKVTokens  int           `json:"gpu_kv_tokens_total,omitempty"`  // sum over engines of num_gpu_blocks x block_size
-	Engines      []EngineCache `json:"engines,omitempty"`
+	Present      bool   `json:"present"`
+	Source       string `json:"source,omitempty"`               // the info family it came from
+	BlockSize    int    `json:"block_size,omitempty"`           // tokens per block when all engines agree, else 0
+	NumGPUBlocks int    `json:"num_gpu_blocks_total,omitempty"` // summed over engines
+	GPUKVTokens  int    `json:"gpu_kv_tokens_total,omitempty"`  // sum over engines of each one's device pool in tokens
+	// HostTierTokens is the host tier's size in tokens where the server reports it (SGLang's
+	// hicache_host_total_tokens), summed over engines; 0 when it does not.
+	HostTierTokens int `json:"host_tier_tokens_total,omitempty"`
+	// HostTierSource is the family HostTierTokens came from.
+	HostTierSource string        `json:"host_tier_source,omitempty"`
+	Engines        []EngineCache `json:"engines,omitempty"`
 }
 
 // EngineCache is one engine's cache config series.
 type EngineCache struct {
-	Source              string            `json:"source"` // URL or file
-	Engine              string            `json:"engine,omitempty"`
-	BlockSize           int               `json:"block_size,omitempty"`
-	NumGPUBlocks        int               `json:"num_gpu_blocks,omitempty"`
+	Source       string `json:"source"` // URL or file
+	Engine       string `json:"engine,omitempty"`
+	BlockSize    int    `json:"block_size,omitempty"`
+	NumGPUBlocks int    `json:"num_gpu_blocks,omitempty"`
+	// GPUKVTokens is vLLM's kv_cache_size_tokens where served (right for hybrid models,
+	// whose block count times block size is not their capacity), else num_gpu_blocks x
+	// block_size; for engines without a cache config family, their pool gauge.
 	GPUKVTokens         int               `json:"gpu_kv_tokens,omitempty"`
+	HostTierTokens      int               `json:"host_tier_tokens,omitempty"`
 	CacheDtype          string            `json:"cache_dtype,omitempty"`
 	PrefixCaching       *bool             `json:"enable_prefix_caching,omitempty"` // nil when the label is missing or unreadable
 	KVOffloadingBackend string            `json:"kv_offloading_backend,omitempty"`
@@ -95,7 +114,7 @@ func (p Profile) toTokens(s Snapshot) Snapshot {
 	}
 	for _, c := range Counters() {
 		r := s.Counters[c]
-		if !p.BlockCounters[c] || !r.Present {
+		if !p.BlockCounters[c] && !r.blocks || !r.Present {
 			continue
 		}
 		if block <= 0 {
@@ -120,16 +139,63 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 		s.Sources = []string{e.Source}
 	}
 	for _, c := range Counters() {
-		s.Counters[c] = e.read(p.Counters[c], p.LazyFamilies, p.RankLabels, false)
+		s.Counters[c] = e.read(p.Counters[c], p, false)
 	}
 	for _, g := range Gauges() {
-		s.Gauges[g] = e.read(p.Gauges[g], p.LazyFamilies, p.RankLabels, g.takesMax())
+		s.Gauges[g] = e.read(p.Gauges[g], p, g.takesMax())
 	}
 	if p.CacheInfo != "" {
 		s.Cache = e.cacheConfig(p.CacheInfo)
 	}
+	p.sizesFromGauges(&s, e.Source)
 	s.Replicas = e.replicas(p)
+	for _, sh := range p.Shapes {
+		if sh.Match != nil && sh.Match(e) {
+			s.Shapes = append(s.Shapes, sh.Name)
+		}
+	}
 	return s
+}
+
+// sizesFromGauges converts block-counted gauges to tokens and, for a server without a cache
+// config family, takes its device pool, block size and host tier from its size gauges.
+func (p Profile) sizesFromGauges(s *Snapshot, source string) {
+	block := s.Cache.BlockSize
+	if b := s.Gauges[BlockSizeTokens]; block <= 0 && b.Present && b.Value > 0 {
+		block = int(b.Value)
+	}
+	for _, g := range Gauges() {
+		r := s.Gauges[g]
+		if !p.BlockGauges[g] || !r.Present {
+			continue
+		}
+		if block <= 0 {
+			s.Gauges[g] = Reading{Source: r.Source, Unreadable: "a block count with no block size"}
+			continue
+		}
+		r.Value *= float64(block)
+		r.Source += fmt.Sprintf(" x %d tokens/block", block)
+		s.Gauges[g] = r
+	}
+	pool, host := s.Gauges[GPUPoolTokens], s.Gauges[HostTierTokens]
+	if s.Cache.Present || !pool.Present && !host.Present {
+		return
+	}
+	ec := EngineCache{Source: source, BlockSize: max(block, 0), Labels: map[string]string{}}
+	from := ""
+	if pool.Present && pool.Value > 0 {
+		ec.GPUKVTokens, from = int(pool.Value), pool.Source
+	}
+	if host.Present && host.Value > 0 {
+		ec.HostTierTokens = int(host.Value)
+	}
+	if from == "" && ec.HostTierTokens == 0 {
+		return
+	}
+	s.Cache = summarizeCache(from, []EngineCache{ec})
+	if ec.HostTierTokens > 0 {
+		s.Cache.HostTierSource = host.Source
+	}
 }
 
 // dropSingleReplica leaves Replicas empty for a server of one replica, whose sums say it all.
@@ -141,29 +207,74 @@ func (s *Snapshot) dropSingleReplica() {
 
 // read returns the first candidate with a matching series, summed (or maxed) over series.
 // A candidate whose value is NaN or infinite is skipped; when no other one has a number, the
-// reading is unreadable (served, but neither present nor 0).
-func (e Exposition) read(candidates []Selector, lazy map[string]bool, ranks map[string]string, takeMax bool) Reading {
+// reading is unreadable (served, but neither present nor 0). A candidate of a lazy family
+// with no series reads 0 when the exposition shows the family is live (lazyZero).
+func (e Exposition) read(candidates []Selector, p Profile, takeMax bool) Reading {
 	var unreadable Reading
 	for _, sel := range candidates {
-		if v, n := e.aggregate(sel, ranks[sel.Metric], takeMax); n > 0 {
+		if v, n := e.aggregate(sel, p.RankLabels[sel.Metric], p.SplitLabels[sel.Metric], takeMax); n > 0 {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				if unreadable.Unreadable == "" {
-					unreadable = Reading{Source: sel.String(), Unreadable: formatValue(v)}
+					unreadable = Reading{Source: sel.String(), Unreadable: units.Exact(v)}
 				}
 				continue // a non-finite counter proves nothing
 			}
-			return Reading{Value: v, Present: true, Source: sel.String()}
+			phrase := p.BlockHelp[sel.Metric]
+			blocks := phrase != "" && strings.Contains(e.Help(sel.Metric), phrase)
+			return Reading{Value: v, Present: true, Source: sel.String(), Resolution: e.resolution[sel.Metric], blocks: blocks}
 		}
-		if lazy[sel.Metric] && e.Has(sel.Metric) {
-			return Reading{Value: 0, Present: true, Source: sel.String() + lazyNote}
+		if why, ok := e.lazyZero(sel, p); ok {
+			return Reading{Value: 0, Present: true, Source: sel.String() + why}
 		}
 	}
 	return unreadable
 }
 
+// lazyZero decides whether sel's missing series is a lazy family's "not yet" (0) rather than
+// a series this server never emits (absent), and says why. A family whose series lack the
+// selector's labels belongs to a version without that split: never lazy.
+func (e Exposition) lazyZero(sel Selector, p Profile) (string, bool) {
+	family := strings.TrimSuffix(sel.Metric, "_sum")
+	if _, ok := e.families[sel.Metric]; ok {
+		family = sel.Metric
+	}
+	mf := e.families[family]
+	served := mf != nil && len(mf.GetMetric()) > 0
+	if served && !carriesLabels(mf, sel.Labels) {
+		return "", false
+	}
+	if p.LazyFamilies[family] && (served || e.declared[family]) {
+		return lazyNote, true
+	}
+	for _, sib := range p.LiveWhen[family] {
+		if e.Serves(sib) {
+			return " (lazy, no series yet; live: " + sib.String() + ")", true
+		}
+	}
+	return "", false
+}
+
+// carriesLabels reports whether every series of mf carries every label want matches on (a
+// matcher of "" selects series without the label, so it needs none): the family splits by
+// those labels, so a value not seen yet is a series not created yet.
+func carriesLabels(mf *dto.MetricFamily, want []Label) bool {
+	for _, m := range mf.GetMetric() {
+		for _, w := range want {
+			if !w.Regex && w.Value == "" {
+				continue
+			}
+			if !slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool { return lp.GetName() == w.Name }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // aggregate sums (or maxes) the values of sel's matching series; n is how many matched.
-// Series that differ only in rankLabel are one replica's ranks: the max of them counts once.
-func (e Exposition) aggregate(sel Selector, rankLabel string, takeMax bool) (v float64, n int) {
+// Series that differ only in rankLabel are one replica's ranks: the max of them counts once,
+// after each rank's series that differ only in splitLabels are summed.
+func (e Exposition) aggregate(sel Selector, rankLabel string, splitLabels []string, takeMax bool) (v float64, n int) {
 	mf := e.families[sel.Metric]
 	value := sampleValue
 	if mf == nil {
@@ -174,9 +285,10 @@ func (e Exposition) aggregate(sel Selector, rankLabel string, takeMax bool) (v f
 		}
 		value = sampleSum
 	}
-	var replicas map[string]float64 // rank-free label set -> max over its ranks
+	// ranks: rank-free label set -> rank value -> that rank's sum over its split labels.
+	var ranks map[string]map[string]float64
 	if rankLabel != "" {
-		replicas = map[string]float64{}
+		ranks = map[string]map[string]float64{}
 	}
 	for _, m := range mf.GetMetric() {
 		if !matches(m, sel.Labels) {
@@ -186,46 +298,54 @@ func (e Exposition) aggregate(sel Selector, rankLabel string, takeMax bool) (v f
 		if !ok {
 			continue
 		}
-		if replicas != nil {
-			key := replicaKey(m, rankLabel)
-			if old, seen := replicas[key]; seen {
-				replicas[key] = max(old, x)
-				continue
+		n++
+		if ranks != nil {
+			key, rank := replicaKey(m, rankLabel, splitLabels)
+			if ranks[key] == nil {
+				ranks[key] = map[string]float64{}
 			}
-			replicas[key] = x
+			ranks[key][rank] += x
+			continue
 		}
 		switch {
-		case n == 0:
+		case n == 1:
 			v = x
 		case takeMax:
 			v = max(v, x)
 		default:
 			v += x
 		}
-		n++
 	}
-	if replicas != nil && n > 0 {
+	if ranks != nil && n > 0 {
 		v = 0
-		for _, x := range replicas {
+		for _, byRank := range ranks {
+			top := math.Inf(-1)
+			for _, x := range byRank {
+				top = max(top, x)
+			}
 			if takeMax {
-				v = max(v, x)
+				v = max(v, top)
 			} else {
-				v += x
+				v += top
 			}
 		}
 	}
 	return v, n
 }
 
-// replicaKey is m's label set without rankLabel.
-func replicaKey(m *dto.Metric, rankLabel string) string {
+// replicaKey is m's label set without rankLabel and splitLabels, and its rankLabel value.
+func replicaKey(m *dto.Metric, rankLabel string, splitLabels []string) (key, rank string) {
 	var b strings.Builder
 	for _, lp := range m.GetLabel() {
-		if lp.GetName() != rankLabel {
+		switch {
+		case lp.GetName() == rankLabel:
+			rank = lp.GetValue()
+		case slices.Contains(splitLabels, lp.GetName()):
+		default:
 			b.WriteString(lp.GetName() + "=" + lp.GetValue() + "\xff")
 		}
 	}
-	return b.String()
+	return b.String(), rank
 }
 
 func sampleValue(t dto.MetricType, m *dto.Metric) (float64, bool) {
@@ -260,7 +380,7 @@ func matches(m *dto.Metric, want []Label) bool {
 				break
 			}
 		}
-		if got != w.Value {
+		if !w.matches(got) {
 			return false
 		}
 	}
@@ -288,6 +408,9 @@ func (e Exposition) cacheConfig(family string) CacheConfig {
 			Labels:              labels,
 		}
 		ec.GPUKVTokens = ec.BlockSize * ec.NumGPUBlocks
+		if n := atoiOrZero(labels["kv_cache_size_tokens"]); n > 0 {
+			ec.GPUKVTokens = n
+		}
 		if b, err := strconv.ParseBool(labels["enable_prefix_caching"]); err == nil {
 			ec.PrefixCaching = &b
 		}
@@ -310,6 +433,7 @@ func summarizeCache(source string, engines []EngineCache) CacheConfig {
 		}
 		c.NumGPUBlocks += e.NumGPUBlocks
 		c.GPUKVTokens += e.GPUKVTokens
+		c.HostTierTokens += e.HostTierTokens
 	}
 	return c
 }
@@ -336,7 +460,7 @@ func Merge(snaps ...Snapshot) Snapshot {
 		Gauges:   map[Gauge]Reading{},
 	}
 	var engines []EngineCache
-	cacheSource := ""
+	cacheSource, hostSource := "", ""
 	for _, s := range snaps {
 		if !s.TakenAt.IsZero() && (out.TakenAt.IsZero() || s.TakenAt.Before(out.TakenAt)) {
 			out.TakenAt = s.TakenAt
@@ -349,12 +473,23 @@ func Merge(snaps ...Snapshot) Snapshot {
 			out.Gauges[g] = combine(out.Gauges[g], r, g.takesMax())
 		}
 		out.Replicas = append(out.Replicas, s.Replicas...)
+		for _, sh := range s.Shapes {
+			if !slices.Contains(out.Shapes, sh) {
+				out.Shapes = append(out.Shapes, sh)
+			}
+		}
 		if s.Cache.Present {
 			engines = append(engines, s.Cache.Engines...)
 			cacheSource = s.Cache.Source
+			if s.Cache.HostTierSource != "" {
+				hostSource = s.Cache.HostTierSource
+			}
 		}
 	}
 	out.Cache = summarizeCache(cacheSource, engines)
+	if out.Cache.HostTierTokens > 0 {
+		out.Cache.HostTierSource = hostSource
+	}
 	out.dropSingleReplica()
 	return out
 }
@@ -375,10 +510,10 @@ func combine(acc, r Reading, takeMax bool) Reading {
 	} else {
 		acc.Value += r.Value
 	}
+	acc.Resolution = max(acc.Resolution, r.Resolution)
+	acc.blocks = acc.blocks || r.blocks
 	if !slices.Contains(strings.Split(acc.Source, " + "), r.Source) {
 		acc.Source += " + " + r.Source
 	}
 	return acc
 }
-
-func formatValue(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

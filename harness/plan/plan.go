@@ -48,19 +48,33 @@ type Plan struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Make builds every prompt of sc in send order. counter is nil for estimate counting.
+// Make builds every prompt of sc in send order. counter is nil for estimate counting. A
+// reload curve the scenario has not had expanded is expanded here when its [server] table
+// states both bounds (max_model_len and the GPU pool), and otherwise planned without
+// requests, with a warning: preflight expands it from the server's.
 func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCounter) (*Plan, error) {
+	var warnings []string
+	if sc.HasCurves() {
+		if b, ok := sc.ScenarioCurveBounds(); ok {
+			if err := sc.ExpandCurves(b); err != nil {
+				return nil, err
+			}
+		} else {
+			warnings = append(warnings, "a reload curve's sizes and eviction come from the server's max_model_len and GPU KV pool, which the scenario leaves to the server: they are worked out at preflight (plan with --endpoint to see them)")
+		}
+	}
 	mode := prompts.SharedPrefix
 	if sc.Prompt.Mode == "nested" {
 		mode = prompts.Nested
 	}
 	b := prompts.NewBuilder(prompts.Config{
 		Seed:               uint64(sc.Prompt.Seed),
+		Salt:               sc.Prompt.Salt,
 		SharedPrefixTokens: sc.Prompt.SharedPrefixTokens,
 		Mode:               mode,
 		Counter:            counter,
 	})
-	p := &Plan{Scenario: sc, TokenCounting: prompts.Estimated}
+	p := &Plan{Scenario: sc, TokenCounting: prompts.Estimated, Warnings: warnings}
 	if counter != nil {
 		p.TokenCounting = prompts.CountedByServer
 	}

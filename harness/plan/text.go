@@ -10,12 +10,19 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
 // WriteText prints the plan for a person: the token counting, the shared prefix, a row per
 // request with its prompt identity, and each replay's capacity math.
-func (p *Plan) WriteText(w io.Writer) {
+func (p *Plan) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { p.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (p *Plan) writeText(w io.Writer) {
 	sc := p.Scenario
 	fmt.Fprintf(w, "scenario %s (%s)\n  %s\n", sc.Name, sc.Path, sc.Description)
 	switch p.TokenCounting {
@@ -29,8 +36,12 @@ func (p *Plan) WriteText(w io.Writer) {
 	}
 	if len(p.Steps) > 0 && len(p.Steps[0].Requests) > 0 {
 		pr := p.Steps[0].Requests[0].Prompt
-		fmt.Fprintf(w, "shared prefix: %d tokens planned, %d counted, sha256 %s (mode %s, seed %d)\n\n",
-			sc.Prompt.SharedPrefixTokens, pr.SharedPrefixTokens, pr.SharedPrefixSHA256, sc.Prompt.Mode, sc.Prompt.Seed)
+		salt := ""
+		if sc.Prompt.Salt != "" {
+			salt = ", salt " + sc.Prompt.Salt
+		}
+		fmt.Fprintf(w, "shared prefix: %d tokens planned, %d counted, sha256 %s (mode %s, seed %d%s)\n\n",
+			sc.Prompt.SharedPrefixTokens, pr.SharedPrefixTokens, pr.SharedPrefixSHA256, sc.Prompt.Mode, sc.Prompt.Seed, salt)
 	}
 	if p.requestCount() > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -57,8 +68,16 @@ func (p *Plan) WriteText(w io.Writer) {
 				st.ID, c.Users, c.Turns, c.SystemPromptTokens, c.TurnTokens, sc.MaxTokensFor(c), sc.ConversationTokens(c))
 		}
 	}
+	for _, c := range sc.Curves {
+		var sizes []string
+		for _, pt := range c.Points {
+			sizes = append(sizes, units.Grouped(pt.Tokens))
+		}
+		fmt.Fprintf(w, "\nreload curve %s: prompts of %s tokens (to max_model_len %s, %s); each is stored, evicted by %d prompts of %s unique tokens in all (the %s-token GPU pool, %s, and a margin), replayed and recomputed by its cold twin\n",
+			c.ID, strings.Join(sizes, ", "), units.Grouped(c.MaxModelLen), c.MaxModelLenSource, c.EvictionRequests, units.Grouped(c.EvictionTokens), units.Grouped(c.GPUKVTokens), c.GPUKVTokensSource)
+	}
 	for _, rp := range p.Replays {
-		rp.WriteText(w)
+		rp.writeText(w)
 	}
 	for _, warning := range p.Warnings {
 		fmt.Fprintf(w, "\nwarning: %s\n", warning)
@@ -90,7 +109,12 @@ func (t *TracePlan) WriteText(w io.Writer, st Step) {
 }
 
 // WriteText prints the replay's capacity math and whether the setup can prove a reload.
-func (rp Replay) WriteText(w io.Writer) {
+func (rp Replay) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { rp.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (rp Replay) writeText(w io.Writer) {
 	a := rp.Assessment
 	s := a.Setup
 	fmt.Fprintf(w, "\ncapacity for step %s (replay of %s request %d):\n", rp.Step, rp.Of.Step, rp.Of.Request)
@@ -110,7 +134,9 @@ func (rp Replay) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "  GPU KV pool\tunknown until the server reports it\n")
 	}
 	tier := fmt.Sprintf("%g GiB = %.0f bytes", s.CPUOffloadGiB, a.CPUTierBytes)
-	if a.CPUTierTokens > 0 {
+	if s.HostTierTokens > 0 {
+		tier = fmt.Sprintf("%d tokens (%s)", s.HostTierTokens, s.HostTierTokensSource)
+	} else if a.CPUTierTokens > 0 {
 		tier += fmt.Sprintf(" = about %.0f tokens", a.CPUTierTokens)
 	}
 	fmt.Fprintf(tw, "  CPU tier\t%s\n", tier)

@@ -95,6 +95,19 @@ type Request struct {
 	// Replica is the replica whose counters moved around this request (the one that served
 	// it); omitted when the server has one replica or the request was not isolated.
 	Replica *Replica `json:"replica,omitempty"`
+	// ColdTwin marks the cold twin of its step's replay: the replay's prompt bytes sent
+	// again right after it as a guaranteed miss, isolated with counters of its own.
+	ColdTwin *ColdTwin `json:"cold_twin,omitempty"`
+	// ColdTwinSkipped, on a replay, says why no cold twin followed it.
+	ColdTwinSkipped string `json:"cold_twin_skipped,omitempty"`
+}
+
+// ColdTwin is how a cold twin was made to miss: the request field the engine takes for it
+// and the value sent (a fresh salt, or false).
+type ColdTwin struct {
+	Mechanism string `json:"mechanism"`
+	Field     string `json:"field"`
+	Value     any    `json:"value"`
 }
 
 // ReplayRef names the request a replay resends.
@@ -114,6 +127,9 @@ type Prompt struct {
 	SharedPrefixSHA256 string `json:"shared_prefix_sha256"`
 	Identity           string `json:"identity"`
 	ExpectedAnswer     string `json:"expected_answer"`
+	// Shape is the identity of the prompt's shape: what its bytes depend on but the salt
+	// (prompts.Prompt.Shape); "" in records older than salts.
+	Shape string `json:"shape,omitempty"`
 }
 
 // Result is everything measured about one streamed request (docs/domain.md, "Timing").
@@ -156,6 +172,12 @@ type Result struct {
 	ErrorKind                       string   `json:"error_kind"`
 	Answer                          string   `json:"answer"`
 	AnswerTruncated                 bool     `json:"answer_truncated"`
+	// OutputText (reasoning and content in order) and OutputTokenIDs are kept for the
+	// requests whose outputs are compared: a replayed original, its replay and cold twin.
+	OutputText              string `json:"output_text,omitempty"`
+	OutputTextTruncated     bool   `json:"output_text_truncated,omitempty"`
+	OutputTokenIDs          []int  `json:"output_token_ids,omitempty"`
+	OutputTokenIDsTruncated bool   `json:"output_token_ids_truncated,omitempty"`
 }
 
 // Failed reports whether the request ended with an error.
@@ -280,14 +302,26 @@ type Verdict struct {
 	ExpectedLoadBytes         *float64         `json:"expected_load_bytes,omitempty"`
 	MeasuredLoadBytesPerToken *float64         `json:"measured_load_bytes_per_token,omitempty"`
 	Slot                      *SlotAttribution `json:"slot_attribution,omitempty"`
-	Diagnosis                 []Diagnosis      `json:"diagnosis,omitempty"`
-	Offload                   *OffloadEvidence `json:"offload_evidence,omitempty"`
-	SetupValid                capacity.Answer  `json:"setup_valid"`
-	SetupReason               string           `json:"setup_reason"`
-	Interpretation            string           `json:"interpretation"`
+	// CrossChecks compare each quantity two independent sources gave (verdict.CrossCheck).
+	CrossChecks    []CrossCheck     `json:"cross_checks,omitempty"`
+	Diagnosis      []Diagnosis      `json:"diagnosis,omitempty"`
+	Offload        *OffloadEvidence `json:"offload_evidence,omitempty"`
+	SetupValid     capacity.Answer  `json:"setup_valid"`
+	SetupReason    string           `json:"setup_reason"`
+	Interpretation string           `json:"interpretation"`
 	// Capacity is the capacity math of the replay with the tokens the server counted.
 	Capacity *Capacity `json:"capacity,omitempty"`
 	legacy   bool      // read from a v1 record: setup validity and interpretation to rebuild
+}
+
+// CrossCheck is one quantity read from two independent sources: what each said, whether
+// they agree within Tolerance, and the evidence the verdict used where they do not.
+type CrossCheck struct {
+	Name      string   `json:"name"`
+	Sources   []string `json:"sources"`
+	Agrees    bool     `json:"agrees"`
+	Tolerance float64  `json:"tolerance"`
+	Used      string   `json:"used,omitempty"`
 }
 
 // SlotAttribution is a slot-attributed replay's split between the live slot and the
@@ -309,6 +343,7 @@ type Diagnosis struct {
 // OffloadEvidence is the run's offload evidence up to a replay the diagnosis read.
 type OffloadEvidence struct {
 	StoreBytes         *float64 `json:"store_bytes_delta"`
+	StoreTokens        *float64 `json:"store_tokens_delta,omitempty"`
 	StoresSkipped      *float64 `json:"stores_skipped_delta"`
 	AllocationFailures *float64 `json:"allocation_failures_delta"`
 	TierHoldsSequence  string   `json:"cpu_tier_holds_sequence,omitempty"`
@@ -346,4 +381,7 @@ type Setup struct {
 	HostTierUnit        string            `json:"host_tier_unit,omitempty"`
 	StoreBytesPerToken  float64           `json:"store_bytes_per_token"`
 	StoreBytesSource    string            `json:"store_bytes_per_token_source"`
+	// HostTierTokens is the host tier in tokens where the server reports it so (SGLang).
+	HostTierTokens       int    `json:"host_tier_tokens,omitempty"`
+	HostTierTokensSource string `json:"host_tier_tokens_source,omitempty"`
 }

@@ -1,10 +1,10 @@
 package record
 
 import (
-	"math"
 	"slices"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/stats"
 )
 
 // ConversationTrace is what a conversation step adds to its artifact: the counters read at a
@@ -131,8 +131,7 @@ func PercentilesOf(values []float64) Percentiles {
 	v := slices.Clone(values)
 	slices.Sort(v)
 	at := func(q float64) *float64 {
-		i := int(math.Ceil(q*float64(len(v)))) - 1
-		x := v[min(max(i, 0), len(v)-1)]
+		x := stats.NearestRank(v, q)
 		return &x
 	}
 	p.P50, p.P90, p.P99, p.Max = at(0.50), at(0.90), at(0.99), at(1)

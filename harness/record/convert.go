@@ -25,6 +25,8 @@ func ResultOf(r client.Result) Result {
 		VisibleAnswer: r.VisibleAnswer, ReasoningOnly: r.ReasoningOnly, FinishReason: r.FinishReason,
 		DecodeTokensPerSecond: r.DecodeTokensPerSecond, EffectivePrefillTokensPerSecond: r.EffectivePrefillTokensPerSecond,
 		HTTPStatus: r.HTTPStatus, Error: r.Error, ErrorKind: r.ErrorKind, Answer: r.Answer, AnswerTruncated: r.AnswerTruncated,
+		OutputText: r.OutputText, OutputTextTruncated: r.OutputTextTruncated,
+		OutputTokenIDs: r.OutputTokenIDs, OutputTokenIDsTruncated: r.OutputTokenIDsTruncated,
 	}
 	if t := r.CachedTokensDetails; t != nil {
 		out.CachedTokensDetails = &TierTokens{Device: t.Device, Host: t.Host, Storage: t.Storage, StorageBackend: t.StorageBackend}
@@ -39,7 +41,7 @@ func ResultOf(r client.Result) Result {
 func PromptOf(p prompts.Prompt) Prompt {
 	return Prompt{Tokens: p.Tokens, TokenCounting: p.TokenCounting, CountCalls: p.CountCalls, WithinTolerance: p.WithinTolerance,
 		ToleranceTokens: p.ToleranceTokens, SharedPrefixTokens: p.SharedPrefixTokens, SharedPrefixSHA256: p.SharedPrefixSHA256,
-		Identity: p.Identity, ExpectedAnswer: p.ExpectedAnswer}
+		Identity: p.Identity, ExpectedAnswer: p.ExpectedAnswer, Shape: p.Shape}
 }
 
 // BlockDeviationOf is a text-form block measurement as the record keeps it.
@@ -76,11 +78,14 @@ func VerdictOf(d verdict.Decision, a *capacity.Assessment) *Verdict {
 	if s := d.Slot; s != nil {
 		v.Slot = &SlotAttribution{LiveTokens: s.LiveTokens, HostTokens: s.HostTokens, CommonPrefix: s.CommonPrefix, Slots: s.Slots, Tolerance: s.Tolerance}
 	}
+	for _, c := range d.CrossChecks {
+		v.CrossChecks = append(v.CrossChecks, CrossCheck{Name: c.Name, Sources: c.Sources, Agrees: c.Agrees, Tolerance: c.Tolerance, Used: c.Used})
+	}
 	for _, g := range d.Diagnosis {
 		v.Diagnosis = append(v.Diagnosis, Diagnosis{Cause: g.Cause, Detail: g.Detail})
 	}
 	if o := d.Offload; o != nil {
-		v.Offload = &OffloadEvidence{StoreBytes: o.StoreBytes, StoresSkipped: o.StoresSkipped, AllocationFailures: o.AllocationFailures,
+		v.Offload = &OffloadEvidence{StoreBytes: o.StoreBytes, StoreTokens: o.StoreTokens, StoresSkipped: o.StoresSkipped, AllocationFailures: o.AllocationFailures,
 			TierHoldsSequence: o.TierHoldsSequence, TierTokens: o.TierTokens, UniqueTokens: o.UniqueTokens,
 			RoutedElsewhere: o.RoutedElsewhere, OriginalReplica: o.OriginalReplica, ReplayReplica: o.ReplayReplica}
 	}
@@ -95,7 +100,8 @@ func CapacityOf(a *capacity.Assessment) *Capacity {
 	s := a.Setup
 	return &Capacity{
 		Setup: Setup{Topology: s.Topology, Slots: s.Slots, GPUKVTokens: s.GPUKVTokens, GPUKVTokensSource: s.GPUKVTokensSource,
-			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource},
+			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource,
+			HostTierTokens: s.HostTierTokens, HostTierTokensSource: s.HostTierTokensSource},
 		UniqueTokens: a.UniqueTokens, HostTokensNeeded: a.HostTokensNeeded, TokenCounting: a.TokenCounting,
 		GPUPoolBytes: a.GPUPoolBytes, CPUTierBytes: a.CPUTierBytes, CPUTierTokens: a.CPUTierTokens,
 		EvictionPressure: a.EvictionPressure, TierLargerThanGPU: a.TierLargerThanGPU, TierHoldsSequence: a.TierHoldsSequence,

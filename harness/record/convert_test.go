@@ -104,7 +104,7 @@ func TestConversionsKeepEveryField(t *testing.T) {
 	fill(reflect.ValueOf(&a), &n)
 	v := VerdictOf(d, &a)
 	for _, name := range []string{"Verdict", "Reason", "DecidedBy", "Notes", "HitCoverage", "UsageAgrees", "ExpectedLoadBytes", "MeasuredLoadBytesPerToken",
-		"Slot", "Diagnosis", "Offload", "SetupValid", "SetupReason", "Interpretation"} {
+		"Slot", "CrossChecks", "Diagnosis", "Offload", "SetupValid", "SetupReason", "Interpretation"} {
 		sameFields(t, reflect.ValueOf(d).FieldByName(name), reflect.ValueOf(*v).FieldByName(name), "Decision."+name)
 	}
 	sameFields(t, reflect.ValueOf(a), reflect.ValueOf(*v.Capacity), "Assessment")

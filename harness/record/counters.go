@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Counters is the change of every normalized counter across one measured span: the scrapes
@@ -50,6 +50,9 @@ type CounterChange struct {
 	Decreased  bool
 	Unreadable bool
 	Reason     string
+	// Resolution is the step the server's printed values move by where it prints fewer
+	// digits than they have (llama.cpp above 10^6): the delta is only good to a step.
+	Resolution float64
 }
 
 // sourceBefore is the metric the before side was read from.
@@ -82,12 +85,13 @@ type counterChangeJSON struct {
 	Reason       string   `json:"reason,omitempty"`
 	Source       string   `json:"source,omitempty"`
 	SourceBefore string   `json:"source_before,omitempty"`
+	Resolution   float64  `json:"resolution,omitempty"`
 }
 
 // MarshalJSON writes the shape documented on CounterChange.
 func (cc CounterChange) MarshalJSON() ([]byte, error) {
 	return json.Marshal(counterChangeJSON{Before: cc.Before, After: cc.After, Delta: cc.Delta(), Present: cc.Present(),
-		Decreased: cc.Decreased, Unreadable: cc.Unreadable, Reason: cc.Reason, Source: cc.Source, SourceBefore: cc.SourceBefore})
+		Decreased: cc.Decreased, Unreadable: cc.Unreadable, Reason: cc.Reason, Source: cc.Source, SourceBefore: cc.SourceBefore, Resolution: cc.Resolution})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes; the delta is recomputed, not trusted.
@@ -97,7 +101,7 @@ func (cc *CounterChange) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*cc = CounterChange{Before: j.Before, After: j.After, Source: j.Source, SourceBefore: j.SourceBefore,
-		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason}
+		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason, Resolution: j.Resolution}
 	return nil
 }
 
@@ -109,7 +113,7 @@ func NewCounters(before, after metrics.Snapshot) *Counters {
 	maps.Copy(union, before.Counters)
 	for _, k := range slices.Sorted(maps.Keys(union)) {
 		b, a := before.Counters[k], after.Counters[k]
-		cc := CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source}
+		cc := CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
 		if b.Source != a.Source {
 			cc.SourceBefore = b.Source
 		}
@@ -120,7 +124,7 @@ func NewCounters(before, after metrics.Snapshot) *Counters {
 			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s after (%s)", k, a.Unreadable, a.Source)
 		case cc.Present() && a.Value < b.Value:
 			cc.Decreased = true
-			cc.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes", k, number(b.Value), number(a.Value), a.Source)
+			cc.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes", k, units.Exact(b.Value), units.Exact(a.Value), a.Source)
 			c.Invalidate(metrics.InvalidReset, cc.Reason)
 		}
 		c.Values[k] = cc
@@ -265,7 +269,7 @@ func Join(names []string, spans []*Counters) *Counters {
 	maps.Copy(union, first.Values)
 	for _, k := range slices.Sorted(maps.Keys(union)) {
 		b, a := first.Values[k], last.Values[k]
-		cc := CounterChange{Before: b.Before, After: a.After, Source: a.Source}
+		cc := CounterChange{Before: b.Before, After: a.After, Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
 		if src := b.sourceBefore(); src != cc.Source {
 			cc.SourceBefore = src
 		}
@@ -301,10 +305,8 @@ func (out *Counters) joinChecks(k metrics.Counter, cc *CounterChange, names []st
 		if prev != nil && next != nil && *next < *prev {
 			cc.Decreased = true
 			cc.Reason = fmt.Sprintf("%s went down from %s after %s to %s before %s (%s): the server restarted between them",
-				k, number(*prev), names[i-1], number(*next), names[i], s.Values[k].Source)
+				k, units.Exact(*prev), names[i-1], units.Exact(*next), names[i], s.Values[k].Source)
 			out.Invalidate(metrics.InvalidReset, cc.Reason)
 		}
 	}
 }
-
-func number(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -40,6 +41,29 @@ type Repetition struct {
 	Status    string   `json:"status"`
 	// Sections are Steps' sections, derived by (*Run).Derive.
 	Sections []Section `json:"-"`
+}
+
+// Prompts says how the run's prompts relate, for WarmSteps.
+func (r *Run) Prompts() Prompts { return PromptsOf(r.Scenario, r.Cache.BlockSize) }
+
+// WarmFindings lists, for every repetition, each cold step that came back cached beyond what
+// the run could have cached ("repetition k: " before all but repetition 0's): such a run
+// measured an earlier run's caches and compares with nothing.
+func (r *Run) WarmFindings() []string {
+	var out []string
+	for _, rep := range r.Repetitions {
+		for _, s := range rep.Sections {
+			if s.Sequence == nil || s.Sequence.WarmCaches == nil {
+				continue
+			}
+			why := s.Sequence.WarmCaches.Reason
+			if rep.Index > 0 {
+				why = fmt.Sprintf("repetition %d: %s", rep.Index, why)
+			}
+			out = append(out, why)
+		}
+	}
+	return out
 }
 
 // NewRun is the run record's header: everything but what is derived from the steps.
@@ -83,14 +107,21 @@ func (r *Run) Derive(reps []Repetition) {
 	r.repeated = r.repeated || r.Repeats != nil || len(reps) > 1
 	for i := range reps {
 		reps[i].Sections = BuildSections(reps[i].Steps, reps[i].Artifacts)
+		for k, w := range WarmSteps(reps[i].Steps, r.Prompts()) {
+			if s := reps[i].Sections[k].Sequence; s != nil {
+				s.WarmCaches = WarmCachesOf(w)
+			}
+		}
+		r.addReloadEvidence(reps[i])
 	}
 	r.Repetitions = reps
-	r.Sections, r.Repeats, r.Control = nil, nil, nil
+	r.Sections, r.Repeats, r.Control, r.Curves = nil, nil, nil, nil
 	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = nil, nil
 	if len(reps) == 0 {
 		return
 	}
 	r.Sections = reps[0].Sections
+	r.Curves = reloadCurves(r.Scenario, r.Sections)
 	r.Cache.StoreBytesPerTokenMeasured, r.Cache.LoadBytesPerTokenMeasured = MeasuredBytesPerToken(reps[0].Steps)
 	// A repeated run keeps the repetitions it finished, however few.
 	if r.repeated {

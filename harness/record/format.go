@@ -4,32 +4,42 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // WriteSummary prints the run's closing table of steps and verdicts, each replay's
 // interpretation and each gate's outcome.
-func (r *Run) WriteSummary(w io.Writer) {
+func (r *Run) WriteSummary(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { r.writeSummary(w) })
+}
+
+// writeSummary writes what WriteSummary writes.
+func (r *Run) writeSummary(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tREQUESTS\tFAILED\tSTORE BYTES\tVERDICT\tCACHED\tTTFT ms\tSETUP VALID")
 	for _, sec := range r.Sections {
 		if s := sec.Sequence; s != nil {
-			store := FormatCount(s.GPUToCPUBytesDelta, "absent")
+			store := units.Count(s.GPUToCPUBytesDelta)
 			if !s.CountersValid && s.GPUToCPUBytesDelta == nil {
 				store = "invalid" // read, but not trustworthy: see the step's invalid reasons
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\t-\t-\n", sec.Step, s.Requests, len(s.FailedRequestIndices), store)
+			na := units.NotApplicable // a sequence has no verdict
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", sec.Step, s.Requests, len(s.FailedRequestIndices), store, na, na, na, na)
 		} else if s := sec.Replay; s != nil {
 			failed := 0
 			if s.Error != "" {
 				failed = 1
 			}
-			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", sec.Step, failed, FormatCount(s.GPUToCPUBytesDelta, "absent"), s.Verdict,
-				FormatFraction(s.CachedFraction), FormatMS(s.TimeToFirstOutputMS), s.SetupValid)
+			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", sec.Step, failed, units.Count(s.GPUToCPUBytesDelta), s.Verdict,
+				units.Fraction(s.CachedFraction), units.MS(s.TimeToFirstOutputMS), s.SetupValid)
 		} else if s := sec.Trace; s != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\tp90 %s\t-\n", sec.Step, s.Requests, s.FailedRequests, FormatCount(s.StoreBytesDelta, "absent"), FormatMS(s.TTFTMS.P90))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\tp90 %s\t-\n", sec.Step, s.Requests, s.FailedRequests, units.Count(s.StoreBytesDelta), units.MS(s.TTFTMS.P90))
 		}
 	}
 	tw.Flush()
+	r.writeCurves(w)
 	for _, sec := range r.Sections {
 		if s := sec.Replay; s != nil && s.Interpretation != "" {
 			fmt.Fprintf(w, "%s: %s\n", sec.Step, s.Interpretation)
@@ -45,28 +55,4 @@ func (r *Run) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "gate %s on %s: %s\n", mark, g.Gate.Step, g.Reason)
 	}
-}
-
-// FormatMS writes a duration in milliseconds, "-" when absent.
-func FormatMS(p *float64) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", *p)
-}
-
-// FormatCount writes a counter value, absent when the server did not expose it.
-func FormatCount(p *float64, absent string) string {
-	if p == nil {
-		return absent
-	}
-	return fmt.Sprintf("%.0f", *p)
-}
-
-// FormatFraction writes a fraction to four places, "absent" when unknown.
-func FormatFraction(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprintf("%.4f", *p)
 }

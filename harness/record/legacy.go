@@ -115,7 +115,8 @@ func assessmentOf(c *Capacity) *capacity.Assessment {
 	s := c.Setup
 	return &capacity.Assessment{
 		Setup: capacity.Setup{Topology: s.Topology, Slots: s.Slots, GPUKVTokens: s.GPUKVTokens, GPUKVTokensSource: s.GPUKVTokensSource,
-			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource},
+			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource,
+			HostTierTokens: s.HostTierTokens, HostTierTokensSource: s.HostTierTokensSource},
 		UniqueTokens: c.UniqueTokens, HostTokensNeeded: c.HostTokensNeeded, TokenCounting: c.TokenCounting,
 		GPUPoolBytes: c.GPUPoolBytes, CPUTierBytes: c.CPUTierBytes, CPUTierTokens: c.CPUTierTokens,
 		EvictionPressure: c.EvictionPressure, TierLargerThanGPU: c.TierLargerThanGPU, TierHoldsSequence: c.TierHoldsSequence,

@@ -37,7 +37,9 @@ type Run struct {
 	Sections []Section
 	Repeats  *RepeatsSection
 	// Control summarizes a control run (seed 001's offload8_control) under Scenario.Study.Key.
-	Control   *ControlSection
+	Control *ControlSection
+	// Curves are the reload curves, keyed by curve id under reload_curves (curve.go).
+	Curves    []ReloadCurve
 	Probes    []ProbeResult
 	Gates     []GateResult
 	Preflight json.RawMessage
@@ -144,6 +146,9 @@ func (r *Run) MarshalJSON() ([]byte, error) {
 	if key := r.controlKey(); key != "" && r.Control != nil {
 		o.add(key, r.Control)
 	}
+	if len(r.Curves) > 0 {
+		o.add("reload_curves", reloadCurvesJSON(r.Curves))
+	}
 	if len(r.Probes) > 0 {
 		o.add("probes", probeResults(r.Probes))
 	}
@@ -191,6 +196,11 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 	if key := r.controlKey(); key != "" {
 		if _, err := o.decode(key, &r.Control); err != nil {
 			return err
+		}
+	}
+	if raw, ok := o.values["reload_curves"]; ok {
+		if r.Curves, err = unmarshalKeyed(raw, func(c *ReloadCurve, id string) { c.ID = id }); err != nil {
+			return fmt.Errorf("reload_curves: %w", err)
 		}
 	}
 	for _, id := range ids {

@@ -83,6 +83,9 @@ type SequenceSection struct {
 	InvalidReasons      []string   `json:"invalid_reasons,omitempty"`
 	Interrupted         bool       `json:"interrupted,omitempty"`
 	TimeToFirstOutputMS []*float64 `json:"time_to_first_output_ms"`
+	// WarmCaches is set when the step's requests came back cached beyond what the run could
+	// have cached (WarmSteps): the step measured the server's earlier caches, not this run.
+	WarmCaches *WarmCaches `json:"warm_caches,omitempty"`
 }
 
 // ReplaySection is a replay step in the run record (seed 001's replay).
@@ -126,6 +129,11 @@ type ReplaySection struct {
 	Interpretation              string          `json:"interpretation"`
 	Capacity                    *Capacity       `json:"capacity,omitempty"`
 	Error                       string          `json:"error,omitempty"`
+	// ReloadFidelity, OffloadGain and ReloadBandwidth are what the replay's output, its
+	// cold twin and its load counters say of the reload (fidelity.go, gain.go).
+	ReloadFidelity  *ReloadFidelity  `json:"reload_fidelity"`
+	OffloadGain     *OffloadGain     `json:"offload_gain"`
+	ReloadBandwidth *ReloadBandwidth `json:"reload_bandwidth"`
 }
 
 // ControlSection is a control run as one section (seed 001's offload8_control).

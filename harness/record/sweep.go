@@ -3,6 +3,9 @@ package record
 import (
 	"fmt"
 	"io"
+
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // SweepSchema is the schema of sweep.json, the record of a capacity sweep.
@@ -228,7 +231,12 @@ func (l SweepLevel) miss(threshold float64) string {
 }
 
 // WriteText prints the sweep as a table.
-func (s *Sweep) WriteText(w io.Writer) {
+func (s *Sweep) WriteText(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) { s.writeText(w) })
+}
+
+// writeText writes what WriteText writes.
+func (s *Sweep) writeText(w io.Writer) {
 	fmt.Fprintf(w, "sweep %s step %s (%s)\n", s.Scenario, s.Step, s.Status)
 	load := "users"
 	if s.Load == SweepRequestRate {
@@ -249,22 +257,8 @@ func (s *Sweep) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", level,
 			fmt.Sprintf("%d/%d", l.Requests-l.FailedRequests, l.Requests),
-			FormatMS(l.TTFTMS.P50), FormatMS(l.TTFTMS.P90), FormatMS(l.TTFTMS.P99),
-			pct(l.Tiers.GPU), pct(l.Tiers.Host), pct(l.Tiers.Recompute), num(l.Preemptions), within)
+			units.MS(l.TTFTMS.P50), units.MS(l.TTFTMS.P90), units.MS(l.TTFTMS.P99),
+			units.Percent(l.Tiers.GPU), units.Percent(l.Tiers.Host), units.Percent(l.Tiers.Recompute), units.Count(l.Preemptions), within)
 	}
 	fmt.Fprintf(w, "capacity: %s\n", s.CapacityReason)
-}
-
-func pct(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprintf("%.0f%%", *p*100)
-}
-
-func num(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprintf("%.0f", *p)
 }

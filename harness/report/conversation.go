@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // ConversationData is one conversation step's charts: TTFT over time and, per scrape
@@ -104,14 +105,14 @@ func linesChart(id, title, unit string, xs []float64, series []Series) template.
 			x, y := padL+plotW*xs[i]/xMax, chartH-padB-plotH*math.Min(*v, 1)
 			seg = append(seg, fmt.Sprintf("%.1f,%.1f", x, y))
 			fmt.Fprintf(&b, `<circle class="pt" data-series="%s" cx="%.1f" cy="%.1f" r="1.6" fill="%s"><title>t=%s ms: %s %s</title></circle>`,
-				html.EscapeString(s.Name), x, y, s.Color, formatValue(xs[i]), html.EscapeString(s.Name), formatValue(*v))
+				html.EscapeString(s.Name), x, y, s.Color, units.Compact(xs[i]), html.EscapeString(s.Name), units.Compact(*v))
 		}
 		flush()
 		fmt.Fprintf(&b, `<rect x="%.1f" y="8" width="10" height="10" fill="%s"/><text class="lg" x="%.1f" y="17">%s</text>`,
 			chartW-270+float64(j)*90, s.Color, chartW-256+float64(j)*90, html.EscapeString(s.Name))
 	}
 	for _, f := range []float64{0, 0.5, 1} {
-		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s s</text>`, padL+plotW*f, chartH-padB+16, formatValue(xMax*f/1000))
+		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s s</text>`, padL+plotW*f, chartH-padB+16, units.Compact(xMax*f/1000))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())

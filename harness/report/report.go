@@ -17,6 +17,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Kind is what a report shows of its runs.
@@ -109,6 +110,8 @@ type RunData struct {
 	KVUsage  []UsagePoint           `json:"kv_usage"`
 	// Conversations are the run's conversation steps (conversation.go).
 	Conversations []ConversationData `json:"conversations,omitempty"`
+	// Curves are the run's reload curves (curve.go).
+	Curves []CurveData `json:"reload_curves,omitempty"`
 }
 
 // VerdictRow is one replay's verdict, across repetitions when repeated.
@@ -152,6 +155,7 @@ func Collect(title, generated string, rs []*runs.Run, cmp *compare.Result) Data 
 	for i, r := range rs {
 		rd := runData(r)
 		rd.Conversations = conversationData(i, r.Sections)
+		rd.Curves = curveData(i, r.Curves)
 		d.Runs = append(d.Runs, rd)
 	}
 	return d
@@ -181,8 +185,12 @@ func runData(r *runs.Run) RunData {
 	}
 	for _, st := range r.Repetitions[0].Steps {
 		for _, q := range st.Requests {
+			label := fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep)
+			if q.ColdTwin != nil {
+				label += " cold twin"
+			}
 			rd.Requests = append(rd.Requests, RequestPoint{
-				Label: fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep), Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == record.KindReplay,
+				Label: label, Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == record.KindReplay && q.ColdTwin == nil,
 				TTFTMS: q.Result.TimeToFirstOutputMS, CachedFraction: record.RequestMetrics["cached_fraction"](q),
 			})
 		}
@@ -206,6 +214,7 @@ type chartSet struct {
 	Run                           RunData
 	TTFT, Cached, Bytes, KVUsage  template.HTML
 	Conversations                 template.HTML
+	Curves                        template.HTML
 	ChartCount, BarCount, PtCount int
 }
 
@@ -240,6 +249,9 @@ func Render(w io.Writer, d Data) error {
 		for _, cd := range r.Conversations {
 			sets[len(sets)-1].Conversations += conversationCharts(cd)
 		}
+		for _, cd := range r.Curves {
+			sets[len(sets)-1].Curves += curveChart(cd)
+		}
 	}
 	return page.Execute(w, struct {
 		Data
@@ -248,32 +260,15 @@ func Render(w io.Writer, d Data) error {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"frac": func(p *float64) string {
-		if p == nil {
-			return "absent"
-		}
-		return fmt.Sprintf("%.4f", *p)
-	},
-	"pct": compare.Share,
+	"frac": units.Fraction,
+	"pct":  units.Share,
 	"signed": func(p *float64) string {
 		if p == nil {
-			return "-"
+			return units.NotApplicable // no change to show: not compared
 		}
-		return compare.Percent(*p)
+		return units.SignedShare(*p)
 	},
-	"median": number,
-	"count": func(p *float64) string {
-		if p == nil {
-			return "absent"
-		}
-		return fmt.Sprintf("%.0f", *p)
-	},
+	"median": units.Value,
+	"count":  units.Count,
+	"deref":  func(p *bool) bool { return *p },
 }).Parse(pageTemplate))
-
-// number prints a measured value, "absent" when it was not measured.
-func number(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return formatValue(*p)
-}

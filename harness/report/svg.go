@@ -6,6 +6,8 @@ import (
 	"html/template"
 	"math"
 	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Chart geometry, in SVG user units; the SVG scales to its container.
@@ -61,7 +63,7 @@ func barChart(id, title, unit string, labels []string, series []Series, highligh
 			}
 			fmt.Fprintf(&b, `<rect class="bar" data-series="%s" data-value="%g" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s %s</title></rect>`,
 				html.EscapeString(s.Name), v, x, chartH-padB-h, math.Max(barW-1, 1), h, color,
-				html.EscapeString(label), html.EscapeString(s.Name), formatValue(v), unit)
+				html.EscapeString(label), html.EscapeString(s.Name), units.Compact(v), unit)
 		}
 		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="end" transform="rotate(-35 %.1f %.1f)">%s</text>`,
 			x0+groupW*0.4, chartH-padB+14, x0+groupW*0.4, chartH-padB+14, html.EscapeString(label))
@@ -100,10 +102,10 @@ func lineChart(id, title, unit string, xs, ys []float64, yTop float64) template.
 	fmt.Fprintf(&b, `<polyline class="line" fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, colorLine, strings.Join(pts, " "))
 	for i, p := range pts {
 		xy := strings.Split(p, ",")
-		fmt.Fprintf(&b, `<circle class="pt" cx="%s" cy="%s" r="1.6" fill="%s"><title>t=%s ms: %s</title></circle>`, xy[0], xy[1], colorLine, formatValue(xs[i]), formatValue(ys[i]))
+		fmt.Fprintf(&b, `<circle class="pt" cx="%s" cy="%s" r="1.6" fill="%s"><title>t=%s ms: %s</title></circle>`, xy[0], xy[1], colorLine, units.Compact(xs[i]), units.Compact(ys[i]))
 	}
 	for _, f := range []float64{0, 0.5, 1} {
-		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s s</text>`, padL+plotW*f, chartH-padB+16, formatValue(xMax*f/1000))
+		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s s</text>`, padL+plotW*f, chartH-padB+16, units.Compact(xMax*f/1000))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
@@ -119,7 +121,7 @@ func axes(b *strings.Builder, top float64, unit string) {
 	for i := 0; i <= 4; i++ {
 		y := chartH - padB - plotH*float64(i)/4
 		fmt.Fprintf(b, `<line class="grid" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, padL, chartW-padR, y, y)
-		fmt.Fprintf(b, `<text class="yl" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, padL-6, y+4, formatValue(top*float64(i)/4))
+		fmt.Fprintf(b, `<text class="yl" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, padL-6, y+4, units.Compact(top*float64(i)/4))
 	}
 	fmt.Fprintf(b, `<text class="yl" x="12" y="%.1f" transform="rotate(-90 12 %.1f)" text-anchor="middle">%s</text>`, padT+plotH/2, padT+plotH/2, html.EscapeString(unit))
 }
@@ -136,21 +138,4 @@ func niceCeil(v float64) float64 {
 		}
 	}
 	return 10 * p
-}
-
-// formatValue prints a value briefly: 1.2G, 340M, 12k, 3.5, 0.998.
-func formatValue(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 1e9:
-		return fmt.Sprintf("%.3gG", v/1e9)
-	case a >= 1e6:
-		return fmt.Sprintf("%.3gM", v/1e6)
-	case a >= 1e4:
-		return fmt.Sprintf("%.3gk", v/1e3)
-	case a >= 100 || v == math.Trunc(v):
-		return fmt.Sprintf("%.0f", v)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
 }

@@ -101,7 +101,14 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 {{$s.Bytes}}
 {{$s.KVUsage}}
 {{$s.Conversations}}
+{{$s.Curves}}
 </div>
+{{range $s.Run.Curves}}<h3>Reload curve {{.ID}}</h3>
+<p class="interp">{{.BreakEven}}</p>
+<table class="curve" id="{{.ChartID}}-table">
+<tr><th>prompt tokens</th><th>replay TTFT ms</th><th>cold twin TTFT ms</th><th>gain</th><th>load bytes</th><th>verdict</th><th>identical output</th><th>note</th></tr>
+{{range .Points}}<tr><td class="num">{{.Tokens}}</td><td class="num">{{median .ReplayTTFTMS}}</td><td class="num">{{median .TwinTTFTMS}}</td><td class="num">{{median .Gain}}</td><td class="num">{{count .LoadBytes}}</td><td class="v-{{.Verdict}}">{{.Verdict}}</td><td>{{if .Identical}}{{deref .Identical}}{{else}}absent{{end}}</td><td>{{.Excluded}}</td></tr>
+{{end}}</table>{{end}}
 {{end}}
 <p id="kvbench-status" data-status="pending">charts not checked (JavaScript off)</p>
 <script type="application/json" id="kvbench-data">{{.Data}}</script>
@@ -117,6 +124,15 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
     if (drawn !== measured) { problems.push("run " + i + ": " + drawn + " TTFT bars for " + measured + " measured requests"); }
     var pts = document.querySelectorAll("#kv-" + i + " circle.pt").length;
     if (pts !== run.kv_usage.length) { problems.push("run " + i + ": " + pts + " KV points for " + run.kv_usage.length + " samples"); }
+    (run.reload_curves || []).forEach(function (c) {
+      var timed = 0;
+      c.points.forEach(function (p) {
+        if (p.replay_time_to_first_output_ms > 0) { timed++; }
+        if (p.cold_twin_time_to_first_output_ms > 0) { timed++; }
+      });
+      var drawn = document.querySelectorAll("#" + c.chart_id + " circle.pt").length;
+      if (drawn !== timed) { problems.push("curve " + c.id + ": " + drawn + " points for " + timed + " timings"); }
+    });
     (run.conversations || []).forEach(function (c) {
       var t = document.querySelectorAll("#" + c.chart_prefix + "-ttft circle.pt").length;
       if (t !== c.ttft_series.length) { problems.push(c.step + ": " + t + " TTFT points for " + c.ttft_series.length + " requests"); }

@@ -10,6 +10,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/termsafe"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Console is the sink that reports a run to a person as it goes: on a terminal one live line
@@ -54,6 +55,8 @@ func (c *Console) Handle(e events.Event) error {
 		c.requestDone(e.Request)
 	case events.StepDone:
 		c.stepDone(e.Step)
+		c.warmCaches(e)
+		c.reloadEvidence(e)
 	}
 	return nil
 }
@@ -188,14 +191,17 @@ func (c *Console) requestDone(r record.Request) {
 		return
 	}
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
-		r.IndexInStep, r.PlannedTokens, intOr(res.PromptTokens, "?"), intOr(res.CachedPromptTokens, "absent"),
-		record.FormatMS(res.TimeToFirstOutputMS), record.FormatMS(res.EndToEndMS), res.OutputTokens)
+		r.IndexInStep, r.PlannedTokens, units.Int(res.PromptTokens), units.Int(res.CachedPromptTokens),
+		units.MS(res.TimeToFirstOutputMS), units.MS(res.EndToEndMS), res.OutputTokens)
 	if res.InterTokenMS != nil {
 		line += fmt.Sprintf(", itl p50 %.2f ms", res.InterTokenMS.Median)
 	}
 	if res.BatchedChunks > 0 {
 		// Chunks that shared a read have no measurable gap: say so rather than time it as 0.
 		line += fmt.Sprintf(" (%d of %d chunks batched, their gaps not measurable)", res.BatchedChunks, res.GeneratedChunks)
+	}
+	if r.ColdTwin != nil {
+		line += ", cold twin (" + r.ColdTwin.Mechanism + ")"
 	}
 	if res.Failed() {
 		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)
@@ -214,7 +220,7 @@ func (c *Console) stepDone(s record.Step) {
 	if s.Kind == record.KindTrace {
 		ts := record.TraceOf(s, "")
 		c.Printf("  trace %s: %d of %d requests sent, %d failed, %d dropped over max_input_tokens; TTFT p90 %s ms, dispatch lag p99 %s ms",
-			s.Step, ts.Requests, ts.PlannedRequests, ts.FailedRequests, ts.DroppedRequests, record.FormatMS(ts.TTFTMS.P90), record.FormatMS(ts.DispatchLagMS.P99))
+			s.Step, ts.Requests, ts.PlannedRequests, ts.FailedRequests, ts.DroppedRequests, units.MS(ts.TTFTMS.P90), units.MS(ts.DispatchLagMS.P99))
 		c.Printf("  %s", ts.Finding)
 	}
 	for _, r := range s.Requests {
@@ -242,16 +248,24 @@ func (c *Console) stepDone(s record.Step) {
 	}
 }
 
+// warmCaches says loudly when a cold step came back cached: the run is measuring an
+// earlier run's caches.
+func (c *Console) warmCaches(e events.StepDone) {
+	if e.Record == nil {
+		return
+	}
+	for _, rep := range e.Record.Repetitions {
+		if rep.Index == e.Repetition && e.Index < len(rep.Sections) {
+			if s := rep.Sections[e.Index].Sequence; s != nil && s.WarmCaches != nil {
+				c.Printf("  WARM CACHES: %s", s.WarmCaches.Reason)
+			}
+		}
+	}
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
-}
-
-func intOr(p *int, absent string) string {
-	if p == nil {
-		return absent
-	}
-	return fmt.Sprint(*p)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -35,7 +36,7 @@ func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, a
 	scr := startScraper(ctx, r.cfg.Metrics, cs.ScrapeInterval.Duration, start, before, errBefore == nil)
 	smp := startSampler(ctx, r.cfg.Metrics, sc.Target.SampleInterval.Duration, r.origin)
 
-	seed := uint64(sc.Prompt.Seed)
+	seed := prompts.SaltedSeed(uint64(sc.Prompt.Seed), sc.Prompt.Salt)
 	system := prompts.SystemPrompt(seed, cs.SystemPromptTokens)
 	sysTokens := 0
 	if system != "" {
@@ -88,7 +89,7 @@ func (r *runner) converse(ctx context.Context, st plan.Step, user int, system st
 	if !sleepCtx(ctx, cs.ArrivalDelay(user)) {
 		return
 	}
-	chat := prompts.NewChat(uint64(sc.Prompt.Seed), user, system, cs.TurnTokens)
+	chat := prompts.NewChat(prompts.SaltedSeed(uint64(sc.Prompt.Seed), sc.Prompt.Salt), user, system, cs.TurnTokens)
 	for turn := range cs.Turns {
 		if turn > 0 && !sleepCtx(ctx, cs.ThinkPause(sc.Prompt.Seed, user, turn)) {
 			return
@@ -101,6 +102,7 @@ func (r *runner) converse(ctx context.Context, st plan.Step, user int, system st
 			Prompt: prompts.Prompt{
 				Index: index, PlannedTokens: tokens, Tokens: tokens, TokenCounting: prompts.Estimated,
 				WithinTolerance: true, SharedPrefixTokens: sysTokens, Identity: prompts.Identity(msgs), Messages: msgs,
+				Shape: prompts.ChatShape(uint64(sc.Prompt.Seed), user, turn, cs.TurnTokens, cs.SystemPromptTokens),
 			},
 		}
 		if sysTokens > 0 {
@@ -246,8 +248,8 @@ func loadGate(g scenarios.Gate, kind string, ttftP90 *float64, failed int, store
 	}
 	if g.MaxTimeToFirstOutputMS > 0 {
 		check(ttftP90 != nil && *ttftP90 <= g.MaxTimeToFirstOutputMS,
-			fmt.Sprintf("TTFT p90 %s ms <= %g", record.FormatMS(ttftP90), g.MaxTimeToFirstOutputMS),
-			fmt.Sprintf("TTFT p90 %s ms, want <= %g", record.FormatMS(ttftP90), g.MaxTimeToFirstOutputMS))
+			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS),
+			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS))
 	}
 	if g.MaxFailedRequests != nil {
 		check(failed <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", failed), fmt.Sprintf("%d failed requests, want <= %d", failed, *g.MaxFailedRequests))

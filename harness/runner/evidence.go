@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -41,10 +42,24 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 	// anywhere in it leaves the offload evidence unknown rather than wrong.
 	steps := r.stepsWith(st, *q)
 	span := record.SpanOf(steps)
-	e.Offload = verdict.OffloadEvidence{StoreBytes: span.Delta(metrics.StoreBytes), StoresSkipped: span.Delta(metrics.StoresSkipped), AllocationFailures: span.Delta(metrics.AllocationFailures)}
+	e.Offload = verdict.OffloadEvidence{StoreBytes: span.Delta(metrics.StoreBytes), StoreTokens: span.Delta(metrics.StoreTokens),
+		StoresSkipped: span.Delta(metrics.StoresSkipped), AllocationFailures: span.Delta(metrics.AllocationFailures)}
 	a := r.assess(st, steps)
 	e.Setup = a
+	e.WarmCaches = r.warmCaches(steps)
 	q.Verdict = record.VerdictOf(verdict.Decide(e), a)
+}
+
+// warmCaches are the findings of the cold steps among steps that came back cached beyond
+// what the run could have cached, in step order (record.WarmSteps, as the record derives
+// them).
+func (r *runner) warmCaches(steps []record.Step) []verdict.WarmCaches {
+	found := record.WarmSteps(steps, record.PromptsOf(r.cfg.Scenario, r.cfg.BlockSize))
+	var out []verdict.WarmCaches
+	for _, k := range slices.Sorted(maps.Keys(found)) {
+		out = append(out, *found[k])
+	}
+	return out
 }
 
 // stepsWith is the running repetition's steps so far, and the current step holding q.
@@ -90,7 +105,7 @@ func counterEvidence(c *record.Counters) *verdict.Counters {
 	if c == nil {
 		return nil
 	}
-	out := &verdict.Counters{Deltas: map[metrics.Counter]float64{}, Unreadable: map[metrics.Counter]string{},
+	out := &verdict.Counters{Deltas: map[metrics.Counter]float64{}, Unreadable: map[metrics.Counter]string{}, Resolution: map[metrics.Counter]float64{},
 		Valid: c.Valid, Contaminated: c.Contaminated, Isolation: c.Isolation}
 	out.Invalidity, out.InvalidReason = c.FirstInvalid()
 	for k := range c.Values {
@@ -99,6 +114,9 @@ func counterEvidence(c *record.Counters) *verdict.Counters {
 		}
 		if why := c.Unreadable(k); why != "" {
 			out.Unreadable[k] = why
+		}
+		if r := c.Values[k].Resolution; r > 0 {
+			out.Resolution[k] = r
 		}
 	}
 	return out
@@ -164,6 +182,9 @@ func (r *runner) previousRequest(id string) *plan.Request {
 		return nil
 	}
 	last := prev.Requests[len(prev.Requests)-1]
+	if last.ColdTwin != nil {
+		last = prev.Requests[0] // a replay's twin resent the replay's prompt
+	}
 	for _, ps := range r.curPlan.Steps {
 		if ps.ID != prev.Step {
 			continue

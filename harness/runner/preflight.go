@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -91,16 +92,18 @@ func ClientConfig(sc *scenarios.Scenario, apiKey string) client.Config {
 
 // PreflightReport is what kvbench found out about the server before running anything.
 type PreflightReport struct {
-	Endpoint             string              `json:"endpoint"`
-	Model                string              `json:"model"`
-	ModelRoot            string              `json:"model_root,omitempty"` // vLLM's /v1/models root: the repo it loaded
-	ModelsListed         []string            `json:"models_listed"`
-	ServerVersion        string              `json:"server_version,omitempty"`
-	MaxModelLen          int                 `json:"max_model_len"`
-	LargestRequestTokens int                 `json:"largest_request_tokens"`
-	Tokenize             string              `json:"tokenize"`
-	MetricsURLs          []string            `json:"metrics_urls"`
-	Backend              string              `json:"backend"`
+	Endpoint             string   `json:"endpoint"`
+	Model                string   `json:"model"`
+	ModelRoot            string   `json:"model_root,omitempty"` // vLLM's /v1/models root: the repo it loaded
+	ModelsListed         []string `json:"models_listed"`
+	ServerVersion        string   `json:"server_version,omitempty"`
+	MaxModelLen          int      `json:"max_model_len"`
+	LargestRequestTokens int      `json:"largest_request_tokens"`
+	Tokenize             string   `json:"tokenize"`
+	MetricsURLs          []string `json:"metrics_urls"`
+	Backend              string   `json:"backend"`
+	// Dialects are the upstream shapes of the engine's metrics the scrape was recognised as.
+	Dialects             []string            `json:"dialects,omitempty"`
 	Counters             map[string]string   `json:"counters"` // counter -> source metric, or "absent"
 	Gauges               map[string]string   `json:"gauges"`
 	CachedTokensReported string              `json:"cached_tokens_reported"`
@@ -151,6 +154,9 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	snap, err := t.Metrics.Snapshot(ctx)
 	if err != nil {
+		if p := t.Engine.Def.MetricsPath; p != "" && errors.Is(err, metrics.ErrNotExposition) {
+			err = fmt.Errorf("%w (%s serves its Prometheus text at %s)", err, t.Engine.Def.Name, p)
+		}
 		return rep, nil, err
 	}
 	for _, c := range metrics.Counters() {
@@ -160,12 +166,19 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		rep.Gauges[string(g)] = sourceOrAbsent(snap.Gauges[g])
 	}
 	rep.Cache = snap.Cache
+	def := t.Engine.Def
+	dialects := def.DialectsOf(snap)
+	for _, m := range dialects {
+		rep.Dialects = append(rep.Dialects, m.Name)
+		if m.Note != "" {
+			rep.Warnings = append(rep.Warnings, m.Note)
+		}
+	}
 	for _, c := range metrics.Counters() {
 		if r := snap.Counters[c]; r.Unreadable != "" {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s reads %s (%s): it cannot serve as evidence, and replays that need it are invalid", c, r.Unreadable, r.Source))
 		}
 	}
-	def := t.Engine.Def
 	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && def.Needs(metrics.GPUPrefixHits) {
 		rep.Warnings = append(rep.Warnings, "no GPU prefix-cache hit counter: a replay's GPU hits are unknown, so its verdict is invalid or cache_hit_tier_unknown")
 	}
@@ -181,7 +194,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	if def.ReloadNeverMoved(snap) {
 		rep.Warnings = append(rep.Warnings, def.ReloadCounterHint)
 	}
-	if def.TierUnknown != "" {
+	if def.TierUnknown != "" && !snap.Counters[metrics.GPUPrefixHits].Present && !snap.Counters[metrics.ExternalPrefixHits].Present {
 		rep.Warnings = append(rep.Warnings, def.TierUnknown)
 	}
 	if !snap.Gauges[metrics.RequestsRunning].Present {
@@ -205,6 +218,24 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the server has %d slots: run it with -np 1 so cached tokens can be attributed to the live slot or the host-RAM cache", rep.Slots))
 		}
 	}
+	rep.BlockSize = sc.Server.BlockSize.Value
+	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
+		rep.BlockSize = snap.Cache.BlockSize
+	}
+	server := ServerFigures(snap.Cache)
+	for _, m := range dialects {
+		if m.HostTierUnreported && server[0].CPUOffloadGiB > 0 {
+			server[0].CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
+		}
+	}
+	rep.CapacitySources = append([]capacity.Figures{plan.ScenarioFigures(sc)}, server...)
+	if f, ok := slotFigures(sizes, rep.Slots); ok {
+		rep.CapacitySources = append(rep.CapacitySources, f)
+	}
+	rep.Setup = def.Resolve(rep.CapacitySources...)
+	if err := expandCurves(sc, rep); err != nil {
+		return rep, nil, err
+	}
 	p, err := plan.Make(ctx, sc, counter)
 	if err != nil {
 		return rep, nil, redact.Error(err)
@@ -224,18 +255,9 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	rep.CachedTokensReported = cachedTokensReported(ctx, t.Client, sc.Target.Model)
 
-	rep.BlockSize = sc.Server.BlockSize.Value
-	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
-		rep.BlockSize = snap.Cache.BlockSize
-	}
 	preflightTraces(ctx, sc, t, p, rep)
-	rep.CapacitySources = []capacity.Figures{plan.ScenarioFigures(sc), ServerFigures(snap.Cache)}
-	if f, ok := slotFigures(sizes, rep.Slots); ok {
-		rep.CapacitySources = append(rep.CapacitySources, f)
-	}
-	rep.Setup = def.Resolve(rep.CapacitySources...)
 	if rep.Setup.GPUKVTokens == 0 {
-		msg := "the GPU KV pool size is unknown (no vllm:cache_config_info and none in [server])"
+		msg := "the GPU KV pool size is unknown (the server reports none and [server] states none)"
 		if sc.Server.GPUKVTokens.FromServer {
 			rep.Problems = append(rep.Problems, msg+": server.gpu_kv_tokens = \"server\" cannot be met")
 		} else {
@@ -264,7 +286,7 @@ func preflightTraces(ctx context.Context, sc *scenarios.Scenario, t Target, p *p
 		if tp.PromptForm != scenarios.PromptFormText || len(tp.SampleIDs) == 0 {
 			continue
 		}
-		b, err := prompts.NewBlockBuilder(prompts.BlockConfig{Seed: uint64(sc.RepetitionSeed(0)), BlockTokens: st.Step.BlockTokens})
+		b, err := prompts.NewBlockBuilder(prompts.BlockConfig{Seed: prompts.SaltedSeed(uint64(sc.RepetitionSeed(0)), sc.Prompt.Salt), BlockTokens: st.Step.BlockTokens})
 		if err != nil {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("trace step %s: %v", st.ID, err))
 			continue
@@ -324,14 +346,19 @@ func cachedTokensReported(ctx context.Context, c *client.Client, model string) s
 	}
 }
 
-// ServerFigures is what the server's cache config says of its capacity: the GPU pool in
-// tokens and the CPU tier's size, summed over engines.
-func ServerFigures(cc metrics.CacheConfig) capacity.Figures {
+// ServerFigures is what the server says of its capacity: its cache config's GPU pool in
+// tokens and configured CPU tier (GiB), summed over engines, then the host tier in tokens
+// where a gauge reports it (a figure of its own, naming its own source).
+func ServerFigures(cc metrics.CacheConfig) []capacity.Figures {
 	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc)}
 	if cc.Present {
 		f.GPUKVTokens = cc.GPUKVTokens
 	}
-	return f
+	out := []capacity.Figures{f}
+	if cc.HostTierTokens > 0 {
+		out = append(out, capacity.Figures{Source: "server (" + cc.HostTierSource + ")", HostTierTokens: cc.HostTierTokens})
+	}
+	return out
 }
 
 // slotFigures is what a slot engine reports of itself: one slot's live context and the slot
@@ -387,4 +414,18 @@ func offloadGiB(cc metrics.CacheConfig) float64 {
 		total += e.KVOffloadingSizeGiB
 	}
 	return total
+}
+
+// expandCurves expands the scenario's reload curves to the server's sizes: its max_model_len
+// (the scenario's when it states one) and the GPU KV pool preflight resolved.
+func expandCurves(sc *scenarios.Scenario, rep *PreflightReport) error {
+	if !sc.HasCurves() {
+		return nil
+	}
+	b := scenarios.CurveBounds{MaxModelLen: rep.MaxModelLen, MaxModelLenSource: "server (/v1/models)",
+		GPUKVTokens: rep.Setup.GPUKVTokens, GPUKVTokensSource: rep.Setup.GPUKVTokensSource, BlockSize: max(rep.BlockSize, 1)}
+	if sc.Server.MaxModelLen.Known() {
+		b.MaxModelLen, b.MaxModelLenSource = sc.Server.MaxModelLen.Value, "scenario"
+	}
+	return sc.ExpandCurves(b)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -260,7 +261,7 @@ func (r *runner) runStep(ctx context.Context, k int, st plan.Step) record.Step {
 		if sent, err := client.SentCompletionFields(r.completionRequest(st.Step, 1)); err == nil {
 			art.Sent = sent
 		}
-	} else if sent, err := client.SentFields(r.chatRequest(plan.Request{PlannedRequest: scenarios.PlannedRequest{Step: st.ID}})); err == nil {
+	} else if sent, err := client.SentFields(r.stepRequest(st.ID)); err == nil {
 		art.Sent = sent
 	}
 	switch {
@@ -275,7 +276,11 @@ func (r *runner) runStep(ctx context.Context, k int, st plan.Step) record.Step {
 			if ctx.Err() != nil {
 				break
 			}
-			art.Requests = append(art.Requests, r.isolatedRequest(ctx, k, st, req))
+			q := r.isolatedRequest(ctx, k, st, req, nil)
+			art.Requests = append(art.Requests, q)
+			if twin := r.coldTwin(ctx, k, st, req, q); twin != nil {
+				art.Requests = append(art.Requests, *twin)
+			}
 		}
 	}
 	art.Interrupted = ctx.Err() != nil
@@ -302,8 +307,10 @@ func clientCost(cpu, wall time.Duration, reqs []record.Request) *record.ClientCo
 
 // isolatedRequest sends one request alone: idle server, scrape, request, idle, scrape. A
 // replay's verdict is decided before the request is journaled, so its journal line holds it.
-func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req plan.Request) record.Request {
+// twin is set for a replay's cold twin (twin.go), which adds its field to the body.
+func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req plan.Request, twin *record.ColdTwin) record.Request {
 	rec := r.newRequest(st, req)
+	rec.ColdTwin = twin
 	var slot *verdict.SlotEvidence
 	if req.Replay && r.traits.BySlot {
 		slot = r.slotEvidence(req) // read before sending: the slot's prompt is known now
@@ -316,7 +323,7 @@ func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req p
 		rec.CountersError = "before the request: " + err.Error()
 	}
 	smp := startSampler(ctx, r.cfg.Metrics, r.cfg.Scenario.Target.SampleInterval.Duration, r.origin)
-	res := r.send(ctx, req, smp)
+	res := r.stream(ctx, req, r.chatRequest(req, twin), smp)
 	rec.Result = record.ResultOf(res)
 	samples := smp.finish()
 	rec.Samples = &samples
@@ -344,6 +351,7 @@ func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req p
 	}
 	if req.Replay {
 		r.decide(&rec, st, slot)
+		rec.ColdTwinSkipped = r.coldTwinSkipped(ctx, st, rec)
 	}
 	r.emit(events.RequestDone{Repetition: k, Request: rec})
 	return rec
@@ -422,7 +430,12 @@ func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
 }
 
 func (r *runner) send(ctx context.Context, req plan.Request, smp *sampler) client.Result {
-	return r.cfg.Chat.StreamChat(ctx, r.chatRequest(req), func(p client.Progress) {
+	return r.stream(ctx, req, r.chatRequest(req, nil), smp)
+}
+
+// stream sends c, the body of req, reporting its progress and sampling at its first output.
+func (r *runner) stream(ctx context.Context, req plan.Request, c client.ChatRequest, smp *sampler) client.Result {
+	return r.cfg.Chat.StreamChat(ctx, c, func(p client.Progress) {
 		if p.Phase == client.PhaseDecode && p.Tokens <= 1 {
 			smp.sampleNow()
 		}
@@ -441,13 +454,27 @@ func (r *runner) progress(req plan.Request, state events.RequestState, p client.
 		PromptTokens: req.Prompt.Tokens, State: state, Tokens: p.Tokens, Elapsed: p.Elapsed})
 }
 
-// chatRequest is req as sent: its prompt with its step's request fields.
-func (r *runner) chatRequest(req plan.Request) client.ChatRequest {
+// chatRequest is req as sent: its prompt with its step's request fields, asking for what
+// comparing its output needs when it is compared (fidelity), and a cold twin's field.
+func (r *runner) chatRequest(req plan.Request, twin *record.ColdTwin) client.ChatRequest {
+	c := r.stepRequest(req.Step)
+	c.Messages = req.Prompt.Messages
+	r.askForOutput(&c, req, twin)
+	return c
+}
+
+// stepRequest is the body every request of step sends, its messages left out.
+func (r *runner) stepRequest(step string) client.ChatRequest {
 	sc := r.cfg.Scenario
-	f := sc.RequestFor(sc.StepByID(req.Step))
+	f := sc.RequestFor(sc.StepByID(step))
+	// A salted run's requests also carry the salt in the engine's cache-isolation field,
+	// where it keeps every tier apart; the scenario's own extra_body wins.
+	if iso := r.cfg.Engine.IsolationFields(sc.Prompt.Salt); iso != nil {
+		maps.Copy(iso, f.ExtraBody)
+		f.ExtraBody = iso
+	}
 	return client.ChatRequest{
 		Model:       sc.Target.Model,
-		Messages:    req.Prompt.Messages,
 		MaxTokens:   f.MaxTokens,
 		Temperature: float32(f.Temperature),
 		IgnoreEOS:   f.IgnoreEOS,

@@ -190,7 +190,8 @@ func okResult(promptTokens int, cached *int) client.Result {
 func intp(v int) *int { return &v }
 
 // unitScenario is three isolated 300-token requests sharing a 64-token prefix, then a
-// replay of the first; extra TOML (gates, more steps) is appended.
+// replay of the first, without its cold twin (twin_test.go runs replays with theirs); extra
+// TOML (gates, more steps) is appended.
 const unitScenario = `
 name = "unit"
 
@@ -218,6 +219,7 @@ planned_context_tokens = [300]
 [[step]]
 id = "replay"
 replay = { step = "sequence", request = 0 }
+cold_twin = false
 `
 
 // newConfig parses src and plans it; the run writes under a fresh temporary directory.

@@ -11,6 +11,8 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -54,6 +56,11 @@ func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*
 			return nil, err
 		}
 	}
+	if sc.HasCurves() {
+		if err := expandCurvesOnServer(ctx, sc, t); err != nil {
+			return nil, err
+		}
+	}
 	p, err := plan.Make(ctx, sc, t.TokenCounter(sc))
 	if err != nil {
 		return nil, err
@@ -75,6 +82,30 @@ func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*
 	}
 	p.Replays = plan.AssessReplays(sc, t.Engine.Def.Resolve(sources...), p.Tokens(), p.TokenCounting)
 	return p, nil
+}
+
+// expandCurvesOnServer expands sc's reload curves with what the server says of itself, as
+// preflight will: its max_model_len and its GPU KV pool.
+func expandCurvesOnServer(ctx context.Context, sc *scenarios.Scenario, t Target) error {
+	models, err := t.Client.Models(ctx)
+	if err != nil {
+		return err
+	}
+	rep := &PreflightReport{BlockSize: sc.Server.BlockSize.Value}
+	for _, m := range models {
+		if m.ID == sc.Target.Model {
+			rep.MaxModelLen = m.MaxModelLen
+		}
+	}
+	sources := []capacity.Figures{plan.ScenarioFigures(sc)}
+	if snap, err := t.Metrics.Snapshot(ctx); err == nil {
+		sources = append(sources, ServerFigures(snap.Cache)...)
+		if snap.Cache.Present && snap.Cache.BlockSize > 0 {
+			rep.BlockSize = snap.Cache.BlockSize
+		}
+	}
+	rep.Setup = t.Engine.Def.Resolve(sources...)
+	return expandCurves(sc, rep)
 }
 
 // Settings are the run's own choices, beside what preflight found out.
@@ -120,7 +151,12 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 
 // WriteText prints the whole preflight for a person: the brief, every counter with the
 // server metric it is read from, and each replay's capacity math.
-func (rep *PreflightReport) WriteText(w io.Writer, scenario string) {
+func (rep *PreflightReport) WriteText(w io.Writer, scenario string) error {
+	return textout.Write(w, func(w io.Writer) { rep.writeText(w, scenario) })
+}
+
+// writeText writes what WriteText writes.
+func (rep *PreflightReport) writeText(w io.Writer, scenario string) {
 	con := NewConsole(w, false)
 	con.Printf("preflight %s against %s", scenario, redact.URL(rep.Endpoint))
 	rep.WriteBrief(con)
@@ -129,19 +165,19 @@ func (rep *PreflightReport) WriteText(w io.Writer, scenario string) {
 		con.Printf("    %-30s %s", c, rep.Counters[string(c)])
 	}
 	for _, rp := range rep.Capacity {
-		rp.WriteText(w)
+		_ = rp.WriteText(w) // w is textout's buffer, which cannot fail
 	}
 }
 
 // WriteBrief prints what preflight found in a few console lines.
 func (rep *PreflightReport) WriteBrief(con *Console) {
-	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, orDash(rep.ServerVersion))
+	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, units.Text(rep.ServerVersion))
 	if rep.Setup.Topology == capacity.SingleSlot {
 		con.Printf("  %d slot(s), slot context %d tokens (%s), %s; tokenize: %s; cached_tokens reported: %s",
-			rep.Slots, rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
+			rep.Slots, rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
 	} else {
 		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
-			rep.Setup.GPUKVTokens, orDash(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+			rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
 	}
 	for _, rp := range rep.Capacity {
 		line := fmt.Sprintf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
@@ -161,11 +197,4 @@ func (rep *PreflightReport) WriteBrief(con *Console) {
 	for _, p := range rep.Problems {
 		con.Printf("  PROBLEM: %s", p)
 	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/trace"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -81,7 +82,9 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	}
 	defer closeFile()
 	form := tp.PromptForm
-	builder, err := prompts.NewBlockBuilder(prompts.BlockConfig{Seed: uint64(r.cur.Seed), BlockTokens: ts.BlockTokens})
+	// A salted run draws fresh blocks (prompts.SaltedSeed); the engine's cache-isolation
+	// field is not sent on completions (TensorRT-LLM refuses it there).
+	builder, err := prompts.NewBlockBuilder(prompts.BlockConfig{Seed: prompts.SaltedSeed(uint64(r.cur.Seed), sc.Prompt.Salt), BlockTokens: ts.BlockTokens})
 	if err != nil {
 		r.fail(fmt.Errorf("step %s: %w", st.ID, err))
 		return
@@ -97,7 +100,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	results := make(chan traceDone, 64)
 	var readErr error
 	go func() {
-		readErr = r.dispatchTrace(ctx, ts, sel, builder, form, start, &inFlight, &peak, results)
+		readErr = r.dispatchTrace(ctx, ts, sel, builder, form, start, smp, &inFlight, &peak, results)
 		close(results)
 	}()
 
@@ -186,7 +189,14 @@ const promptsAhead = 4
 // up (closed loop). It returns a read error of the trace, after every request it sent has
 // finished.
 func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, b *prompts.BlockBuilder, form string,
-	start time.Time, inFlight, peak *atomic.Int64, results chan<- traceDone) error {
+	start time.Time, smp *sampler, inFlight, peak *atomic.Int64, results chan<- traceDone) error {
+	// A request's first output is when its blocks are all allocated: the sampler reads the
+	// KV usage then (at most once an interval, however many requests there are).
+	firstOutput := func(p client.Progress) {
+		if p.Phase == client.PhaseDecode && p.Tokens <= 1 {
+			smp.sampleNow()
+		}
+	}
 	slots := MaxTraceInFlight
 	if ts.ClosedLoop() {
 		slots = ts.Concurrency
@@ -221,6 +231,11 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 			releaseIDs(&job)
 			return nil
 		}
+		if ctx.Err() != nil { // a slot and the end can come at once: the end wins
+			<-sem
+			releaseIDs(&job)
+			return nil
+		}
 		if ts.ClosedLoop() {
 			job.due = time.Now() // a slot freed up: it is due now
 		} else {
@@ -238,7 +253,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		go func() {
 			defer wg.Done()
 			sent := time.Now()
-			res := r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), nil)
+			res := r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), firstOutput)
 			releaseIDs(&job)
 			inFlight.Add(-1)
 			<-sem
@@ -417,12 +432,15 @@ func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan) (*record.Ide
 	ideal := &record.IdealTiers{GPUTokens: gpu, GPUTokensSource: setup.GPUKVTokensSource, BlockTokens: ts.BlockTokens, PoolHoldsOutput: true}
 	switch {
 	case setup.CPUOffloadGiB <= 0:
-		ideal.HostTokensSource = "no host tier (" + orDash(setup.CPUOffloadGiBSource) + ")"
+		ideal.HostTokensSource = "no host tier"
+		if src := setup.CPUOffloadGiBSource; src != "" {
+			ideal.HostTokensSource += " (" + src + ")"
+		}
 	case setup.StoreBytesPerToken <= 0:
 		return nil, fmt.Sprintf("the host tier's %g GiB cannot be put in tokens: the stored bytes per token is unknown (set server.store_bytes_per_token; a trace's store counters cannot give it, since stores skip what the tier holds)", setup.CPUOffloadGiB)
 	default:
 		ideal.HostTokens = int64(setup.CPUOffloadGiB * capacity.GiB / setup.StoreBytesPerToken)
-		ideal.HostTokensSource = fmt.Sprintf("%g GiB (%s) / %.0f bytes per stored token (%s)", setup.CPUOffloadGiB, orDash(setup.CPUOffloadGiBSource), setup.StoreBytesPerToken, orDash(setup.StoreBytesSource))
+		ideal.HostTokensSource = fmt.Sprintf("%g GiB (%s) / %.0f bytes per stored token (%s)", setup.CPUOffloadGiB, units.Text(setup.CPUOffloadGiBSource), setup.StoreBytesPerToken, units.Text(setup.StoreBytesSource))
 	}
 	sel, closeFile, _, err := plan.OpenTrace(ts)
 	if err != nil {

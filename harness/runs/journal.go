@@ -175,8 +175,8 @@ func (j *Journal) Close() error {
 }
 
 // ReadJournal reads a journal's requests. A last line cut short (the process died inside
-// the write) is dropped: its request had not been made durable; any other bad line is an
-// error.
+// the write) is dropped: its request had not been made durable; any other bad line, or one
+// holding a value no measurement gives (record.ErrImpossible), is an error naming the line.
 func ReadJournal(path string) ([]record.Request, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -192,6 +192,9 @@ func ReadJournal(path string) ([]record.Request, error) {
 			if !complete && line == bytes.Count(data, []byte("\n"))+1 {
 				break
 			}
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if err := q.Check(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 		out = append(out, q)

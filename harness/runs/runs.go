@@ -14,10 +14,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
+	"github.com/anvil-serving/kvbench/prompts"
+	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // ErrNotRun means a directory holds no readable kvbench run record.
@@ -114,6 +117,11 @@ func Load(dir string) (*Run, error) {
 		reps = append(reps, *rep)
 	}
 	sort.Slice(reps, func(i, j int) bool { return reps[i].Index < reps[j].Index })
+	if r.Status == record.StatusCompleted {
+		if err := checkCompleted(r.Scenario, reps); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	if r.Status != record.StatusCompleted {
 		reps[len(reps)-1].Status = record.StatusInterrupted
 	}
@@ -123,6 +131,79 @@ func Load(dir string) (*Run, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// ErrStatusContradicted means run.json says completed but its artifacts hold less than the
+// scenario asks for: an edited status, which no reader may take for a finished run.
+var ErrStatusContradicted = errors.New("run.json's status contradicts its artifacts")
+
+// checkCompleted holds a completed status to the artifacts and the scenario: every
+// repetition asked for, each with every step of the scenario in order, none interrupted,
+// and every sequence and replay with all its planned requests (a conversation's users stop
+// at a failed turn, so its count is not fixed).
+func checkCompleted(sc *scenarios.Scenario, reps []record.Repetition) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("status: %q, but %s: %w", record.StatusCompleted, fmt.Sprintf(format, args...), ErrStatusContradicted)
+	}
+	want := max(sc.Repeat, 1)
+	var got []int
+	for _, rep := range reps {
+		got = append(got, rep.Index)
+	}
+	if len(reps) != want || reps[len(reps)-1].Index != want-1 {
+		return fail("the scenario asks for %d repetition(s) and the artifacts hold repetitions %v", want, got)
+	}
+	var ids []string
+	for i := range sc.Steps {
+		ids = append(ids, sc.Steps[i].ID)
+	}
+	for _, rep := range reps {
+		var have, missing []string
+		for _, st := range rep.Steps {
+			have = append(have, st.Step)
+		}
+		for _, id := range ids {
+			if !slices.Contains(have, id) {
+				missing = append(missing, id)
+			}
+		}
+		if !slices.Equal(have, ids) {
+			return fail("repetition %d holds steps %v of the scenario's %v (missing %v)", rep.Index, have, ids, missing)
+		}
+		for i, st := range rep.Steps {
+			file := ""
+			if i < len(rep.Artifacts) {
+				file = " (" + rep.Artifacts[i] + ")"
+			}
+			if st.Interrupted {
+				return fail("step %s%s of repetition %d says interrupted", st.Step, file, rep.Index)
+			}
+			sst := &sc.Steps[i]
+			if sst.IsTrace() {
+				// A trace step's requests are its window's, which its artifact counts.
+				planned := -1
+				if st.Trace != nil {
+					planned = st.Trace.PlannedRequests
+				}
+				if len(st.Requests) != planned {
+					return fail("trace step %s%s of repetition %d holds %d of its window's %d requests", st.Step, file, rep.Index, len(st.Requests), planned)
+				}
+				continue
+			}
+			if !sst.IsConversation() {
+				sent := 0 // the planned requests; a replay's cold twin is kvbench's own
+				for _, q := range st.Requests {
+					if q.ColdTwin == nil {
+						sent++
+					}
+				}
+				if n := len(sc.StepRequests(sst)); sent != n {
+					return fail("step %s%s of repetition %d holds %d of its %d requests", st.Step, file, rep.Index, sent, n)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // checkVerdicts holds run.json to its artifacts: a replay section's verdict must be the one
@@ -187,6 +268,9 @@ func loadArtifact(dir string, s record.ArtifactRef) (record.StepArtifact, error)
 		return art, fmt.Errorf("reading artifact: %w", err)
 	}
 	if err := json.Unmarshal(data, &art); err != nil {
+		return art, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := art.Check(); err != nil {
 		return art, fmt.Errorf("%s: %w", file, err)
 	}
 	return art, nil
@@ -273,21 +357,35 @@ func (r *Run) ReplayStepIDs() []string {
 type Identity struct {
 	Scenario string
 	Model    string
-	// Prompts are repetition 0's prompt identities, "step[index]" -> sha256 identity.
+	// Salt is the run's prompt salt ("" when none).
+	Salt string
+	// Prompts are repetition 0's prompt identities, "step[index]" -> sha256 identity, and
+	// Shapes their shape identities (what the bytes depend on but the salt).
 	Prompts map[string]string
+	Shapes  map[string]string
 	Order   []string
 }
 
-// Identify returns r's identity.
+// Identify returns r's identity. A prompt recorded before shapes were (its record has no
+// shape) gets the shape its recorded seed, plan, prefix, mode and counting give.
 func (r *Run) Identify() Identity {
-	id := Identity{Scenario: r.Scenario.Name, Model: r.Model.ServedName, Prompts: map[string]string{}}
+	id := Identity{Scenario: r.Scenario.Name, Model: r.Model.ServedName, Salt: r.Scenario.Prompt.Salt, Prompts: map[string]string{}, Shapes: map[string]string{}}
 	if r.Model.Repo != "" {
 		id.Model = r.Model.Repo + " (" + r.Model.ServedName + ")"
 	}
-	for _, st := range r.Repetitions[0].Steps {
+	rep := r.Repetitions[0]
+	for _, st := range rep.Steps {
 		for _, q := range st.Requests {
+			if q.ColdTwin != nil {
+				continue // a replay's twin resends the replay's prompt: no prompt of its own
+			}
 			key := fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep)
 			id.Prompts[key] = q.Prompt.Identity
+			shape := q.Prompt.Shape
+			if shape == "" && st.Kind != record.KindConversation {
+				shape = prompts.ShapeOf(uint64(rep.Seed), q.Ordinal, q.PlannedTokens, r.Scenario.Prompt.SharedPrefixTokens, prompts.Mode(r.Scenario.Prompt.Mode), q.Prompt.TokenCounting)
+			}
+			id.Shapes[key] = shape
 			id.Order = append(id.Order, key)
 		}
 	}
@@ -301,7 +399,9 @@ type Mismatch struct {
 	Candidate string `json:"candidate"`
 }
 
-// Mismatches lists where b and c differ in scenario, model or prompt identity.
+// Mismatches lists where b and c differ in scenario, model or prompts. Runs of the same salt
+// (or none) must have sent the same bytes; runs of different salts sent different bytes on
+// purpose, and must have sent the same shapes: the same plan, sizes, seeds and modes.
 func Mismatches(b, c Identity) []Mismatch {
 	var out []Mismatch
 	if b.Scenario != c.Scenario {
@@ -310,17 +410,30 @@ func Mismatches(b, c Identity) []Mismatch {
 	if b.Model != c.Model {
 		out = append(out, Mismatch{"model", b.Model, c.Model})
 	}
+	what, bp, cp := "prompt identity of ", b.Prompts, c.Prompts
+	if b.Salt != c.Salt {
+		what, bp, cp = "prompt shape (salts differ) of ", b.Shapes, c.Shapes
+	}
 	for _, k := range b.Order {
-		if cv, ok := c.Prompts[k]; !ok {
-			out = append(out, Mismatch{"prompt identity of " + k, b.Prompts[k], "(no such request)"})
-		} else if cv != b.Prompts[k] {
-			out = append(out, Mismatch{"prompt identity of " + k, b.Prompts[k], cv})
+		if cv, ok := cp[k]; !ok {
+			out = append(out, Mismatch{what + k, bp[k], "(no such request)"})
+		} else if cv != bp[k] || cv == "" {
+			out = append(out, Mismatch{what + k, orUnknown(bp[k]), orUnknown(cv)})
 		}
 	}
 	for _, k := range c.Order {
-		if _, ok := b.Prompts[k]; !ok {
-			out = append(out, Mismatch{"prompt identity of " + k, "(no such request)", c.Prompts[k]})
+		if _, ok := bp[k]; !ok {
+			out = append(out, Mismatch{what + k, "(no such request)", cp[k]})
 		}
 	}
 	return out
+}
+
+// orUnknown names an identity a record does not hold (a conversation turn recorded before
+// shapes): it matches nothing.
+func orUnknown(s string) string {
+	if s == "" {
+		return "(not recorded)"
+	}
+	return s
 }

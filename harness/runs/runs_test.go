@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,27 @@ func TestControlSectionFromArtifacts(t *testing.T) {
 	}
 	if cs := control.Control; cs.ReplayVerdict != "gpu_hit" || cs.SetupValid != "no" || cs.Interpretation == "" {
 		t.Errorf("control section %+v", cs)
+	}
+}
+
+// TestIdentityLeavesOutColdTwins: a replay's cold twin resends the replay's prompt, so a run
+// with twins has the prompt identities of one without: they still compare.
+func TestIdentityLeavesOutColdTwins(t *testing.T) {
+	r, err := Load(demoRuns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.Identify()
+	with := *r.Run
+	with.Repetitions = slices.Clone(r.Repetitions)
+	steps := slices.Clone(with.Repetitions[0].Steps)
+	last := &steps[len(steps)-1]
+	twin := last.Requests[0]
+	twin.IndexInStep, twin.Replay, twin.ColdTwin = 1, false, &record.ColdTwin{Mechanism: "cache_salt", Field: "cache_salt", Value: "s"}
+	last.Requests = append(slices.Clone(last.Requests), twin)
+	with.Repetitions[0].Steps = steps
+	after := (&Run{Run: &with}).Identify()
+	if mm := Mismatches(before, after); len(mm) != 0 || len(after.Order) != len(before.Order) {
+		t.Fatalf("a cold twin changed the identity: %+v", mm)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Summary is n measurements of one value. Absent counts the repetitions where the value was
@@ -71,6 +73,17 @@ func Median(sorted []float64) float64 {
 		return sorted[n/2]
 	}
 	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// NearestRank is the q-quantile (0 < q <= 1) of sorted values by the nearest-rank rule: the
+// smallest value with at least q of the values at or below it. NaN when there are none.
+func NearestRank(sorted []float64, q float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(n))) - 1
+	return sorted[min(max(i, 0), n-1)]
 }
 
 // Better says which way a metric improves.
@@ -159,30 +172,13 @@ func Within(measured, claimed, tolerance float64) bool {
 	return math.Abs(measured-claimed) <= tolerance*math.Abs(claimed)
 }
 
-// Number prints v compactly: integers without decimals, others with up to 4 significant
-// decimals.
-func Number(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	a := math.Abs(v)
-	switch {
-	case a >= 1000:
-		return fmt.Sprintf("%.1f", v)
-	case a >= 1:
-		return fmt.Sprintf("%.2f", v)
-	default:
-		return fmt.Sprintf("%.4g", v)
-	}
-}
-
 // Text is a median with its relative spread when repeated: "120.3 (spread 4.1%, n=3)";
 // "absent" when nothing was measured.
 func (s Summary) Text() string {
 	if s.N == 0 {
 		return "absent"
 	}
-	text := Number(*s.Median)
+	text := units.Number(*s.Median)
 	if s.N > 1 && s.RelativeSpread != nil {
 		text += fmt.Sprintf(" (spread %.1f%%, n=%d)", *s.RelativeSpread*100, s.N)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/stats"
 )
 
 // AccountingSchema is seed 000's schema.
@@ -70,15 +71,16 @@ type Identity struct {
 
 // Row is one population: one step of one run.
 type Row struct {
-	Population                 string  `json:"population"`
-	ActualPromptTokensP50      float64 `json:"actual_prompt_tokens_p50"`
-	RequestedClientConcurrency int     `json:"requested_client_concurrency"`
-	SampledEngineActiveMax     int     `json:"sampled_engine_active_max"`
-	SampledPeakBlockOccupancy  float64 `json:"sampled_peak_block_occupancy_fraction"`
-	OccupancyStatus            string  `json:"occupancy_status"`
-	OccupiedGiBEstimate        float64 `json:"occupied_gib_estimate"`
-	UnusedPoolGiBEstimate      float64 `json:"unused_pool_gib_estimate"`
-	GiBStatus                  string  `json:"gib_status"`
+	Population string `json:"population"`
+	// ActualPromptTokensP50 is null when no request of the row reported its prompt tokens.
+	ActualPromptTokensP50      *float64 `json:"actual_prompt_tokens_p50"`
+	RequestedClientConcurrency int      `json:"requested_client_concurrency"`
+	SampledEngineActiveMax     int      `json:"sampled_engine_active_max"`
+	SampledPeakBlockOccupancy  float64  `json:"sampled_peak_block_occupancy_fraction"`
+	OccupancyStatus            string   `json:"occupancy_status"`
+	OccupiedGiBEstimate        float64  `json:"occupied_gib_estimate"`
+	UnusedPoolGiBEstimate      float64  `json:"unused_pool_gib_estimate"`
+	GiBStatus                  string   `json:"gib_status"`
 	Source                     struct {
 		Path   string `json:"path"`
 		SHA256 string `json:"sha256"`
@@ -265,16 +267,14 @@ func plural(n int, one string, many ...string) string {
 	return fmt.Sprintf("%d %ss", n, one)
 }
 
-// median of xs (the mean of the middle two for an even count, as seed 000's p50s are).
-func median(xs []float64) float64 {
+// median of xs (the mean of the middle two for an even count, as seed 000's p50s are);
+// nil when there are none: a p50 nothing measured is absent, never 0.
+func median(xs []float64) *float64 {
 	if len(xs) == 0 {
-		return 0
+		return nil
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	m := stats.Median(s)
+	return &m
 }

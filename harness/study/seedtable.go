@@ -5,11 +5,18 @@ import (
 	"io"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // WriteSeedTable prints the verdict table of seed study 001 (kvbench demo): what its
 // eviction run and its control run set out to prove, and what they showed.
-func WriteSeedTable(w io.Writer, eviction, control *record.Run) {
+func WriteSeedTable(w io.Writer, eviction, control *record.Run) error {
+	return textout.Write(w, func(w io.Writer) { writeSeedTable(w, eviction, control) })
+}
+
+// writeSeedTable writes what WriteSeedTable writes.
+func writeSeedTable(w io.Writer, eviction, control *record.Run) {
 	fmt.Fprintln(w, "seed study 001, reproduced")
 	var s record.SequenceSection
 	var r record.ReplaySection
@@ -19,19 +26,21 @@ func WriteSeedTable(w io.Writer, eviction, control *record.Run) {
 	if sec := eviction.Replay("replay"); sec != nil {
 		r = *sec
 	}
-	fmt.Fprintf(w, "  %-26s %s\n", "store proven", yesNo(s.StoreProven, fmt.Sprintf("%s bytes GPU->CPU during eviction_sequence", record.FormatCount(s.GPUToCPUBytesDelta, "absent"))))
+	fmt.Fprintf(w, "  %-26s %s\n", "store proven", yesNo(s.StoreProven, fmt.Sprintf("%s bytes GPU->CPU during eviction_sequence", units.Count(s.GPUToCPUBytesDelta))))
 	if r.Capacity != nil {
 		a := r.Capacity
 		fmt.Fprintf(w, "  %-26s %s: %d unique tokens vs a %d-token GPU pool\n", "eviction pressure", a.EvictionPressure, a.UniqueTokens, a.Setup.GPUKVTokens)
 	}
-	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s external hits, %s bytes CPU->GPU\n", "replay verdict", r.Verdict, record.FormatFraction(r.CachedFraction), record.FormatCount(r.ExternalPrefixHitsDelta, "absent"), record.FormatCount(r.CPUToGPUBytesDelta, "absent"))
-	fmt.Fprintf(w, "  %-26s %s ms cold vs %s ms replay\n", "time to first output", record.FormatMS(r.OriginalTimeToFirstOutputMS), record.FormatMS(r.TimeToFirstOutputMS))
+	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s external hits, %s bytes CPU->GPU\n", "replay verdict", r.Verdict, units.Fraction(r.CachedFraction), units.Count(r.ExternalPrefixHitsDelta), units.Count(r.CPUToGPUBytesDelta))
+	fmt.Fprintf(w, "  %-26s %s ms cold vs %s ms replay\n", "time to first output", units.MS(r.OriginalTimeToFirstOutputMS), units.MS(r.TimeToFirstOutputMS))
 	fmt.Fprintf(w, "  %-26s %s\n", "setup valid", r.SetupValid)
+	fmt.Fprintf(w, "  %-26s %s\n", "reload fidelity", r.ReloadFidelity.Words())
+	fmt.Fprintf(w, "  %-26s %s\n", "offload gain", r.OffloadGain.Words())
 	var c record.ControlSection
 	if control.Control != nil {
 		c = *control.Control
 	}
-	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s bytes CPU->GPU\n", "offload8 control verdict", c.ReplayVerdict, record.FormatFraction(c.ReplayCachedFraction), record.FormatCount(c.CPUToGPUBytesAfter, "absent"))
+	fmt.Fprintf(w, "  %-26s %s, cached fraction %s, %s bytes CPU->GPU\n", "offload8 control verdict", c.ReplayVerdict, units.Fraction(c.ReplayCachedFraction), units.Count(c.CPUToGPUBytesAfter))
 	fmt.Fprintf(w, "  %-26s %s: %s\n", "offload8 control valid", c.SetupValid, c.Interpretation)
 }
 

@@ -8,9 +8,11 @@ import (
 )
 
 // hitEvidence is what the counter rules weigh: the GPU and host hits (from the counters, or
-// the request's own tier split), the load bytes, and the cross-checks.
+// the request's own tier split), the load bytes, and the cross-checks. derived marks hits
+// split from usage's own total, which usage then cannot cross-check.
 type hitEvidence struct {
 	gpu, ext, load, reload *float64
+	derived                bool
 }
 
 // decideByCounters applies the counter rules to e, whose Counters are set.
@@ -18,18 +20,6 @@ func decideByCounters(e Evidence) Decision {
 	c := e.Counters
 	d := Decision{DecidedBy: ByCounters}
 	h := hitEvidence{gpu: c.Delta(metrics.GPUPrefixHits), ext: c.Delta(metrics.ExternalPrefixHits), load: c.Delta(metrics.LoadBytes), reload: c.Delta(metrics.ReloadTokens)}
-	if t := e.RequestTier; t != nil {
-		d.DecidedBy = ByRequestTier
-		d.crossCheckRequest(e, *t, &h)
-	} else if host := c.Delta(metrics.CachedFromHost); host != nil {
-		switch {
-		case h.ext == nil:
-			h.ext = host
-			d.note("external hits read from cached tokens by source (host): the server serves no external prefix-cache hit counter")
-		case abs(*host-*h.ext) > float64(max(e.BlockSize, 1)):
-			d.note("cached tokens by source (host) moved by %.0f but external hits by %.0f", *host, *h.ext)
-		}
-	}
 	var unreadable []string
 	for _, k := range []metrics.Counter{metrics.GPUPrefixHits, metrics.ExternalPrefixHits, metrics.LoadBytes} {
 		if why := c.Unreadable[k]; why != "" {
@@ -43,6 +33,30 @@ func decideByCounters(e Evidence) Decision {
 	case len(unreadable) > 0:
 		d.Verdict, d.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+strings.Join(unreadable, "; ")
 		return d
+	}
+	if t := e.RequestTier; t != nil {
+		d.DecidedBy = ByRequestTier
+		d.crossCheckRequest(e, *t, &h)
+	} else if host := c.Delta(metrics.CachedFromHost); host != nil {
+		switch {
+		case h.ext == nil:
+			h.ext = host
+			d.note("external hits read from cached tokens by source (host): the server serves no external prefix-cache hit counter")
+		case abs(*host+value(c.Delta(metrics.CachedFromDisk))-*h.ext) > tolerance(e):
+			d.note("cached tokens by source (host) moved by %.0f but external hits by %.0f", *host, *h.ext)
+		}
+	}
+	unknown := d.crossCheckConnector(e, &h)
+	if unknown == "" {
+		unknown = d.splitFromReload(e, &h)
+	}
+	if unknown == "" {
+		unknown = d.countersCaughtUp(e)
+	}
+	switch {
+	case unknown != "":
+		d.Verdict, d.Reason = TierUnknown, unknown
+		return d
 	case h.gpu == nil && h.ext != nil:
 		// Reading the missing GPU hits as 0 would call a GPU hit a recompute.
 		d.Verdict, d.Reason = Invalid, invalidPrefix(metrics.InvalidMissing)+"the server exposes external prefix-cache hits but no gpu_prefix_hits counter, so the GPU tier's hits are unknown"
@@ -54,6 +68,25 @@ func decideByCounters(e Evidence) Decision {
 	d.weigh(e, h)
 	d.crossCheckReload(e, c, h)
 	return d
+}
+
+// countersCaughtUp checks, for an engine whose counters may lag the request, that the
+// prompt-token counter moved by the request's prompt tokens: if not, the window closed
+// before the server counted the request, and its hit counters say nothing of it.
+func (d *Decision) countersCaughtUp(e Evidence) (unknown string) {
+	pt := e.Counters.Delta(metrics.PromptTokens)
+	if e.Engine.CountersLag == "" || pt == nil || e.PromptTokens == nil {
+		return ""
+	}
+	tol := tolerance(e)
+	ok := *pt >= float64(*e.PromptTokens)-tol
+	d.check(CheckPromptCounter, tol, ok, "neither: the window closed before the server counted the request",
+		fmt.Sprintf("the prompt-token counter's %.0f", *pt), fmt.Sprintf("usage's %d prompt tokens", *e.PromptTokens))
+	if ok {
+		return ""
+	}
+	d.Notes = append(d.Notes, e.Engine.CountersLag)
+	return fmt.Sprintf("the prompt-token counter moved by %.0f but usage reports %d prompt tokens: the counters had not caught up with the request, so they cannot say which tier served it", *pt, *e.PromptTokens)
 }
 
 // weigh applies the rules to the hits.
@@ -74,12 +107,26 @@ func (d *Decision) weigh(e Evidence, h hitEvidence) {
 		cov := (gpu + ext) / prompt
 		d.HitCoverage = &cov
 	}
-	if e.CachedPromptTokens != nil && (h.gpu != nil || h.ext != nil) {
+	if e.CachedPromptTokens != nil && (h.gpu != nil || h.ext != nil) && !h.derived {
 		// A hit counter never counts the last prompt token; allow one block of rounding.
-		agree := abs(float64(*e.CachedPromptTokens)-(gpu+ext)) <= float64(max(e.BlockSize, 1))
+		agree := abs(float64(*e.CachedPromptTokens)-(gpu+ext)) <= tolerance(e)
 		d.UsageAgrees = &agree
-		if !agree {
+		switch {
+		case !agree && h.gpu != nil && h.ext != nil:
+			// Both tiers are read: a contradiction, which a third source settles or not.
+			if why := d.resolveUsage(e, &h); why != "" {
+				d.Verdict, d.Reason = TierUnknown, why
+				return
+			}
+			gpu, ext = value(h.gpu), value(h.ext)
+			if d.HitCoverage != nil {
+				cov := (gpu + ext) / prompt
+				d.HitCoverage = &cov
+			}
+		case !agree:
 			d.note("usage reports %d cached tokens but the counters moved by %s", *e.CachedPromptTokens, hits(h.gpu, h.ext, " + "))
+		default:
+			d.check(CheckUsage, tolerance(e), true, "", fmt.Sprintf("usage's %d cached tokens", *e.CachedPromptTokens), "the hit counters' "+hits(h.gpu, h.ext, " + "))
 		}
 	}
 	if h.gpu == nil && h.ext == nil {
@@ -107,6 +154,12 @@ func (d *Decision) weigh(e Evidence, h hitEvidence) {
 		switch {
 		case h.load != nil:
 			d.Reason += fmt.Sprintf(", moving %.0f bytes CPU->GPU", *h.load)
+			if e.Engine.LoadBytesCaveat != "" {
+				d.Notes = append(d.Notes, e.Engine.LoadBytesCaveat)
+				if p := e.Counters.Delta(metrics.Preemptions); p != nil && *p > 0 {
+					d.note("%.0f preemptions during the replay: the load bytes may be a resumed request's, not this reload's", *p)
+				}
+			}
 		case h.reload != nil && *h.reload > 0:
 			d.Reason += fmt.Sprintf(", with %.0f tokens moved host->GPU", *h.reload)
 		case h.reload == nil:
@@ -134,42 +187,82 @@ func (d *Decision) weigh(e Evidence, h hitEvidence) {
 
 // crossCheckRequest takes the request's own tier split as the hits, and notes every counter
 // that disagrees with it by more than a block: the disagreement is reported, never averaged.
+// Storage hits reach the GPU through the host tier (prefetched, then loaded back), so the
+// host-side counters are compared with host + storage.
 func (d *Decision) crossCheckRequest(e Evidence, t TierTokens, h *hitEvidence) {
 	dev, host := float64(t.Device), float64(t.Host+t.Storage)
-	tol := float64(max(e.BlockSize, 1))
+	tol := tolerance(e)
 	d.note("tiers from the response's cached_tokens_details (device %d, host %d, storage %d); the counters cross-check them", t.Device, t.Host, t.Storage)
 	check := func(p *float64, what string, want float64, whatWant string) {
-		if p != nil && abs(*p-want) > tol {
+		if p == nil {
+			return
+		}
+		agree := abs(*p-want) <= tol
+		d.CrossChecks = append(d.CrossChecks, CrossCheck{Name: CheckRequestTier, Tolerance: tol, Agrees: agree,
+			Sources: []string{fmt.Sprintf("%s %.0f", what, *p), fmt.Sprintf("the response's %.0f %s tokens", want, whatWant)}})
+		if !agree {
+			d.CrossChecks[len(d.CrossChecks)-1].Used = "the response's own tier split"
 			d.note("counters disagree with the request: %s moved by %.0f but the response reports %.0f %s tokens", what, *p, want, whatWant)
 		}
 	}
-	check(h.gpu, "the device cached-token counter", dev, "device")
-	check(h.ext, "the host cached-token counter", float64(t.Host), "host")
-	check(h.reload, "the load-back (host->GPU) counter", float64(t.Host), "host")
+	hostWords := "host"
 	if t.Storage > 0 {
-		d.note("%d tokens came from the storage tier (%s), counted with the host tier's", t.Storage, t.StorageBackend)
+		hostWords = "host + storage"
 	}
-	h.gpu, h.ext = &dev, &host
+	check(h.gpu, "the device cached-token counter", dev, "device")
+	check(h.ext, "the host cached-token counter", host, hostWords)
+	check(h.reload, "the load-back (host->GPU) counter", host, hostWords)
+	if u := e.CachedPromptTokens; u != nil {
+		check(ptr(float64(*u)), "usage's cached tokens", dev+host, "cached")
+		agree := abs(float64(*u)-(dev+host)) <= tol
+		d.UsageAgrees = &agree
+	}
+	if t.Storage > 0 {
+		d.note("%d tokens came from the storage tier (%s), prefetched into the host tier and counted with its tokens", t.Storage, t.StorageBackend)
+	}
+	h.gpu, h.ext, h.derived = &dev, &host, true // usage was checked against them above
 }
 
 // crossCheckReload notes where the engine's reload token counters disagree with the hits a
-// counter-decided reload rests on (the request-decided case was checked already).
+// counter-decided reload rests on (the request-decided case was checked already), and which
+// of the reloaded tokens came from the disk or object tiers.
 func (d *Decision) crossCheckReload(e Evidence, c *Counters, h hitEvidence) {
+	staged := c.Delta(metrics.DiskStagedTokens)
 	if disk := c.Delta(metrics.DiskReloadTokens); disk != nil && *disk > 0 {
 		d.note("%.0f tokens were onboarded from the disk tier, not the host tier", *disk)
 	}
+	if staged != nil && *staged > 0 {
+		d.note("%.0f tokens came from the disk tier, staged through the host tier on their way to the GPU: they are counted in the host->GPU reload too, so only the rest came from host memory", *staged)
+	}
+	if obj := c.Delta(metrics.ObjectReloadTokens); obj != nil && *obj > 0 {
+		d.note("%.0f tokens were onboarded from object storage, not the host tier", *obj)
+	}
 	rt := h.reload
-	if rt == nil || e.RequestTier != nil || h.ext == nil || *h.ext <= 0 {
+	if rt == nil || e.RequestTier != nil || h.derived || h.ext == nil || *h.ext <= 0 {
 		return
 	}
 	ext := *h.ext
+	onboarded := *rt + value(c.Delta(metrics.DiskReloadTokens)) + value(c.Delta(metrics.ObjectReloadTokens))
+	tol := tolerance(e)
+	agree := abs(onboarded-ext) <= tol
+	cc := CrossCheck{Name: CheckOnboarded, Tolerance: tol, Agrees: agree,
+		Sources: []string{fmt.Sprintf("%.0f tokens onboarded to the GPU", onboarded), fmt.Sprintf("%.0f external hits", ext)}}
+	if !agree {
+		cc.Used = "the external hits"
+		if u := e.CachedPromptTokens; u != nil && h.gpu != nil && abs(float64(*u)-(*h.gpu+ext)) <= tol {
+			cc.Used += fmt.Sprintf(", which agree with usage's %d cached tokens", *u)
+		}
+	}
+	d.CrossChecks = append(d.CrossChecks, cc)
 	switch {
-	case *rt <= 0:
+	case *rt <= 0 && !agree:
 		d.note("the reload counter did not move while %.0f external hits were counted: the counters disagree", ext)
-	case abs(*rt-ext) > float64(max(e.BlockSize, 1)):
-		d.note("the reload counter moved by %.0f tokens but external hits by %.0f", *rt, ext)
+	case !agree:
+		d.note("the reload counter moved by %.0f tokens but external hits by %.0f", onboarded, ext)
 	}
 }
+
+func ptr(v float64) *float64 { return &v }
 
 // hits says both hit counters' deltas in words; an absent one is "not exposed", never 0.
 func hits(gpu, ext *float64, sep string) string {

@@ -28,7 +28,10 @@ type Diagnosis struct {
 // OffloadEvidence is the run-wide offload evidence up to the replay: deltas from the first
 // step's scrape to the replay's. A nil pointer is a counter the server does not serve.
 type OffloadEvidence struct {
-	StoreBytes         *float64 `json:"store_bytes_delta"`
+	StoreBytes *float64 `json:"store_bytes_delta"`
+	// StoreTokens is the device->host store in tokens where the engine counts it, for the
+	// cross-check of bytes per stored token; nil when it does not.
+	StoreTokens        *float64 `json:"store_tokens_delta,omitempty"`
 	StoresSkipped      *float64 `json:"stores_skipped_delta"`
 	AllocationFailures *float64 `json:"allocation_failures_delta"`
 	// TierHoldsSequence is the capacity math's answer with measured tokens ("" when unknown).

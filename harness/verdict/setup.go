@@ -8,10 +8,16 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
-// decideSetup says whether the setup could prove a reload. The capacity math answers from
-// sizes; a replay whose own evidence shows a host-tier reload answers better: evidence beats
-// computation, so such a setup is valid whatever the math could not tell.
+// decideSetup says whether the setup could prove a reload. Warm caches answer first: a
+// sequence that came back cached stored and evicted nothing, so whatever served the replay
+// was put there before the run. Then the capacity math answers from sizes, and a replay
+// whose own evidence shows a host-tier reload answers better: evidence beats computation,
+// so such a setup is valid whatever the math could not tell.
 func (d *Decision) decideSetup(e Evidence) {
+	if len(e.WarmCaches) > 0 {
+		d.SetupValid, d.SetupReason = capacity.No, warmSetupReason(e.WarmCaches)
+		return
+	}
 	a := e.Setup
 	if a != nil && a.CanProveReload == capacity.Yes {
 		d.SetupValid, d.SetupReason = capacity.Yes, "the capacity math: the sequence pushes the replayed prompt out of GPU memory, and the CPU tier is larger than the GPU pool and holds the sequence"
@@ -99,6 +105,8 @@ func (d *Decision) Interpret(a *capacity.Assessment) string {
 		parts = append(parts, "Why: "+strings.Join(why, "; ")+".")
 	}
 	switch {
+	case strings.HasPrefix(d.SetupReason, "warm caches: "):
+		parts = append(parts, "The setup cannot prove a reload: "+d.SetupReason+".")
 	case strings.HasPrefix(d.SetupReason, "shown by the replay: "):
 		s := "The replay itself shows the reload (" + strings.TrimPrefix(d.SetupReason, "shown by the replay: ") + "): a valid reload setup"
 		if a != nil {

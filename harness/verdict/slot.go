@@ -55,8 +55,20 @@ func decideBySlot(e Evidence) Decision {
 	default:
 		d.attribute(*e.PromptTokens, *e.CachedPromptTokens, *s.CommonPrefix, s.Tolerance)
 	}
-	if got := e.Counters.Delta(metrics.PromptTokensCached); got != nil && e.CachedPromptTokens != nil && *got != float64(*e.CachedPromptTokens) {
-		d.note("the cached-tokens counter moved by %.0f but usage reports %d", *got, *e.CachedPromptTokens)
+	if got := e.Counters.Delta(metrics.PromptTokensCached); got != nil && e.CachedPromptTokens != nil {
+		usage := float64(*e.CachedPromptTokens)
+		step := e.Counters.Resolution[metrics.PromptTokensCached]
+		sources := []string{fmt.Sprintf("the cached-token counter's %.0f", *got), fmt.Sprintf("usage's %d cached tokens", *e.CachedPromptTokens)}
+		if step > 1 {
+			// Printed with too few digits, the counter moves in steps: usage decides.
+			d.note("the server prints its counters with 6 significant digits: at their size they move in steps of %.0f tokens, so the cached-token counter (moved by %.0f) cannot count one request, and the request's usage (%d cached tokens) decides", step, *got, *e.CachedPromptTokens)
+			d.check(CheckCachedCounter, step, abs(*got-usage) <= step, "usage's cached tokens", sources...)
+		} else if *got != usage {
+			d.note("the cached-tokens counter moved by %.0f but usage reports %d", *got, *e.CachedPromptTokens)
+			d.check(CheckCachedCounter, 0, false, "usage's cached tokens", sources...)
+		} else {
+			d.check(CheckCachedCounter, 0, true, "", sources...)
+		}
 	}
 	return d
 }

@@ -90,6 +90,11 @@ type Evidence struct {
 	Offload OffloadEvidence
 	// Setup is the capacity math with the tokens the server counted; nil when unknown.
 	Setup *capacity.Assessment
+	// WarmCaches are the findings of the repetition's cold steps before the replay that came
+	// back cached beyond what the run could have cached (ColdCaches): the server's caches
+	// held the prompts before the run, so nothing the run did can have put the replay where
+	// it was found.
+	WarmCaches []WarmCaches
 	// Engine is what the engine's definition says about its evidence.
 	Engine Engine
 }
@@ -110,6 +115,9 @@ type Counters struct {
 	// Isolation is the check that the window saw only the replay ("clean: ...",
 	// "unchecked: ...", "contaminated: ...").
 	Isolation string
+	// Resolution is, per counter, the step its printed values move by where the server
+	// prints fewer digits than the value has (llama.cpp above 10^6); absent when exact.
+	Resolution map[metrics.Counter]float64
 }
 
 // Delta returns c's usable delta, nil when absent.
@@ -145,6 +153,16 @@ type Engine struct {
 	// ReloadCounterHint is noted when matched tokens moved but the reload counter did not
 	// (KVBM's known bug); "" for engines without the trap.
 	ReloadCounterHint string
+	// ConnectorHits names the KV connector's own hit counter and its known traps (LMCache's
+	// 10 s log tick, a report of it stuck at 0), said when it disagrees with the engine's
+	// external hits; "" for engines without a second hit source.
+	ConnectorHits string
+	// LoadBytesCaveat says what else moves the load-byte counter (TensorRT-LLM's onboard
+	// bytes also move on resume after preemption and on prefetch); "" when nothing does.
+	LoadBytesCaveat string
+	// CountersLag says why the engine's counters may not include a request yet when it
+	// ends (TensorRT-LLM's collector runs behind the requests); "" when they do.
+	CountersLag string
 }
 
 // Routing names the replicas that served the original request and the replay; empty when
@@ -179,6 +197,9 @@ type Decision struct {
 	// MeasuredLoadBytesPerToken = load bytes delta / host hits.
 	ExpectedLoadBytes         *float64
 	MeasuredLoadBytesPerToken *float64
+	// CrossChecks are the comparisons of every quantity two independent sources gave, with
+	// which evidence the verdict used where they disagreed.
+	CrossChecks []CrossCheck
 	// Slot is the attribution by the single slot's common prefix; nil for other rules.
 	Slot *SlotAttribution
 	// Diagnosis says why a recompute or partial replay was not reloaded; Offload is the
@@ -227,6 +248,7 @@ func Decide(e Evidence) Decision {
 			d.Diagnosis = Diagnose(d.Verdict, o)
 		}
 	}
+	d.crossCheckStore(e)
 	d.decideSetup(e)
 	d.Interpretation = d.Interpret(e.Setup)
 	return d
@@ -243,6 +265,12 @@ func (d *Decision) engineNotes(e Evidence) {
 		d.Notes = append(d.Notes, e.Engine.TierUnknown)
 		if v := c.Delta(metrics.PromptTokensCached); v != nil {
 			d.note("the cached prompt token counter moved by %.0f around the replay", *v)
+		}
+		if b := c.Delta(metrics.LoadBytes); b != nil && *b > 0 {
+			d.note("%.0f bytes were onboarded host->GPU during the replay, a sign of a host-tier reload, but no counter says how many of its tokens came from which tier", *b)
+			if e.Engine.LoadBytesCaveat != "" {
+				d.Notes = append(d.Notes, e.Engine.LoadBytesCaveat)
+			}
 		}
 	}
 	if e.Engine.ReloadCounterHint != "" {

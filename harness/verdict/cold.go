@@ -1,0 +1,123 @@
+package verdict
+
+import (
+	"fmt"
+	"strings"
+)
+
+// WarmShare is the part of a cold request's fresh tokens (those no earlier request of the
+// run sent) that must come back cached, beyond its reusable prefix and a block of rounding,
+// for the request to count as served from warm caches. Below it the excess can be a hit
+// counter's rounding or a scheduler retry counted twice (some vLLM versions); above it only
+// caches filled before the run explain it.
+const WarmShare = 0.5
+
+// ColdRequest is one request of a cold step: a sequence step, whose prompts no earlier
+// request of the run sent beyond their reusable prefix.
+type ColdRequest struct {
+	Index int
+	// PromptTokens is the prompt's size: as the server counted it, else as planned.
+	PromptTokens int
+	// Reusable is how many of its leading tokens the run itself may have cached before it:
+	// the shared prefix, or with nested prompts the largest other prompt it extends.
+	Reusable int
+	// Cached is how many of its prompt tokens came back cached (usage's cached tokens, else
+	// the prefix-cache hits around it); nil when the server said nothing of it.
+	Cached *float64
+}
+
+// ColdStep is everything known about how cold one cold step's requests were.
+type ColdStep struct {
+	Step      string
+	BlockSize int
+	Requests  []ColdRequest
+	// By names where the requests' Cached figures come from.
+	By string
+	// StepHits are the prefix-cache hits over the whole step, the evidence of a step whose
+	// requests overlapped on a server that reports no cached tokens per request; nil when
+	// unknown, and unused when any request has its own Cached figure.
+	StepHits *float64
+}
+
+// WarmCaches is the finding that a cold step came back cached beyond anything the run itself
+// could have cached: the server's caches held these prompts before the run began (a
+// long-lived server whose tiers still hold the same bytes from an earlier run). The step
+// measured cache hits, not the stores, evictions and recomputes it was meant to.
+type WarmCaches struct {
+	Step string
+	// Requests of Of were served warm; when only the step's hits are known, Requests is Of.
+	Requests, Of int
+	// Cached are the cached tokens of those requests, of their Prompt tokens, and Beyond the
+	// cached tokens beyond their reusable prefixes.
+	Cached, Prompt, Beyond float64
+	By                     string
+}
+
+// Reason says the finding in words, with what to do about it.
+func (w *WarmCaches) Reason() string {
+	share := 0.0
+	if w.Prompt > 0 {
+		share = 100 * w.Cached / w.Prompt
+	}
+	who := fmt.Sprintf("%d of its %d requests came back", w.Requests, w.Of)
+	if w.By == ByStepHits {
+		who = fmt.Sprintf("its %d requests came back", w.Of)
+	}
+	return fmt.Sprintf("warm caches: step %s is a cold sequence, yet %s %.2f%% cached (%.0f of %.0f prompt tokens, %.0f beyond what the run itself could have cached; %s): the server's caches held these prompts before the run, so the step measured cache hits, not stores and evictions. Start from cold caches: restart the server, or give each run fresh bytes (kvbench run --salt random)",
+		w.Step, who, share, w.Cached, w.Prompt, w.Beyond, w.By)
+}
+
+// Where ColdStep's Cached figures come from.
+const (
+	ByUsage    = "usage's cached tokens"
+	ByHits     = "prefix-cache hits around each request"
+	ByStepHits = "prefix-cache hits over the step"
+)
+
+// ColdCaches judges a cold step: the finding when its requests came back cached beyond their
+// reusable prefixes (each request's excess over its prefix and a block must reach WarmShare
+// of its fresh tokens), nil when they did not or nothing says.
+func ColdCaches(s ColdStep) *WarmCaches {
+	block := float64(max(s.BlockSize, 1))
+	w := WarmCaches{Step: s.Step, Of: len(s.Requests), By: s.By}
+	var perRequest bool
+	var allowance, fresh, prompt float64
+	for _, q := range s.Requests {
+		allow := float64(q.Reusable) + block
+		allowance += allow
+		fresh += float64(max(q.PromptTokens-q.Reusable, 0))
+		prompt += float64(q.PromptTokens)
+		if q.Cached == nil {
+			continue
+		}
+		perRequest = true
+		beyond := *q.Cached - allow
+		if beyond > 0 && beyond >= WarmShare*float64(q.PromptTokens-q.Reusable) {
+			w.Requests++
+			w.Cached += *q.Cached
+			w.Prompt += float64(q.PromptTokens)
+			w.Beyond += beyond
+		}
+	}
+	switch {
+	case perRequest && w.Requests > 0:
+		return &w
+	case perRequest || s.StepHits == nil || len(s.Requests) == 0:
+		return nil
+	}
+	beyond := *s.StepHits - allowance
+	if beyond <= 0 || beyond < WarmShare*fresh {
+		return nil
+	}
+	w.Requests, w.Cached, w.Prompt, w.Beyond, w.By = w.Of, *s.StepHits, prompt, beyond, ByStepHits
+	return &w
+}
+
+// warmSetupReason says why warm caches make a replay's setup unable to prove a reload.
+func warmSetupReason(ws []WarmCaches) string {
+	var parts []string
+	for i := range ws {
+		parts = append(parts, ws[i].Reason())
+	}
+	return strings.Join(parts, "; ")
+}
