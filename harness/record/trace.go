@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // KindTrace is a trace step's kind: a replay of a KV-cache trace block for block.
@@ -245,11 +246,11 @@ func TraceFinding(measured TierShares, valid bool, ideal *IdealTiers, unavailabl
 	case measured.Host == nil && measured.GPU == nil:
 		have = "the server exposes no counter that splits prompt tokens by tier"
 	case measured.Host == nil:
-		have = fmt.Sprintf("the GPU prefix cache served %s of prompt tokens; the server exposes no host-tier hit counter", percent(*measured.GPU))
+		have = fmt.Sprintf("the GPU prefix cache served %s of prompt tokens; the server exposes no host-tier hit counter", units.Share(*measured.GPU))
 	default:
-		have = fmt.Sprintf("the host tier served %s of prompt tokens", percent(*measured.Host))
+		have = fmt.Sprintf("the host tier served %s of prompt tokens", units.Share(*measured.Host))
 		if measured.GPU != nil {
-			have += fmt.Sprintf(" (the GPU prefix cache %s)", percent(*measured.GPU))
+			have += fmt.Sprintf(" (the GPU prefix cache %s)", units.Share(*measured.GPU))
 		}
 	}
 	if ideal == nil {
@@ -259,7 +260,5 @@ func TraceFinding(measured TierShares, valid bool, ideal *IdealTiers, unavailabl
 		return have + "; the ideal at the server's pool sizes is unknown: " + unavailable
 	}
 	return fmt.Sprintf("%s; an LRU host tier of its size (%d tokens) would have served %s (and an LRU GPU pool of %d tokens %s; the most any cache could serve: %s)",
-		have, ideal.HostTokens, percent(ideal.HostShare), ideal.GPUTokens, percent(ideal.GPUShare), percent(ideal.MaxHitRate))
+		have, ideal.HostTokens, units.Share(ideal.HostShare), ideal.GPUTokens, units.Share(ideal.GPUShare), units.Share(ideal.MaxHitRate))
 }
-
-func percent(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

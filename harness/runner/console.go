@@ -175,9 +175,9 @@ func traceProgressText(p events.TraceProgress) string {
 // shareText words a tier share; absent when the server does not expose its counter.
 func shareText(v *float64) string {
 	if v == nil {
-		return "absent"
+		return units.Absent
 	}
-	return fmt.Sprintf("%.1f%%", 100**v)
+	return units.Share(*v)
 }
 
 // requestDone prints a request's closing line; a trace step's requests, which come by the
