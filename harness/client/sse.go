@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -42,7 +41,7 @@ func encodeChatRequest(req ChatRequest) ([]byte, error) {
 		Model:         req.Model,
 		Messages:      req.Messages,
 		MaxTokens:     req.MaxTokens,
-		Temperature:   sentTemperature(req.Temperature),
+		Temperature:   req.Temperature,
 		Stream:        true,
 		StreamOptions: streamOptions{IncludeUsage: true},
 		IgnoreEOS:     req.IgnoreEOS,
@@ -73,14 +72,6 @@ func SentFields(req ChatRequest) (json.RawMessage, error) {
 	return encodeChatRequest(req)
 }
 
-// sentTemperature maps 0 (greedy) to the smallest positive float32, which vLLM treats as
-// greedy (below its 1e-5 epsilon): servers that drop a zero as unset then still see greedy.
-func sentTemperature(t float32) float32 {
-	if t == 0 {
-		return math.SmallestNonzeroFloat32
-	}
-	return t
-}
 
 // Event reading: a stream is read into one buffer and split into data lines by hand, so a
 // token costs a read and a scan, no allocation, and the reader knows which socket read
