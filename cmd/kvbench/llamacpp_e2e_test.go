@@ -73,6 +73,11 @@ func TestLlamaCppPromptCacheTiers(t *testing.T) {
 			if fid["compared"] != true || fid["basis"] != "text" {
 				t.Errorf("fidelity %v: llama.cpp's chat stream has no token ids, so the kept text is compared", fid)
 			}
+			// Greedy (temperature 0 sent as 0: llama.cpp samples at any positive value), the
+			// prompt state restored from the RAM cache answers exactly as the original did.
+			if fid["identical"] != true || fid["cold_twin_identical"] != true {
+				t.Errorf("fidelity %v: a greedy replay restored from host RAM must repeat its original", fid)
+			}
 			switch c.verdict {
 			case "cpu_reload":
 				if cached < 0.99*prompt || replay > cold/3 {

@@ -175,8 +175,8 @@ type ChatRequest struct {
 	Messages []prompts.Message
 	// MaxTokens bounds generated tokens, reasoning included; 0 leaves it to the server.
 	MaxTokens int
-	// Temperature 0 means greedy; it is sent as the smallest positive float32, which vLLM
-	// treats as greedy (below its 1e-5 epsilon), since some servers drop a zero as unset.
+	// Temperature 0 means greedy and is sent as 0: vLLM, SGLang, TensorRT-LLM and llama.cpp
+	// all decode greedily at 0 (llama.cpp only at <= 0: a tiny positive value would sample).
 	Temperature float32
 	// IgnoreEOS asks the server to generate exactly MaxTokens tokens, stop tokens or not
 	// (vLLM, SGLang and the simulators honour it); false leaves the field out.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -81,7 +80,7 @@ func encodeCompletionRequest(req CompletionRequest) ([]byte, error) {
 		Model:         req.Model,
 		Prompt:        prompt,
 		MaxTokens:     req.MaxTokens,
-		Temperature:   sentTemperature(req.Temperature),
+		Temperature:   req.Temperature,
 		Stream:        true,
 		StreamOptions: streamOptions{IncludeUsage: true},
 		IgnoreEOS:     req.IgnoreEOS,
@@ -107,7 +106,7 @@ func encodeChatRequest(req ChatRequest) ([]byte, error) {
 		Model:         req.Model,
 		Messages:      req.Messages,
 		MaxTokens:     req.MaxTokens,
-		Temperature:   sentTemperature(req.Temperature),
+		Temperature:   req.Temperature,
 		Stream:        true,
 		StreamOptions: streamOptions{IncludeUsage: true},
 		IgnoreEOS:     req.IgnoreEOS,
@@ -145,15 +144,6 @@ func mergeExtraBody(body []byte, extra map[string]any) ([]byte, error) {
 func SentFields(req ChatRequest) (json.RawMessage, error) {
 	req.Messages = nil
 	return encodeChatRequest(req)
-}
-
-// sentTemperature maps 0 (greedy) to the smallest positive float32, which vLLM treats as
-// greedy (below its 1e-5 epsilon): servers that drop a zero as unset then still see greedy.
-func sentTemperature(t float32) float32 {
-	if t == 0 {
-		return math.SmallestNonzeroFloat32
-	}
-	return t
 }
 
 // Event reading: a stream is read into one buffer and split into data lines by hand, so a
