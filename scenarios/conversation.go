@@ -106,6 +106,9 @@ func (s *Scenario) validateConversation(i int, bad func(key, format string, args
 	if s.defined(key + ".concurrency") {
 		bad(key+".concurrency", "a conversation step runs one request per user at a time: set users instead")
 	}
+	if st.traceFieldsSet() {
+		bad(key+".file", "file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = %q", KindTrace)
+	}
 	between := func(k string, v, lo, hi int) {
 		if v < lo || v > hi {
 			bad(key+"."+k, "must be between %d and %d (got %d)", lo, hi, v)

@@ -151,6 +151,10 @@ func (s *Scenario) applyDefaults(file string) {
 			s.conversationDefaults(st)
 			continue
 		}
+		if st.IsTrace() {
+			s.traceDefaults(st)
+			continue
+		}
 		if st.IsCurve() {
 			s.curveDefaults(st)
 			continue
@@ -313,12 +317,19 @@ func (s *Scenario) validate() []Problem {
 			s.validateConversation(i, bad)
 			continue
 		}
+		if st.IsTrace() {
+			s.validateTrace(i, bad)
+			continue
+		}
 		if st.IsCurve() {
 			s.validateCurve(i, bad)
 			continue
 		}
 		if st.Kind != "" {
-			bad(key+".kind", "%q is not a step kind (want %q or %q, or no kind for a sequence or replay)", st.Kind, KindConversation, KindReloadCurve)
+			bad(key+".kind", "%q is not a step kind (want %q, %q or %q, or no kind for a sequence or replay)", st.Kind, KindConversation, KindTrace, KindReloadCurve)
+		}
+		if st.traceFieldsSet() {
+			bad(key+".file", "file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = %q", KindTrace)
 		}
 		if st.FromTokens != 0 || !st.ToTokens.IsZero() || st.Factor != 0 {
 			bad(key+".from_tokens", "from_tokens, to_tokens and factor need kind = %q", KindReloadCurve)
@@ -355,6 +366,8 @@ func (s *Scenario) validate() []Problem {
 				bad(key+".replay.step", "%q is not an earlier step", st.Replay.Step)
 			case s.Steps[src].IsConversation():
 				bad(key+".replay.step", "%q is a conversation: its prompts are built as it runs", st.Replay.Step)
+			case s.Steps[src].IsTrace():
+				bad(key+".replay.step", "%q is a trace step: its prompts are built from the trace as it runs", st.Replay.Step)
 			case s.Steps[src].IsCurve():
 				bad(key+".replay.step", "%q is a reload curve: it replays its own prompts", st.Replay.Step)
 			case s.Steps[src].Replay != nil:

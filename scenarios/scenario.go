@@ -134,17 +134,22 @@ type Request struct {
 // Step is an ordered group of requests whose id keys its section in the record.
 type Step struct {
 	ID string `toml:"id" json:"id"`
-	// Kind is "" (a sequence, or a replay when Replay is set) or "conversation".
+	// Kind is "" (a sequence, or a replay when Replay is set), "conversation" or "trace".
 	Kind string `toml:"kind" json:"kind,omitempty"`
 	// Conversation holds a conversation step's fields (users, turns, ...).
 	Conversation
+	// TraceStep holds a trace step's fields (file, block_tokens, window, time_scale, ...).
+	TraceStep
 	// CurveStep holds a reload-curve step's fields (from_tokens, to_tokens, factor).
 	CurveStep
-	// Requests is the request count; it defaults to len(PlannedContextTokens).
+	// Requests is the request count; it defaults to len(PlannedContextTokens). A trace
+	// step's requests ends its window after that many requests (0: no limit).
 	Requests int `toml:"requests" json:"requests"`
 	// PlannedContextTokens holds one value for all requests or one per request.
 	PlannedContextTokens []int `toml:"planned_context_tokens" json:"planned_context_tokens"`
-	Concurrency          int   `toml:"concurrency" json:"concurrency"`
+	// Concurrency is the requests in flight at once; on a trace step, setting it makes a
+	// closed loop (unset: open loop at the trace's timestamps).
+	Concurrency int `toml:"concurrency" json:"concurrency"`
 	// Replay sends one earlier request again with the exact same prompt.
 	Replay *ReplayRef `toml:"replay" json:"replay,omitempty"`
 	// ColdTwin, on a replay step, turns its cold twin (the same prompt sent right after it
@@ -292,8 +297,8 @@ type PlannedRequest struct {
 
 // StepRequests lists step's requests in order.
 func (s *Scenario) StepRequests(step *Step) []PlannedRequest {
-	if step.IsConversation() {
-		return nil // built turn by turn as the answers arrive
+	if step.IsConversation() || step.IsTrace() {
+		return nil // built turn by turn as the answers arrive, or from the trace as it is read
 	}
 	if step.IsCurve() {
 		return nil // expanded into its points once the server's sizes are known

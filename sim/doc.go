@@ -42,8 +42,14 @@
 // # KV engine
 //
 // See Engine: a pool of GPU blocks with chained block hashes and an LRU free queue as in
-// vLLM's block pool, and an LRU CPU tier sized from the profile's cpu_offload_gib and stored
-// bytes per token. Decode blocks are neither hashed nor offloaded.
+// vLLM's block pool (a request's partial and decode blocks take the pool's room and are
+// freed into the same queue, tail first), and an LRU CPU tier sized from the profile's
+// cpu_offload_gib and stored bytes per token, kept as vLLM's offloading connector keeps it:
+// at lookup every block of the request the tier holds is touched (GPU hits included); a
+// request that loaded nothing offers all its whole blocks for storing, one that loaded some
+// the blocks after them; a store larger than the tier stores nothing (an allocation
+// failure); after a store the request's blocks are touched, its first the most recent.
+// Decode blocks are neither hashed nor offloaded.
 //
 // # Outputs, salts and what a reload costs
 //

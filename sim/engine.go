@@ -86,6 +86,7 @@ type Engine struct {
 	lookups    map[uint64]int  // block hash -> times looked up, for store_threshold
 	corrupt    map[uint64]bool // GPU blocks filled by a corrupted reload (fidelity.go)
 	stores     int             // store attempts, for allocation_fail_every_nth_store
+	toStore    []uint64        // storeToCPU's scratch
 	running    []*Sequence     // in admission order; the last is preempted first
 	waiting    []*Sequence
 	counters   Counters
@@ -284,7 +285,8 @@ func (e *Engine) schedule() {
 
 // tryAdmit allocates s's blocks if they fit: longest GPU prefix hit, then the CPU tier for
 // the following blocks, then new blocks for the rest. Hits stop at (tokens-1) rounded down
-// to whole blocks because the last token is always computed.
+// to whole blocks because the last token is always computed. The CPU tier is kept as vLLM's
+// offloading connector keeps it (see storeToCPU).
 func (e *Engine) tryAdmit(s *Sequence) bool {
 	bs := e.p.BlockSize
 	total := (s.numTokens + bs - 1) / bs
@@ -299,6 +301,9 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 			reclaimed++
 		}
 	}
+	// The connector's lookup first touches every block of the request the tier holds, GPU
+	// hits included (OffloadingConnectorScheduler.get_num_new_matched_tokens).
+	e.cpu.touchAll(s.hashes)
 	cpuHit := 0
 	for gpuHit+cpuHit < maxHit && e.cpu.contains(s.hashes[gpuHit+cpuHit]) {
 		cpuHit++
@@ -313,24 +318,27 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 		e.pool.ref(b)
 		s.blocks = append(s.blocks, b)
 	}
-	storedBlocks := 0
 	for i := gpuHit; i < total; i++ {
 		b := e.pool.allocate()
 		s.blocks = append(s.blocks, b)
 		if i >= len(s.hashes) {
-			continue // partial prompt block or recomputed output: neither cached nor stored
+			continue // a partial prompt block or recomputed output is not cached
 		}
 		h := s.hashes[i]
 		e.pool.register(b, h)
 		if i < gpuHit+cpuHit {
-			e.cpu.touch(h)
 			e.noteLoaded(h)
-			continue
+		} else {
+			e.noteComputed(h)
 		}
-		e.noteComputed(h)
-		if e.cpu.capacity > 0 && e.admitStore(h) && e.cpu.store(h) {
-			storedBlocks++
+	}
+	storedBlocks := 0
+	if e.cpu.capacity > 0 {
+		from := 0
+		if cpuHit > 0 {
+			from = gpuHit + cpuHit
 		}
+		storedBlocks = e.storeToCPU(s.hashes[from:], s.hashes)
 	}
 
 	c := &e.counters
@@ -583,6 +591,37 @@ func (e *Engine) admitStore(h uint64) bool {
 	return true
 }
 
+// storeToCPU writes a request's blocks offered to the CPU tier, as vLLM's offloading
+// connector stores them (vllm-project/vllm@7368908, offloading_connector.py
+// _get_reqs_to_store, and @3a04cf8 vllm/v1/kv_offload/lru_manager.py prepare_store): the
+// offered blocks are the request's whole blocks from the first when nothing was loaded, else
+// those after the loaded ones; the ones the tier lacks (and the store filters pass) are
+// stored, evicting the least recently used, unless they are more than the tier holds: then
+// none is (the manager cannot make room, counted as an allocation failure). After a store
+// all the request's blocks are touched, so its first block is the most recent. It returns
+// the blocks stored.
+func (e *Engine) storeToCPU(offered, all []uint64) int {
+	toStore := e.toStore[:0]
+	for _, h := range offered {
+		if e.admitStore(h) && !e.cpu.contains(h) {
+			toStore = append(toStore, h)
+		}
+	}
+	e.toStore = toStore
+	switch n := len(toStore); {
+	case n == 0:
+		return 0
+	case n > e.cpu.capacity:
+		e.counters.AllocationFailures++
+		return 0
+	}
+	for _, h := range toStore {
+		e.cpu.store(h)
+	}
+	e.cpu.touchAll(all)
+	return len(toStore)
+}
+
 // cpuTier is the offload tier: capacity blocks, LRU, keyed by block hash.
 type cpuTier struct {
 	capacity   int
@@ -622,6 +661,17 @@ func (c *cpuTier) touch(h uint64) {
 	if s, ok := c.slot.get(h); ok {
 		c.unlink(s)
 		c.pushFront(s)
+	}
+}
+
+// touchAll makes the blocks of hashes the tier holds the most recently used, the last first,
+// so the first ends the most recent (LRUOffloadingManager.touch walks them in reverse).
+func (c *cpuTier) touchAll(hashes []uint64) {
+	if c.capacity == 0 {
+		return
+	}
+	for i := len(hashes) - 1; i >= 0; i-- {
+		c.touch(hashes[i])
 	}
 }
 

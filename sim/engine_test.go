@@ -180,10 +180,11 @@ func TestSmallCPUTierNeverReloads(t *testing.T) {
 		e := NewEngine(engineProfile(t, 64, 32))
 		serve(t, e, syntheticPrompt(0, 320))
 		serve(t, e, syntheticPrompt(1, 320))
-		// The tier still holds prompt 0's last 12 blocks, so its recomputed 20th block is
-		// only touched, not written again.
+		// A store touches the prompt's blocks first block last, so prompt 1's 20 blocks
+		// evicted prompt 0's last 8 and the tier kept its first 12. Nothing loads, so the
+		// connector offers all 20 blocks, GPU hits included, and writes the 8 it lacks.
 		checkPrefill(t, "replay", serve(t, e, syntheticPrompt(0, 320)), PrefillResult{
-			Tokens: 320, GPUHitTokens: 304, ComputedTokens: 16,
+			Tokens: 320, GPUHitTokens: 304, ComputedTokens: 16, StoredBytes: 8 * 16 * testStoreBytes,
 		})
 		if c := e.Counters(); c.CPUToGPUBytes != 0 {
 			t.Errorf("reload with a small tier: %d bytes", c.CPUToGPUBytes)

@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register(command{name: "sweep", summary: "run a conversation step at several user counts and report the capacity within a TTFT p90", run: runSweep})
+	register(command{name: "sweep", summary: "run a conversation step at several user counts, or a trace step at several request rates, and report the capacity within a TTFT p90", run: runSweep})
 }
 
 // maxSweepLevels bounds a sweep's user counts.
@@ -26,11 +26,13 @@ const maxSweepLevels = 32
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o runOptions
-	fs := o.register("sweep", stdout, "SCENARIO --users 8,16,32,64 [--ttft-p90-ms X] [flags]",
-		"kvbench sweep chat-capacity-offload16 --endpoint http://127.0.0.1:8000/v1 --users 8,16,32,64 --ttft-p90-ms 2000")
-	usersFlag := fs.String("users", "", "user counts to run, ascending, comma-separated (e.g. 8,16,32,64)")
+	fs := o.register("sweep", stdout, "SCENARIO (--users 8,16,32,64 | --time-scales 1,0.5,0.25) [--ttft-p90-ms X] [flags]",
+		"kvbench sweep chat-capacity-offload16 --endpoint http://127.0.0.1:8000/v1 --users 8,16,32,64 --ttft-p90-ms 2000\n"+
+			"kvbench sweep my-trace.toml --trace conversation_trace.jsonl --endpoint http://127.0.0.1:8000/v1 --time-scales 1,0.5,0.25 --ttft-p90-ms 2000")
+	usersFlag := fs.String("users", "", "conversation step: user counts to run, ascending, comma-separated (e.g. 8,16,32,64)")
+	scalesFlag := fs.String("time-scales", "", "trace step (open loop): time_scale values to run, descending, so each level offers a higher request rate (e.g. 1,0.5,0.25)")
 	threshold := fs.Float64("ttft-p90-ms", 0, "TTFT p90 (ms) a level must stay within to count toward capacity; 0: report levels only")
-	stepID := fs.String("step", "", "the conversation step to sweep (default: the scenario's only one)")
+	stepID := fs.String("step", "", "the conversation or trace step to sweep (default: the scenario's only one)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -44,10 +46,6 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := runs.CheckOutputDir(o.out); err != nil {
 		return usageErrorf("sweep: --out: %w", err)
 	}
-	levels, err := parseUsers(*usersFlag)
-	if err != nil {
-		return usageErrorf("sweep: --users: %v", err)
-	}
 	if *threshold < 0 {
 		return usageErrorf("sweep: --ttft-p90-ms must not be negative")
 	}
@@ -58,9 +56,28 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := o.target.apply(sc); err != nil {
 		return err
 	}
-	idx, err := conversationStep(sc, *stepID)
+	idx, err := sweepStep(sc, *stepID)
 	if err != nil {
 		return usageError(err)
+	}
+	traceSweep := sc.Steps[idx].IsTrace()
+	var users []int
+	var scales []float64
+	switch {
+	case traceSweep && *usersFlag != "":
+		return usageErrorf("sweep: step %s is a trace step: step its request rate with --time-scales, not --users", sc.Steps[idx].ID)
+	case !traceSweep && *scalesFlag != "":
+		return usageErrorf("sweep: step %s is a conversation: step its users with --users, not --time-scales", sc.Steps[idx].ID)
+	case traceSweep && sc.Steps[idx].ClosedLoop():
+		return usageErrorf("sweep: %s: trace step %s is a closed loop (concurrency set): --time-scales steps an open loop's request rate", sc.Position(fmt.Sprintf("step[%d].concurrency", idx)), sc.Steps[idx].ID)
+	case traceSweep:
+		if scales, err = parseTimeScales(*scalesFlag); err != nil {
+			return usageErrorf("sweep: --time-scales: %v", err)
+		}
+	default:
+		if users, err = parseUsers(*usersFlag); err != nil {
+			return usageErrorf("sweep: --users: %v", err)
+		}
 	}
 	// What a level's run would refuse before sending anything (the key's variable, hosts
 	// the file names, probes) is refused before the sweep directory exists.
@@ -78,7 +95,10 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sw := &record.Sweep{
 		Schema: record.SweepSchema, ObservedAt: start.UTC().Format(time.RFC3339), Status: record.StatusCompleted,
-		Scenario: sc.Name, Step: sc.Steps[idx].ID, Kvbench: record.Kvbench{Version: kvbenchVersion()},
+		Scenario: sc.Name, Step: sc.Steps[idx].ID, Load: record.SweepUsers, Kvbench: record.Kvbench{Version: kvbenchVersion()},
+	}
+	if traceSweep {
+		sw.Load = record.SweepRequestRate
 	}
 	if *threshold > 0 {
 		sw.TTFTP90ThresholdMS = threshold
@@ -88,13 +108,20 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// gatesFailed holds each level's failed gates (the implicit one fails a step whose
 	// requests failed): the sweep goes on, and exits 3 as run would.
 	var gatesFailed []string
-	for k, n := range levels {
+	n := max(len(users), len(scales))
+	for k := range n {
 		if ctx.Err() != nil {
 			sw.Status, sw.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
 			break
 		}
-		level := withUsers(sc, idx, n, k)
-		fmt.Fprintf(consoleW, "sweep level: %d users\n", n)
+		var level *scenarios.Scenario
+		var name string
+		if traceSweep {
+			level, name = withTimeScale(sc, idx, scales[k], k), fmt.Sprintf("time_scale %g", scales[k])
+		} else {
+			level, name = withUsers(sc, idx, users[k], k), fmt.Sprintf("%d users", users[k])
+		}
+		fmt.Fprintf(consoleW, "sweep level: %s\n", name)
 		out, err := runScenario(ctx, level, lo, consoleW, stderr)
 		if err != nil && out == nil && len(sw.Levels) == 0 {
 			// Nothing was measured (the server refused or could not be reached, or a signal
@@ -107,9 +134,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				sw.Status, sw.StopReason = record.StatusInterrupted, fmt.Sprintf("interrupted at %d users: %v", n, context.Cause(ctx))
+				sw.Status, sw.StopReason = record.StatusInterrupted, fmt.Sprintf("interrupted at %s: %v", name, context.Cause(ctx))
 			} else {
-				sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%d users: %v", n, err)
+				sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%s: %v", name, err)
 			}
 			break
 		}
@@ -118,17 +145,26 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		sw.Levels = append(sw.Levels, record.SweepLevelOf(n, rel, sum, out.Record.Status, out.Record.Conversation(sw.Step), sw.TTFTP90ThresholdMS))
+		if traceSweep {
+			ts := out.Record.Trace(sw.Step)
+			var rate *float64
+			if ts != nil {
+				rate = ts.OfferedRequestsPerSecond
+			}
+			sw.Levels = append(sw.Levels, record.SweepTraceLevelOf(scales[k], rate, rel, sum, out.Record.Status, ts, sw.TTFTP90ThresholdMS))
+		} else {
+			sw.Levels = append(sw.Levels, record.SweepLevelOf(users[k], rel, sum, out.Record.Status, out.Record.Conversation(sw.Step), sw.TTFTP90ThresholdMS))
+		}
 		if out.Interrupted {
-			sw.Status, sw.StopReason = record.StatusInterrupted, fmt.Sprintf("%d users: %s", n, out.Record.StopReason)
+			sw.Status, sw.StopReason = record.StatusInterrupted, fmt.Sprintf("%s: %s", name, out.Record.StopReason)
 			break
 		}
 		if out.Failed != "" {
-			sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%d users: %s", n, out.Failed)
+			sw.Status, sw.StopReason = record.StatusFailed, fmt.Sprintf("%s: %s", name, out.Failed)
 			break
 		}
 		if err := outcomeError(out); err != nil {
-			gatesFailed = append(gatesFailed, fmt.Sprintf("%d users: %v", n, err))
+			gatesFailed = append(gatesFailed, fmt.Sprintf("%s: %v", name, err))
 		}
 	}
 	if len(sw.Levels) == 0 {
@@ -185,11 +221,33 @@ func parseUsers(s string) ([]int, error) {
 	return out, nil
 }
 
-// conversationStep finds the step to sweep: id, or the scenario's only conversation step.
-func conversationStep(sc *scenarios.Scenario, id string) (int, error) {
+// parseTimeScales reads a descending list of time scales: each level offers a higher rate.
+func parseTimeScales(s string) ([]float64, error) {
+	if s == "" {
+		return nil, fmt.Errorf("give the time scales, e.g. --time-scales 1,0.5,0.25")
+	}
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v >= scenarios.MinTimeScale && v <= scenarios.MaxTimeScale) {
+			return nil, fmt.Errorf("%q is not a time scale between %g and %g", f, scenarios.MinTimeScale, scenarios.MaxTimeScale)
+		}
+		if len(out) > 0 && v >= out[len(out)-1] {
+			return nil, fmt.Errorf("time scales must descend, so the request rate rises (%g after %g)", v, out[len(out)-1])
+		}
+		out = append(out, v)
+	}
+	if len(out) > maxSweepLevels {
+		return nil, fmt.Errorf("%d levels, at most %d", len(out), maxSweepLevels)
+	}
+	return out, nil
+}
+
+// sweepStep finds the step to sweep: id, or the scenario's only conversation or trace step.
+func sweepStep(sc *scenarios.Scenario, id string) (int, error) {
 	var found []int
 	for i := range sc.Steps {
-		if sc.Steps[i].IsConversation() && (id == "" || sc.Steps[i].ID == id) {
+		if (sc.Steps[i].IsConversation() || sc.Steps[i].IsTrace()) && (id == "" || sc.Steps[i].ID == id) {
 			found = append(found, i)
 		}
 	}
@@ -197,11 +255,11 @@ func conversationStep(sc *scenarios.Scenario, id string) (int, error) {
 	case len(found) == 1:
 		return found[0], nil
 	case id != "":
-		return 0, fmt.Errorf("%s: no conversation step %q", sc.Path, id)
+		return 0, fmt.Errorf("%s: no conversation or trace step %q", sc.Path, id)
 	case len(found) == 0:
-		return 0, fmt.Errorf("%s: no step with kind = \"conversation\" to sweep", sc.Path)
+		return 0, fmt.Errorf("%s: no step with kind = \"conversation\" or \"trace\" to sweep", sc.Path)
 	default:
-		return 0, fmt.Errorf("%s: %d conversation steps: name one with --step", sc.Path, len(found))
+		return 0, fmt.Errorf("%s: %d conversation and trace steps: name one with --step", sc.Path, len(found))
 	}
 }
 
@@ -219,6 +277,19 @@ func withUsers(sc *scenarios.Scenario, idx, n, k int) *scenarios.Scenario {
 	c.Steps = []scenarios.Step{st}
 	c.Gates = slices.DeleteFunc(slices.Clone(sc.Gates), func(g scenarios.Gate) bool { return g.Step != st.ID })
 	c.Name = fmt.Sprintf("%s-users-%d", sc.Name, n)
+	return &c
+}
+
+// withTimeScale is sc with only trace step idx, replayed at time scale x as level k, named for
+// the level; its prompts are seeded apart from the other levels' (see levelSeedStride).
+func withTimeScale(sc *scenarios.Scenario, idx int, x float64, k int) *scenarios.Scenario {
+	c := *sc
+	c.Prompt.Seed = sc.Prompt.Seed + int64(k)*levelSeedStride
+	st := sc.Steps[idx]
+	st.TimeScale = x
+	c.Steps = []scenarios.Step{st}
+	c.Gates = slices.DeleteFunc(slices.Clone(sc.Gates), func(g scenarios.Gate) bool { return g.Step != st.ID })
+	c.Name = fmt.Sprintf("%s-time-scale-%s", sc.Name, strconv.FormatFloat(x, 'f', -1, 64))
 	return &c
 }
 

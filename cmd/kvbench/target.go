@@ -26,6 +26,8 @@ type targetFlags struct {
 	apiKeyEnv  string
 	backend    string
 	trustHosts bool
+	// trace is the trace the user names for the scenario's trace steps.
+	trace string
 
 	// fileURLs are the URLs requests will go to that the scenario file named, the command
 	// line not overriding them; fileKey: the file alone named the API key's variable.
@@ -42,6 +44,7 @@ func (t *targetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.model, "model", "", "served model name (overrides target.model)")
 	fs.StringVar(&t.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (overrides target.api_key_env)")
 	fs.StringVar(&t.backend, "backend", "", "engine (metric names and evidence): "+strings.Join(engine.Names(), ", ")+" (overrides target.backend)")
+	fs.StringVar(&t.trace, "trace", "", "the Mooncake-format trace the scenario's trace steps replay (overrides step.file; read wherever it lies: a scenario may name only a trace inside its own directory)")
 	fs.BoolVar(&t.trustHosts, "trust-hosts", false, "send requests to the hosts the scenario file's target.endpoint and target.metrics name when they are not this machine (loopback); without it such a scenario is refused: name the server with --endpoint instead")
 }
 
@@ -74,6 +77,12 @@ func (t *targetFlags) apply(sc *scenarios.Scenario) error {
 	}
 	if t.backend != "" {
 		sc.Target.Backend = t.backend
+	}
+	if t.trace != "" {
+		if !sc.HasTrace() {
+			return usageErrorf("--trace %s: %s has no step with kind = \"trace\"", t.trace, sc.Path)
+		}
+		sc.UseTrace(t.trace)
 	}
 	for _, u := range append([]string{sc.Target.Endpoint}, sc.Target.Metrics...) {
 		if u != "" && !scenarios.IsHTTPURL(u) {

@@ -65,6 +65,7 @@ func runTraceAnalyze(args []string, stdout io.Writer) error {
 	var gpu, host tokenCount
 	flags.Var(&gpu, "gpu-tokens", "GPU prefix-cache size in tokens for the two-tier shares (with --host-tokens)")
 	flags.Var(&host, "host-tokens", "host-tier size in tokens for the two-tier shares (with --gpu-tokens; 0: no host tier)")
+	poolOutput := flags.Bool("pool-holds-output", false, "two tiers: the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does (the ideal a trace step's record uses)")
 	format := flags.String("format", "text", "output: text or json")
 	window := windowFlags(flags)
 	args, err := parseFlags(flags, args)
@@ -83,9 +84,11 @@ func runTraceAnalyze(args []string, stdout io.Writer) error {
 	cfg := trace.Config{BlockTokens: *blockTokens, CapacityTokens: capacities}
 	switch {
 	case gpu.set && host.set:
-		cfg.Tiers = &trace.Tiers{GPUTokens: gpu.n, HostTokens: host.n}
+		cfg.Tiers = &trace.Tiers{GPUTokens: gpu.n, HostTokens: host.n, PoolHoldsOutput: *poolOutput}
 	case gpu.set || host.set:
 		return usageErrorf("trace analyze: --gpu-tokens and --host-tokens go together (--host-tokens 0 for a server without a host tier)")
+	case *poolOutput:
+		return usageErrorf("trace analyze: --pool-holds-output needs --gpu-tokens and --host-tokens")
 	}
 	w, err := window()
 	if err != nil {

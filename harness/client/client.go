@@ -1,6 +1,7 @@
 // Package client talks to an OpenAI-compatible LLM server (vLLM first): it streams chat
-// completions and times them as docs/domain.md defines (time to first output, to
-// first visible token, end to end, decode and effective prefill rates), and it calls the
+// completions and completions (token-id or text prompts) and times them as docs/domain.md
+// defines (time to first output, to first visible token, end to end, decode and effective
+// prefill rates), and it calls the
 // server's /tokenize, /v1/models, /version and /health endpoints for preflight checks and
 // token targeting.
 //
@@ -81,8 +82,8 @@ type Client struct {
 	rootURL          string
 	apiKey           string
 	httpClient       *http.Client
-	chatURL          string
-	chatWhere        string // "post <redacted chat URL>", the prefix of chat errors
+	chat             streamEndpoint
+	completions      streamEndpoint
 	chatHeader       http.Header
 	progressInterval time.Duration
 	callTimeout      time.Duration
@@ -119,8 +120,8 @@ func New(cfg Config) *Client {
 		rootURL:          RootURL(base),
 		apiKey:           cfg.APIKey,
 		httpClient:       httpClient,
-		chatURL:          base + "/chat/completions",
-		chatWhere:        "post " + redact.URL(base) + "/chat/completions",
+		chat:             newStreamEndpoint(base, "/chat/completions"),
+		completions:      newStreamEndpoint(base, "/completions"),
 		chatHeader:       header,
 		progressInterval: interval,
 		callTimeout:      orDefault(cfg.CallTimeout, DefaultCallTimeout),
@@ -139,6 +140,14 @@ func pooledTransport() *http.Transport {
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = 4096
 	return tr
+}
+
+// streamEndpoint is a streaming route: its URL and the prefix of its errors, "post <redacted
+// URL>".
+type streamEndpoint struct{ url, where string }
+
+func newStreamEndpoint(base, path string) streamEndpoint {
+	return streamEndpoint{url: base + path, where: "post " + redact.URL(base) + path}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -188,6 +197,24 @@ type ChatRequest struct {
 	// (choices[].token_ids, which vLLM sends when the body asks with return_token_ids), each
 	// up to its cap. Off, a Result keeps only the visible answer's first AnswerCapBytes.
 	KeepOutput bool
+}
+
+// CompletionRequest is one streamed completion (POST /v1/completions): a prompt sent as it
+// is, without a chat template. Exactly one of PromptTokenIDs and PromptText is set; token ids
+// reach the server's prefix cache exactly as sent (docs/traces.md, "Block-exact prompts").
+// The other fields are ChatRequest's.
+type CompletionRequest struct {
+	Model          string
+	PromptTokenIDs []int32
+	PromptText     string
+
+	MaxTokens           int
+	Temperature         float32
+	IgnoreEOS           bool
+	MinTokens           int
+	ExtraBody           map[string]any
+	Timeout             time.Duration
+	CachedTokensDetails bool
 }
 
 // TierTokens is SGLang's sglext.cached_tokens_details: a request's cached prompt tokens by
@@ -328,45 +355,68 @@ var (
 // decoding, and once at the end (done). Nothing calls it while the server is prefilling.
 func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(Progress)) Result {
 	start := time.Now()
-	res := Result{StartedAt: start.UTC(), Model: req.Model, OutputTokensSource: OutputTokensFromCountedChunks}
 	if req.Model == "" || len(req.Messages) == 0 {
-		res.ErrorKind = ErrorKindInvalidRequest
-		res.Error = "chat request needs a model and at least one message"
-		return res
+		return invalidRequest(start, req.Model, "chat request needs a model and at least one message")
 	}
 	body, err := encodeChatRequest(req)
 	if err != nil {
-		res.ErrorKind = ErrorKindInvalidRequest
-		res.Error = c.redact(fmt.Sprintf("%s: %v", c.chatWhere, err))
-		return res
+		return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.chat.where, err)))
 	}
+	return c.streamRequest(ctx, start, c.chat, req.Model, body, req.Timeout, req.KeepOutput, progress)
+}
+
+// StreamCompletion sends req as a streamed completion (POST /v1/completions, the prompt as
+// token ids or text, no chat template) and measures it exactly as StreamChat does: the same
+// stream reader, bounds, timings and failure kinds.
+func (c *Client) StreamCompletion(ctx context.Context, req CompletionRequest, progress func(Progress)) Result {
+	start := time.Now()
+	if req.Model == "" || (len(req.PromptTokenIDs) == 0 && req.PromptText == "") {
+		return invalidRequest(start, req.Model, "completion request needs a model and a prompt")
+	}
+	body, err := encodeCompletionRequest(req)
+	if err != nil {
+		return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.completions.where, err)))
+	}
+	return c.streamRequest(ctx, start, c.completions, req.Model, body, req.Timeout, false, progress)
+}
+
+// invalidRequest is the Result of a request refused before sending.
+func invalidRequest(start time.Time, model, why string) Result {
+	return Result{StartedAt: start.UTC(), Model: model, OutputTokensSource: OutputTokensFromCountedChunks,
+		ErrorKind: ErrorKindInvalidRequest, Error: why}
+}
+
+// streamRequest posts body to the streaming route at and reads its stream into a Result,
+// timed from start; keepOutput keeps the whole output (ChatRequest.KeepOutput).
+func (c *Client) streamRequest(ctx context.Context, start time.Time, at streamEndpoint, model string, body []byte,
+	timeout time.Duration, keepOutput bool, progress func(Progress)) Result {
+	res := Result{StartedAt: start.UTC(), Model: model, OutputTokensSource: OutputTokensFromCountedChunks}
 	if progress == nil {
 		progress = func(Progress) {}
 	}
-
 	reqCtx, cancel := ctx, context.CancelFunc(func() {})
-	if req.Timeout > 0 {
-		reqCtx, cancel = context.WithTimeoutCause(ctx, req.Timeout, errRequestTimeout)
+	if timeout > 0 {
+		reqCtx, cancel = context.WithTimeoutCause(ctx, timeout, errRequestTimeout)
 	}
 	defer cancel()
 	reqCtx, cancelCause := context.WithCancelCause(reqCtx)
 	defer cancelCause(nil)
-	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval, keepOutput: req.KeepOutput}
+	acc := streamAccumulator{start: start, res: &res, progress: progress, interval: c.progressInterval, keepOutput: keepOutput}
 	progress(Progress{Phase: PhasePrefill})
 	headers := time.AfterFunc(c.headerTimeout, func() {
 		cancelCause(fmt.Errorf("%w (%s)", errHeaderTimeout, c.headerTimeout))
 	})
 	defer headers.Stop()
-	c.stream(ctx, reqCtx, cancelCause, headers, &acc, body, progress)
+	c.stream(ctx, reqCtx, cancelCause, headers, &acc, at, body, progress)
 	return res
 }
 
-// stream sends a chat request and reads its stream into acc.
+// stream sends a streaming request and reads its stream into acc.
 func (c *Client) stream(ctx, reqCtx context.Context, cancelCause context.CancelCauseFunc, headers *time.Timer,
-	acc *streamAccumulator, body []byte, progress func(Progress)) {
-	res, where := acc.res, c.chatWhere
+	acc *streamAccumulator, at streamEndpoint, body []byte, progress func(Progress)) {
+	res, where := acc.res, at.where
 	var conn net.Conn // the connection the request went on, whose reads are timed
-	httpReq, err := http.NewRequestWithContext(traceConn(reqCtx, &conn), http.MethodPost, c.chatURL, bytes.NewReader(body))
+	httpReq, err := http.NewRequestWithContext(traceConn(reqCtx, &conn), http.MethodPost, at.url, bytes.NewReader(body))
 	if err != nil {
 		res.ErrorKind = ErrorKindInvalidRequest
 		res.Error = c.redact(fmt.Sprintf("%s: %v", where, err))
@@ -378,7 +428,7 @@ func (c *Client) stream(ctx, reqCtx context.Context, cancelCause context.CancelC
 	resp, err := c.httpClient.Do(httpReq)
 	headers.Stop()
 	if err != nil {
-		c.recordOpenError(ctx, reqCtx, res, err)
+		c.recordOpenError(ctx, reqCtx, res, where, err)
 		acc.finish()
 		progress(doneProgress(res))
 		return
@@ -412,14 +462,14 @@ func (c *Client) stream(ctx, reqCtx context.Context, cancelCause context.CancelC
 	defer sse.release()
 	for {
 		now, err := sse.read(dog)
-		if c.handleEvents(sse, acc, now) {
+		if c.handleEvents(sse, acc, now, where) {
 			break
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF // the body ended before [DONE]
 			}
-			c.recordStreamError(ctx, reqCtx, res, acc.chunks, err, resp.Header.Get("Content-Type"))
+			c.recordStreamError(ctx, reqCtx, res, where, acc.chunks, err, resp.Header.Get("Content-Type"))
 			break
 		}
 	}
@@ -432,7 +482,7 @@ func (c *Client) stream(ctx, reqCtx context.Context, cancelCause context.CancelC
 
 // handleEvents takes every complete data line buffered in ev, read at now; it reports true
 // when the stream is over: [DONE], an error event or a malformed chunk.
-func (c *Client) handleEvents(ev *eventReader, acc *streamAccumulator, now time.Time) bool {
+func (c *Client) handleEvents(ev *eventReader, acc *streamAccumulator, now time.Time, where string) bool {
 	res := acc.res
 	for {
 		data, ok := ev.next()
@@ -445,17 +495,17 @@ func (c *Client) handleEvents(ev *eventReader, acc *streamAccumulator, now time.
 			return true
 		case bytes.HasPrefix(data, errorEventPrefix):
 			res.ErrorKind = ErrorKindServerError
-			res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", c.chatWhere, errorBodyMessage(data)))
+			res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, errorBodyMessage(data)))
 			return true
 		default:
 			if err := acc.add(data, now, ev.reads); err != nil {
 				res.ErrorKind = ErrorKindMalformedChunk
-				res.Error = c.redact(fmt.Sprintf("%s: malformed stream chunk %q: %v", c.chatWhere, snippet(data), err))
+				res.Error = c.redact(fmt.Sprintf("%s: malformed stream chunk %q: %v", where, snippet(data), err))
 				return true
 			}
 			if acc.serverError != "" {
 				res.ErrorKind = ErrorKindServerError
-				res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", c.chatWhere, acc.serverError))
+				res.Error = c.redact(fmt.Sprintf("%s: error in stream: %s", where, acc.serverError))
 				return true
 			}
 		}
@@ -483,8 +533,7 @@ const maxErrorBody = 1 << 20
 var errorEventPrefix = []byte(`{"error":`)
 
 // recordOpenError classifies a failure before the response headers arrived.
-func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err error) {
-	where := c.chatWhere
+func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, where string, err error) {
 	switch {
 	case ctxKind(ctx, reqCtx) != "":
 		res.ErrorKind = ctxKind(ctx, reqCtx)
@@ -499,8 +548,7 @@ func (c *Client) recordOpenError(ctx, reqCtx context.Context, res *Result, err e
 }
 
 // recordStreamError classifies a failure after the response headers arrived.
-func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, chunks int, err error, contentType string) {
-	where := c.chatWhere
+func (c *Client) recordStreamError(ctx, reqCtx context.Context, res *Result, where string, chunks int, err error, contentType string) {
 	switch {
 	case ctxKind(ctx, reqCtx) != "":
 		res.ErrorKind = ctxKind(ctx, reqCtx)

@@ -50,6 +50,30 @@ func (c *Client) Tokenize(ctx context.Context, model string, msgs []prompts.Mess
 	return Tokenization{Count: *answer.Count, MaxModelLen: answer.MaxModelLen, Tokens: answer.Tokens}, nil
 }
 
+// CountTextTokens counts the tokens of a plain prompt, as a completions endpoint takes it
+// (no chat template; special tokens added as the server adds them), through POST /tokenize
+// {"model", "prompt"} at the server root (prompts.TextTokenCounter).
+func (t *Tokenizer) CountTextTokens(ctx context.Context, text string) (int, error) {
+	t.calls.Add(1)
+	body := struct {
+		Model  string `json:"model"`
+		Prompt string `json:"prompt"`
+	}{t.model, text}
+	var answer struct {
+		Count *int `json:"count"`
+	}
+	u := t.client.rootURL + "/tokenize"
+	if err := t.client.callJSON(ctx, t.client.tokenizeTimeout, http.MethodPost, u, body, &answer); err != nil {
+		return 0, err
+	}
+	if answer.Count == nil {
+		return 0, fmt.Errorf("post %s: %w: no \"count\" in the answer", redact.URL(u), ErrBadResponse)
+	}
+	return *answer.Count, nil
+}
+
+var _ prompts.TextTokenCounter = (*Tokenizer)(nil)
+
 // Tokenizer counts tokens for one model through Client.Tokenize and counts the calls
 // it made, failed ones included. It is safe for concurrent use.
 type Tokenizer struct {

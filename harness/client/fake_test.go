@@ -54,6 +54,17 @@ func finishChunk(reason string) string {
 	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":%q,"stop_reason":null}]}`, reason)
 }
 
+// textChunk is a completion's token chunk (vLLM's text_completion object); reason "" leaves
+// finish_reason null.
+func textChunk(text, reason string) string {
+	quoted, _ := json.Marshal(text)
+	finish := "null"
+	if reason != "" {
+		finish = fmt.Sprintf("%q", reason)
+	}
+	return fmt.Sprintf(`{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,"stop_reason":null}]}`, quoted, finish)
+}
+
 // usageChunk is the last chunk of an include_usage stream; details is the raw JSON of
 // the usage's extra fields, e.g. `,"prompt_tokens_details":{"cached_tokens":5}`.
 func usageChunk(prompt, completion int, details string) string {

@@ -59,7 +59,7 @@ func keyMatch(key []byte, names []string) (index int, ok bool) {
 
 var (
 	topLevelKeys = []string{"choices", "usage", "object", "message", "sglext"}
-	choiceKeys   = []string{"delta", "finish_reason", "token_ids"}
+	choiceKeys   = []string{"delta", "finish_reason", "token_ids", "text"}
 	deltaKeys    = []string{"content", "reasoning", "reasoning_content"}
 )
 
@@ -180,6 +180,8 @@ func (s *chunkScanner) choice(choice *chunkChoice) bool {
 			ok = s.finishReason(choice)
 		case index == 2:
 			ok = s.tokenIDs(&choice.TokenIDs)
+		case index == 3:
+			ok = s.optionalString(&choice.Text)
 		default:
 			ok = s.skipValue()
 		}
@@ -267,14 +269,20 @@ func (s *chunkScanner) delta(delta *chunkDelta) bool {
 	}
 }
 
-// chunkObject is the object name of every token chunk, kept without a copy.
-const chunkObject = "chat.completion.chunk"
+// chunkObject and textObject are the object names of every chat and completion token chunk,
+// kept without a copy.
+const (
+	chunkObject = "chat.completion.chunk"
+	textObject  = "text_completion"
+)
 
-// objectName decodes the object field like optionalString, without copying the usual name.
+// objectName decodes the object field like optionalString, without copying the usual names.
 func (s *chunkScanner) objectName(dst *string) bool {
-	if s.consumeLiteral(`"` + chunkObject + `"`) {
-		*dst = chunkObject
-		return true
+	for _, name := range []string{chunkObject, textObject} {
+		if s.consumeLiteral(`"` + name + `"`) {
+			*dst = name
+			return true
+		}
 	}
 	return s.optionalString(dst)
 }

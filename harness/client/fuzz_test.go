@@ -31,6 +31,10 @@ func FuzzDecodeChunk(f *testing.F) {
 		`{"choices":[{"delta":{"content":"\ud800"}}]}`,
 		`{"choices":[{"delta":{"content":"a","reasoning":"b","reasoning_content":"c"}},{"delta":{"content":"d"}}]}`,
 		`{"object":"error","message":"boom"}`,
+		textChunk("tok", ""),
+		textChunk("", "length"),
+		`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":null,"text":"a"}]}`,
+		`{"choices":[{"Text":"a","delta":{"content":"b"}}]}`,
 		`{"usage":{"prompt_tokens":-1,"completion_tokens":1e3}}`,
 		`{"choices":[{"delta":{"content":1}}]}`,
 		`{"choices":[{"delta":{"content":"x"`,
@@ -87,7 +91,7 @@ func FuzzDecodeChunk(f *testing.F) {
 
 		var wantContent, wantReasoning int
 		for _, c := range chunk.Choices {
-			wantContent += len(c.Delta.Content)
+			wantContent += len(c.Delta.Content) + len(c.Text)
 			wantReasoning += len(c.Delta.Reasoning) + len(c.Delta.ReasoningContent)
 		}
 		if chunk.Object == "error" {
@@ -118,6 +122,7 @@ func joinedContent(chunk streamChunk) string {
 	var b strings.Builder
 	for _, c := range chunk.Choices {
 		b.WriteString(c.Delta.Content)
+		b.WriteString(c.Text)
 	}
 	return b.String()
 }
@@ -125,7 +130,7 @@ func joinedContent(chunk streamChunk) string {
 // The fast path must take vLLM's ordinary token chunks, or the per-token cost regresses.
 func TestFastDecodeTakesTokenChunks(t *testing.T) {
 	for _, line := range []string{roleChunk(), deltaChunk("content", "a \"b\"\n"), deltaChunk("reasoning", "ü"),
-		deltaChunk("reasoning_content", "x"), finishChunk("stop"),
+		deltaChunk("reasoning_content", "x"), finishChunk("stop"), textChunk(" the", ""), textChunk("", "length"),
 		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":null}`} {
 		fast, ok := fastDecodeChunk([]byte(line))
 		slow, err := slowDecodeChunk([]byte(line))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 // ReservedBodyKeys are the JSON body fields kvbench sets itself; ChatRequest.ExtraBody may
 // not name them (a scenario's extra_body is checked against the same list).
-var ReservedBodyKeys = []string{"model", "messages", "stream", "stream_options", "max_tokens",
+var ReservedBodyKeys = []string{"model", "messages", "prompt", "stream", "stream_options", "max_tokens",
 	"max_completion_tokens", "temperature", "ignore_eos", "min_tokens", "return_cached_tokens_details"}
 
 type chatBody struct {
@@ -35,6 +36,70 @@ type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
+// completionBody is a completion's JSON body; Prompt is spliced in already encoded.
+type completionBody struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt,omitempty"`
+	MaxTokens     int             `json:"max_tokens,omitempty"`
+	Temperature   float32         `json:"temperature"`
+	Stream        bool            `json:"stream"`
+	StreamOptions streamOptions   `json:"stream_options"`
+	IgnoreEOS     bool            `json:"ignore_eos,omitempty"`
+	MinTokens     int             `json:"min_tokens,omitempty"`
+
+	ReturnCachedTokensDetails bool `json:"return_cached_tokens_details,omitempty"`
+}
+
+// encodeCompletionRequest renders req's JSON body: a prompt of token ids is written as a JSON
+// list of integers, a text prompt as a JSON string; then ExtraBody's members.
+func encodeCompletionRequest(req CompletionRequest) ([]byte, error) {
+	var prompt []byte
+	switch {
+	case len(req.PromptTokenIDs) > 0 && req.PromptText != "":
+		return nil, errors.New("a completion prompt is token ids or text, not both")
+	case len(req.PromptTokenIDs) > 0:
+		prompt = make([]byte, 0, 1+7*len(req.PromptTokenIDs))
+		prompt = append(prompt, '[')
+		for i, id := range req.PromptTokenIDs {
+			if id < 0 {
+				return nil, fmt.Errorf("token id %d at %d is negative", id, i)
+			}
+			if i > 0 {
+				prompt = append(prompt, ',')
+			}
+			prompt = strconv.AppendInt(prompt, int64(id), 10)
+		}
+		prompt = append(prompt, ']')
+	case req.PromptText != "":
+		var err error
+		if prompt, err = json.Marshal(req.PromptText); err != nil {
+			return nil, err
+		}
+	}
+	body, err := json.Marshal(completionBody{
+		Model:         req.Model,
+		Prompt:        prompt,
+		MaxTokens:     req.MaxTokens,
+		Temperature:   req.Temperature,
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
+		IgnoreEOS:     req.IgnoreEOS,
+		MinTokens:     req.MinTokens,
+
+		ReturnCachedTokensDetails: req.CachedTokensDetails,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mergeExtraBody(body, req.ExtraBody)
+}
+
+// SentCompletionFields returns the JSON body req sends, without its prompt.
+func SentCompletionFields(req CompletionRequest) (json.RawMessage, error) {
+	req.PromptTokenIDs, req.PromptText = nil, ""
+	return encodeCompletionRequest(req)
+}
+
 // encodeChatRequest renders req's JSON body: kvbench's fields, then ExtraBody's members.
 func encodeChatRequest(req ChatRequest) ([]byte, error) {
 	body, err := json.Marshal(chatBody{
@@ -49,20 +114,29 @@ func encodeChatRequest(req ChatRequest) ([]byte, error) {
 
 		ReturnCachedTokensDetails: req.CachedTokensDetails,
 	})
-	if err != nil || len(req.ExtraBody) == 0 {
-		return body, err
+	if err != nil {
+		return nil, err
 	}
-	for k := range req.ExtraBody {
+	return mergeExtraBody(body, req.ExtraBody)
+}
+
+// mergeExtraBody appends extra's members to the JSON object body; a key kvbench sets itself
+// is an error.
+func mergeExtraBody(body []byte, extra map[string]any) ([]byte, error) {
+	if len(extra) == 0 {
+		return body, nil
+	}
+	for k := range extra {
 		if slices.Contains(ReservedBodyKeys, k) {
 			return nil, fmt.Errorf("extra_body may not set %q: kvbench sets it", k)
 		}
 	}
-	extra, err := json.Marshal(req.ExtraBody)
+	members, err := json.Marshal(extra)
 	if err != nil {
 		return nil, fmt.Errorf("extra_body: %w", err)
 	}
 	body = append(body[:len(body)-1], ',')
-	return append(body, extra[1:]...), nil
+	return append(body, members[1:]...), nil
 }
 
 // SentFields returns the JSON body req sends, without its messages: what a record keeps
@@ -71,7 +145,6 @@ func SentFields(req ChatRequest) (json.RawMessage, error) {
 	req.Messages = nil
 	return encodeChatRequest(req)
 }
-
 
 // Event reading: a stream is read into one buffer and split into data lines by hand, so a
 // token costs a read and a scan, no allocation, and the reader knows which socket read

@@ -10,7 +10,8 @@ import (
 	"github.com/anvil-serving/kvbench/harness/stats"
 )
 
-// streamChunk is the part of a chat.completion.chunk that kvbench reads. go-openai's own
+// streamChunk is the part of a chat.completion.chunk (or a completion's text_completion
+// chunk, whose choices carry text instead of a delta) that kvbench reads. go-openai's own
 // type drops vLLM's newer delta.reasoning, so chunks are decoded from raw JSON into this.
 type streamChunk struct {
 	Choices []chunkChoice `json:"choices"`
@@ -28,6 +29,8 @@ type streamChunk struct {
 type chunkChoice struct {
 	Delta        chunkDelta `json:"delta"`
 	FinishReason *string    `json:"finish_reason"`
+	// Text is a completion chunk's output (text_completion objects have no delta).
+	Text string `json:"text"`
 	// TokenIDs are the chunk's generated token ids (vLLM with return_token_ids).
 	TokenIDs []int `json:"token_ids"`
 }
@@ -166,7 +169,11 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 			a.keepText(choice.Delta.ReasoningContent)
 		}
 		a.keepTokenIDs(choice.TokenIDs)
-		if content := choice.Delta.Content; content != "" {
+		content := choice.Delta.Content
+		if choice.Text != "" {
+			content += choice.Text
+		}
+		if content != "" {
 			if !res.VisibleAnswer {
 				res.VisibleAnswer = true
 				res.TimeToFirstVisibleTokenMS = msSince(a.start, now)

@@ -11,23 +11,30 @@ import (
 
 // SweepResult compares two capacity sweeps level by level.
 type SweepResult struct {
-	Baseline          string       `json:"baseline"`
-	Candidate         string       `json:"candidate"`
-	Scenario          string       `json:"scenario"`
-	ThresholdMS       float64      `json:"ttft_p90_threshold_ms"`
-	Tolerance         float64      `json:"tolerance"`
-	BaselineCapacity  *int         `json:"baseline_capacity_users"`
-	CandidateCapacity *int         `json:"candidate_capacity_users"`
-	Levels            []SweepDelta `json:"levels"`
-	Regression        bool         `json:"regression"`
-	Findings          []string     `json:"findings"`
+	Baseline          string  `json:"baseline"`
+	Candidate         string  `json:"candidate"`
+	Scenario          string  `json:"scenario"`
+	ThresholdMS       float64 `json:"ttft_p90_threshold_ms"`
+	Tolerance         float64 `json:"tolerance"`
+	BaselineCapacity  *int    `json:"baseline_capacity_users"`
+	CandidateCapacity *int    `json:"candidate_capacity_users"`
+	// BaselineCapacityRate and CandidateCapacityRate are request-rate sweeps' capacities in
+	// requests per second.
+	BaselineCapacityRate  *float64     `json:"baseline_capacity_requests_per_second,omitempty"`
+	CandidateCapacityRate *float64     `json:"candidate_capacity_requests_per_second,omitempty"`
+	Load                  string       `json:"load,omitempty"`
+	Levels                []SweepDelta `json:"levels"`
+	Regression            bool         `json:"regression"`
+	Findings              []string     `json:"findings"`
 }
 
-// SweepDelta is one user count in both sweeps.
+// SweepDelta is one user count, or one request rate, in both sweeps.
 type SweepDelta struct {
-	Users          int      `json:"users"`
-	BaselineP90MS  *float64 `json:"baseline_ttft_p90_ms"`
-	CandidateP90MS *float64 `json:"candidate_ttft_p90_ms"`
+	Users             int      `json:"users,omitempty"`
+	TimeScale         *float64 `json:"time_scale,omitempty"`
+	RequestsPerSecond *float64 `json:"requests_per_second,omitempty"`
+	BaselineP90MS     *float64 `json:"baseline_ttft_p90_ms"`
+	CandidateP90MS    *float64 `json:"candidate_ttft_p90_ms"`
 	// P90Change is (candidate - baseline) / baseline; null when either is missing or the
 	// baseline is 0. Negative is faster (with a host tier as the candidate: its TTFT gain).
 	P90Change          *float64 `json:"ttft_p90_change"`
@@ -61,16 +68,21 @@ func CompareSweeps(base, cand *record.Sweep, baseName, candName string, toleranc
 			return nil, fmt.Errorf("%w: a sweep is %s: %s", ErrIncomplete, s.Status, s.StopReason)
 		}
 	}
+	if base.Load != cand.Load && !allowMismatch {
+		return nil, fmt.Errorf("%w: a sweep of %s against one of %s", ErrMismatch, loadWord(base.Load), loadWord(cand.Load))
+	}
 	th := *base.TTFTP90ThresholdMS
 	res := &SweepResult{Baseline: baseName, Candidate: candName, Scenario: base.Scenario, ThresholdMS: th, Tolerance: tolerance,
-		BaselineCapacity: base.CapacityUsers, CandidateCapacity: cand.CapacityUsers, Findings: []string{}}
-	candAt := map[int]record.SweepLevel{}
+		BaselineCapacity: base.CapacityUsers, CandidateCapacity: cand.CapacityUsers,
+		BaselineCapacityRate: base.CapacityRequestsPerSecond, CandidateCapacityRate: cand.CapacityRequestsPerSecond,
+		Load: base.Load, Findings: []string{}}
+	candAt := map[string]record.SweepLevel{}
 	for _, l := range cand.Levels {
-		candAt[l.Users] = l
+		candAt[l.Key()] = l
 	}
 	for _, b := range base.Levels {
-		d := SweepDelta{Users: b.Users, BaselineP90MS: b.TTFTMS.P90, BaselineHostShare: b.Tiers.Host, BaselineRecompute: b.Tiers.Recompute}
-		if c, ok := candAt[b.Users]; ok {
+		d := SweepDelta{Users: b.Users, TimeScale: b.TimeScale, RequestsPerSecond: b.RequestsPerSecond, BaselineP90MS: b.TTFTMS.P90, BaselineHostShare: b.Tiers.Host, BaselineRecompute: b.Tiers.Recompute}
+		if c, ok := candAt[b.Key()]; ok {
 			d.CandidateP90MS, d.CandidateHostShare, d.CandidateRecompute = c.TTFTMS.P90, c.Tiers.Host, c.Tiers.Recompute
 			if b.TTFTMS.P90 != nil && c.TTFTMS.P90 != nil && *b.TTFTMS.P90 > 0 {
 				v := (*c.TTFTMS.P90 - *b.TTFTMS.P90) / *b.TTFTMS.P90
@@ -79,32 +91,67 @@ func CompareSweeps(base, cand *record.Sweep, baseName, candName string, toleranc
 		}
 		res.Levels = append(res.Levels, d)
 	}
-	bc := base.CapacityUsers
-	if bc == nil {
+	bl, ok := base.CapacityLevel()
+	if !ok {
 		return res, nil // nothing to lose
 	}
-	cc := 0
-	if cand.CapacityUsers != nil {
-		cc = *cand.CapacityUsers
-	}
-	if cc >= *bc {
+	cl, candHas := cand.CapacityLevel()
+	if candHas && cl.LoadValue() >= bl.LoadValue() {
 		return res, nil
 	}
-	c, ok := candAt[*bc]
+	lost := capacityChange(bl, cl, candHas)
+	at := levelWords(bl)
+	c, ok := candAt[bl.Key()]
 	switch {
 	case !ok:
-		res.Findings = append(res.Findings, fmt.Sprintf("capacity %d -> %d users, and the candidate did not run the %d-user level", *bc, cc, *bc))
+		res.Findings = append(res.Findings, fmt.Sprintf("%s, and the candidate did not run the %s level", lost, at))
 		res.Regression = true
 	case c.FailedRequests > 0 || c.Status != record.StatusCompleted || c.TTFTMS.P90 == nil:
-		res.Findings = append(res.Findings, fmt.Sprintf("capacity %d -> %d users: at %d users the candidate had %d failed requests (status %s)", *bc, cc, *bc, c.FailedRequests, c.Status))
+		res.Findings = append(res.Findings, fmt.Sprintf("%s: at %s the candidate had %d failed requests (status %s)", lost, at, c.FailedRequests, c.Status))
 		res.Regression = true
 	case *c.TTFTMS.P90 > th*(1+tolerance):
-		res.Findings = append(res.Findings, fmt.Sprintf("capacity %d -> %d users: at %d users TTFT p90 is %.1f ms, beyond the %.0f ms threshold by more than %.0f%%", *bc, cc, *bc, *c.TTFTMS.P90, th, tolerance*100))
+		res.Findings = append(res.Findings, fmt.Sprintf("%s: at %s TTFT p90 is %.1f ms, beyond the %.0f ms threshold by more than %.0f%%", lost, at, *c.TTFTMS.P90, th, tolerance*100))
 		res.Regression = true
 	default:
-		res.Findings = append(res.Findings, fmt.Sprintf("capacity %d -> %d users, but at %d users TTFT p90 is %.1f ms, within %.0f%% of the %.0f ms threshold: noise, not a regression", *bc, cc, *bc, *c.TTFTMS.P90, tolerance*100, th))
+		res.Findings = append(res.Findings, fmt.Sprintf("%s, but at %s TTFT p90 is %.1f ms, within %.0f%% of the %.0f ms threshold: noise, not a regression", lost, at, *c.TTFTMS.P90, tolerance*100, th))
 	}
 	return res, nil
+}
+
+// capacityChange words a capacity that fell: "capacity 32 -> 16 users" (0 when the
+// candidate has none, as before rates were swept), "capacity 8.3 requests/s (time_scale 0.5)
+// -> none".
+func capacityChange(base, cand record.SweepLevel, candHas bool) string {
+	if base.TimeScale == nil {
+		users := 0
+		if candHas {
+			users = cand.Users
+		}
+		return fmt.Sprintf("capacity %d -> %d users", base.Users, users)
+	}
+	to := "none"
+	if candHas {
+		to = levelWords(cand)
+	}
+	return fmt.Sprintf("capacity %s -> %s", levelWords(base), to)
+}
+
+// levelWords names a level: "32 users", "4.2 requests/s (time_scale 0.5)".
+func levelWords(l record.SweepLevel) string {
+	switch {
+	case l.TimeScale == nil:
+		return fmt.Sprintf("%d users", l.Users)
+	case l.RequestsPerSecond == nil:
+		return fmt.Sprintf("time_scale %g", *l.TimeScale)
+	}
+	return fmt.Sprintf("%.3g requests/s (time_scale %g)", *l.RequestsPerSecond, *l.TimeScale)
+}
+
+func loadWord(load string) string {
+	if load == record.SweepRequestRate {
+		return "request rates"
+	}
+	return "user counts"
 }
 
 // WriteText prints the comparison as a table.
@@ -115,18 +162,48 @@ func (r *SweepResult) WriteText(w io.Writer) error {
 // writeText writes what WriteText writes.
 func (r *SweepResult) writeText(w io.Writer) {
 	fmt.Fprintf(w, "sweep %s: baseline %s, candidate %s (TTFT p90 threshold %.0f ms)\n", r.Scenario, r.Baseline, r.Candidate, r.ThresholdMS)
-	fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", "users", "base p90 ms", "cand p90 ms", "change", "base host", "cand host", "base recmp", "cand recmp")
+	fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", r.loadHeader(), "base p90 ms", "cand p90 ms", "change", "base host", "cand host", "base recmp", "cand recmp")
 	for _, l := range r.Levels {
-		fmt.Fprintf(w, "%6d  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", l.Users, units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
+		fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", l.load(), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
 			units.Percent(l.BaselineHostShare), units.Percent(l.CandidateHostShare), units.Percent(l.BaselineRecompute), units.Percent(l.CandidateRecompute))
 	}
-	fmt.Fprintf(w, "capacity: %s -> %s users\n", units.Int(r.BaselineCapacity), units.Int(r.CandidateCapacity))
+	fmt.Fprintf(w, "capacity: %s\n", r.capacityLine())
 	for _, f := range r.Findings {
 		fmt.Fprintf(w, "  %s\n", f)
 	}
 	if r.Regression {
 		fmt.Fprintln(w, "REGRESSION")
 	}
+}
+
+func rate(p *float64) string {
+	if p == nil {
+		return units.Absent
+	}
+	return fmt.Sprintf("%.3g", *p)
+}
+
+// capacityLine is the two capacities: "16 -> 32 users", "2.1 -> 4.2 requests/s".
+func (r *SweepResult) capacityLine() string {
+	if r.Load == record.SweepRequestRate {
+		return fmt.Sprintf("%s -> %s requests/s", rate(r.BaselineCapacityRate), rate(r.CandidateCapacityRate))
+	}
+	return fmt.Sprintf("%s -> %s users", units.Int(r.BaselineCapacity), units.Int(r.CandidateCapacity))
+}
+
+func (r *SweepResult) loadHeader() string {
+	if r.Load == record.SweepRequestRate {
+		return "req/s"
+	}
+	return "users"
+}
+
+// load is the level's users or request rate.
+func (d SweepDelta) load() string {
+	if d.TimeScale == nil {
+		return fmt.Sprint(d.Users)
+	}
+	return rate(d.RequestsPerSecond)
 }
 
 // WriteMarkdown prints the comparison as a Markdown table (for a CI job summary).
@@ -136,11 +213,11 @@ func (r *SweepResult) WriteMarkdown(w io.Writer) error {
 
 // writeMarkdown writes what WriteMarkdown writes.
 func (r *SweepResult) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "### kvbench sweep %s: capacity %s -> %s users (TTFT p90 within %.0f ms)\n\n", r.Scenario, units.Int(r.BaselineCapacity), units.Int(r.CandidateCapacity), r.ThresholdMS)
-	fmt.Fprintln(w, "| users | baseline p90 ms | candidate p90 ms | change | baseline host | candidate host | baseline recompute | candidate recompute |")
+	fmt.Fprintf(w, "### kvbench sweep %s: capacity %s (TTFT p90 within %.0f ms)\n\n", r.Scenario, r.capacityLine(), r.ThresholdMS)
+	fmt.Fprintf(w, "| %s | baseline p90 ms | candidate p90 ms | change | baseline host | candidate host | baseline recompute | candidate recompute |\n", r.loadHeader())
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, l := range r.Levels {
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", l.Users, units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.load(), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
 			units.Percent(l.BaselineHostShare), units.Percent(l.CandidateHostShare), units.Percent(l.BaselineRecompute), units.Percent(l.CandidateRecompute))
 	}
 	fmt.Fprintln(w)

@@ -1,7 +1,9 @@
 package compare
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -76,5 +78,46 @@ func TestSweepP90Change(t *testing.T) {
 	}
 	if c := res.Levels[1].P90Change; c == nil || *c != 0.5 {
 		t.Errorf("16 users: change %v, want +50%%", c)
+	}
+}
+
+func rateSweepOf(p90s ...float64) *record.Sweep {
+	th := 100.0
+	s := &record.Sweep{Schema: record.SweepSchema, Status: record.StatusCompleted, Scenario: "trace", Step: "load", Load: record.SweepRequestRate, TTFTP90ThresholdMS: &th}
+	for i, p := range p90s {
+		v, scale := p, 1/float64(int(1)<<i)
+		rate := 10 / scale
+		s.Levels = append(s.Levels, record.SweepTraceLevelOf(scale, &rate, "", "", record.StatusCompleted,
+			&record.TraceSection{Requests: 10, TTFTMS: record.Percentiles{N: 10, P90: &v}, CountersValid: true}, &th))
+	}
+	s.Decide()
+	return s
+}
+
+// TestCompareRequestRateSweeps: two trace sweeps compare level by level by time scale, and
+// the capacity the tier adds is in requests per second.
+func TestCompareRequestRateSweeps(t *testing.T) {
+	on, off := rateSweepOf(20, 40, 300), rateSweepOf(60, 400, 900)
+	res, err := CompareSweeps(off, on, "off", "on", DefaultTolerance, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Regression || *res.BaselineCapacityRate != 10 || *res.CandidateCapacityRate != 20 || res.Levels[1].TimeScale == nil || *res.Levels[1].P90Change > -0.85 {
+		t.Fatalf("gain: %+v", res)
+	}
+	res, err = CompareSweeps(on, off, "on", "off", DefaultTolerance, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Regression || len(res.Findings) != 1 || res.Findings[0] != "capacity 20 requests/s (time_scale 0.5) -> 10 requests/s (time_scale 1): at 20 requests/s (time_scale 0.5) TTFT p90 is 400.0 ms, beyond the 100 ms threshold by more than 10%" {
+		t.Fatalf("loss: %+v", res)
+	}
+	var b bytes.Buffer
+	res.WriteText(&b)
+	if !strings.Contains(b.String(), "capacity: 20 -> 10 requests/s") || !strings.Contains(b.String(), " req/s   base p90 ms") {
+		t.Errorf("text:\n%s", b.String())
+	}
+	if _, err := CompareSweeps(on, sweepOf(20, 40), "on", "users", DefaultTolerance, false); !errors.Is(err, ErrMismatch) {
+		t.Errorf("a rate sweep against a users sweep: %v", err)
 	}
 }

@@ -120,7 +120,14 @@ type Definition struct {
 	// token ids (vLLM's return_token_ids: choices[].token_ids); "" where none is known to
 	// exist, and outputs are then compared as text.
 	TokenIDsField string
-	profile       func() metrics.Profile
+	// TextPromptsOnly: the engine's /v1/completions takes no list of token ids, so a trace
+	// step sends text blocks there (checked with /tokenize at preflight). Every engine
+	// kvbench knows takes token ids (docs/traces.md, "Block-exact prompts on the wire").
+	TextPromptsOnly bool
+	// NoIgnoreEOS: the engine's completions request has no ignore_eos field, so a trace
+	// step's requests may stop before their output_length. Every engine kvbench knows has it.
+	NoIgnoreEOS bool
+	profile     func() metrics.Profile
 }
 
 // MetricsDialect is one upstream shape of an engine's exposition, recognised from a scrape,
@@ -341,6 +348,15 @@ func (d *Definition) Connect(chat *client.Client, callTimeout time.Duration) *Se
 
 // TokenCounter counts prompts for model in the engine's /tokenize dialect.
 func (s *Server) TokenCounter(model string) prompts.TokenCounter {
+	if s.ids != nil {
+		return s.ids
+	}
+	return s.chat.Tokenizer(model)
+}
+
+// TextTokenCounter counts plain prompts for model (no chat template), in the engine's
+// /tokenize dialect: what a completions endpoint makes of a text prompt.
+func (s *Server) TextTokenCounter(model string) prompts.TextTokenCounter {
 	if s.ids != nil {
 		return s.ids
 	}

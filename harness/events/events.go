@@ -58,6 +58,23 @@ type RequestProgress struct {
 	Elapsed time.Duration
 }
 
+// TraceProgress is a live report on a trace step, sent as its requests finish (at most a few
+// times a second) and once at its end; only the console shows it.
+type TraceProgress struct {
+	Step string
+	// Done of Total requests have finished, Failed of them with an error; InFlight are sent
+	// and not finished.
+	Done, Total, Failed, InFlight int
+	// LagP50MS and LagP99MS are the dispatch lag so far: how late requests went out.
+	LagP50MS, LagP99MS float64
+	// Tiers is how the step's prompt tokens were served so far, from the latest scrape
+	// (shares null where a counter is absent or no scrape came yet).
+	Tiers   record.TierShares
+	Elapsed time.Duration
+	// Final marks the report at the step's end.
+	Final bool
+}
+
 // RequestDone: a request finished with everything measured about it (a replay's verdict
 // decided). It is the request's durable moment: the run directory journals it at once.
 type RequestDone struct {
@@ -83,6 +100,7 @@ type RunDone struct {
 func (Note) event()            {}
 func (StepStarted) event()     {}
 func (RequestProgress) event() {}
+func (TraceProgress) event()   {}
 func (RequestDone) event()     {}
 func (StepDone) event()        {}
 func (RunDone) event()         {}

@@ -63,6 +63,21 @@ func (c *TokenClient) TokenIDs(ctx context.Context, msgs []prompts.Message) ([]i
 	return tok.Tokens, nil
 }
 
+// CountTextTokens counts the tokens a plain prompt becomes on a completions endpoint, no
+// template applied (prompts.TextTokenCounter): POST /tokenize with special tokens added, as
+// the completion path adds them.
+func (c *TokenClient) CountTextTokens(ctx context.Context, text string) (int, error) {
+	c.calls.Add(1)
+	var tok struct {
+		Tokens []int `json:"tokens"`
+	}
+	body := map[string]any{"content": text, "add_special": true, "parse_special": false}
+	if err := c.post(ctx, "/tokenize", body, &tok); err != nil {
+		return 0, err
+	}
+	return len(tok.Tokens), nil
+}
+
 // Calls returns how many CountTokens and TokenIDs calls were made; each costs two HTTP
 // requests.
 func (c *TokenClient) Calls() int64 { return c.calls.Load() }

@@ -25,6 +25,8 @@ type Step struct {
 	Step     *scenarios.Step `json:"-"`
 	ID       string          `json:"id"`
 	Requests []Request       `json:"requests"`
+	// Trace is a trace step's plan, read from its trace; its requests are built as it runs.
+	Trace *TracePlan `json:"trace,omitempty"`
 }
 
 // Replay is the capacity math of one replay step.
@@ -76,10 +78,19 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 	if counter != nil {
 		p.TokenCounting = prompts.CountedByServer
 	}
+	def, err := engine.ByName(sc.Target.Backend)
+	if err != nil {
+		return nil, err
+	}
 	built := map[int]prompts.Prompt{} // by ordinal: a replay reuses the original's prompt
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
 		sp := Step{Step: st, ID: st.ID}
+		if st.IsTrace() {
+			if sp.Trace, err = ScanTrace(sc, i, def); err != nil {
+				return nil, err
+			}
+		}
 		for _, pr := range sc.StepRequests(st) {
 			prompt, ok := built[pr.Ordinal]
 			if !ok {
@@ -94,10 +105,6 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 		p.Steps = append(p.Steps, sp)
 	}
 	p.PrefixCountCalls = b.PrefixCountCalls()
-	def, err := engine.ByName(sc.Target.Backend)
-	if err != nil {
-		return nil, err
-	}
 	p.Replays = AssessReplays(sc, ScenarioSetup(sc, def), p.Tokens(), p.TokenCounting)
 	return p, nil
 }
@@ -167,6 +174,10 @@ func Check(ctx context.Context, sc *scenarios.Scenario) error {
 		return fmt.Errorf("%s: target.backend: %w", sc.Position("target.backend"), err)
 	}
 	if _, err := Make(ctx, sc, nil); err != nil {
+		var te *TraceError
+		if errors.As(err, &te) {
+			return err // it names the scenario's line and the trace's
+		}
 		key := "step"
 		if errors.Is(err, prompts.ErrTooSmall) && strings.Contains(err.Error(), "shared prefix") {
 			key = "prompt.shared_prefix_tokens"

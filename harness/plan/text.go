@@ -43,21 +43,26 @@ func (p *Plan) writeText(w io.Writer) {
 		fmt.Fprintf(w, "shared prefix: %d tokens planned, %d counted, sha256 %s (mode %s, seed %d%s)\n\n",
 			sc.Prompt.SharedPrefixTokens, pr.SharedPrefixTokens, pr.SharedPrefixSHA256, sc.Prompt.Mode, sc.Prompt.Seed, salt)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "STEP\tREQ\tPROMPT\tPLANNED\tTOKENS\tCALLS\tIDENTITY (sha256)\t")
-	for _, st := range p.Steps {
-		for _, r := range st.Requests {
-			note := ""
-			if r.Replay {
-				note = fmt.Sprintf("  replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
-			} else if r.Prompt.TokenCounting == prompts.CountedByServer && !r.Prompt.WithinTolerance {
-				note = fmt.Sprintf("  off plan by more than %d tokens", r.Prompt.ToleranceTokens)
+	if p.requestCount() > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "STEP\tREQ\tPROMPT\tPLANNED\tTOKENS\tCALLS\tIDENTITY (sha256)\t")
+		for _, st := range p.Steps {
+			for _, r := range st.Requests {
+				note := ""
+				if r.Replay {
+					note = fmt.Sprintf("  replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
+				} else if r.Prompt.TokenCounting == prompts.CountedByServer && !r.Prompt.WithinTolerance {
+					note = fmt.Sprintf("  off plan by more than %d tokens", r.Prompt.ToleranceTokens)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", st.ID, r.IndexInStep, r.Ordinal, r.PlannedTokens, r.Prompt.Tokens, r.Prompt.CountCalls, r.Prompt.Identity, note)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", st.ID, r.IndexInStep, r.Ordinal, r.PlannedTokens, r.Prompt.Tokens, r.Prompt.CountCalls, r.Prompt.Identity, note)
 		}
+		tw.Flush()
 	}
-	tw.Flush()
 	for _, st := range p.Steps {
+		if t := st.Trace; t != nil {
+			t.WriteText(w, st)
+		}
 		if c := st.Step; c.IsConversation() {
 			fmt.Fprintf(w, "\nconversation %s: %d users x %d turns, %d-token shared system prompt, %d new tokens a turn, up to %d max_tokens an answer carried into the next turn; the last turn resends about %d tokens (built as the answers arrive, estimated)\n",
 				st.ID, c.Users, c.Turns, c.SystemPromptTokens, c.TurnTokens, sc.MaxTokensFor(c), sc.ConversationTokens(c))
@@ -76,6 +81,30 @@ func (p *Plan) writeText(w io.Writer) {
 	}
 	for _, warning := range p.Warnings {
 		fmt.Fprintf(w, "\nwarning: %s\n", warning)
+	}
+}
+
+// requestCount is how many requests the plan built up front (trace and conversation steps
+// build theirs as they run).
+func (p *Plan) requestCount() int {
+	n := 0
+	for _, st := range p.Steps {
+		n += len(st.Requests)
+	}
+	return n
+}
+
+// WriteText prints what a trace step will send.
+func (t *TracePlan) WriteText(w io.Writer, st Step) {
+	c := st.Step
+	fmt.Fprintf(w, "\ntrace %s: %d requests from %s (named by the %s, sha256 %s), %s; %d dropped over max_input_tokens\n",
+		st.ID, t.Requests, t.File, t.NamedBy, t.SHA256, t.Window, t.Dropped)
+	fmt.Fprintf(w, "  %d prompt tokens in blocks of %d, %d output tokens asked (output_length, at least 1 each), the longest request %d tokens; prompts as %s\n",
+		t.PromptTokens, t.BlockTokens, t.OutputTokens, t.LongestRequestTokens, t.PromptForm)
+	if c.ClosedLoop() {
+		fmt.Fprintf(w, "  closed loop: in trace order, %d in flight\n", c.Concurrency)
+	} else {
+		fmt.Fprintf(w, "  open loop: at the trace's timestamps x %g, %.1f s of trace time in %.1f s\n", c.TimeScale, t.SpanSeconds, t.SpanSeconds*c.TimeScale)
 	}
 }
 

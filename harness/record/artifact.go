@@ -67,6 +67,8 @@ type StepArtifact struct {
 	Samples       *Samples  `json:"samples,omitempty"`
 	// Conversation is a conversation step's counter series.
 	Conversation *ConversationTrace `json:"conversation,omitempty"`
+	// Trace is a trace step's trace, window, series and ideal reference.
+	Trace *TraceReplay `json:"trace,omitempty"`
 }
 
 // Request is one sent request with everything measured about it; a journal line is one.
@@ -88,6 +90,8 @@ type Request struct {
 	Samples *Samples `json:"samples,omitempty"`
 	Verdict *Verdict `json:"verdict,omitempty"` // replays only
 	Turn    *Turn    `json:"turn,omitempty"`    // conversations only
+	// Trace is a trace step's request as the trace gave it, with when it was sent.
+	Trace *TraceRequest `json:"trace,omitempty"`
 	// Replica is the replica whose counters moved around this request (the one that served
 	// it); omitted when the server has one replica or the request was not isolated.
 	Replica *Replica `json:"replica,omitempty"`

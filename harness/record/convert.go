@@ -44,6 +44,12 @@ func PromptOf(p prompts.Prompt) Prompt {
 		Identity: p.Identity, ExpectedAnswer: p.ExpectedAnswer, Shape: p.Shape}
 }
 
+// BlockDeviationOf is a text-form block measurement as the record keeps it.
+func BlockDeviationOf(d prompts.BlockDeviation) *BlockDeviation {
+	return &BlockDeviation{Blocks: d.Blocks, BlockTokens: d.BlockTokens, AddedTokens: d.AddedTokens, ExactBlocks: d.ExactBlocks,
+		MeanAbsDeviation: d.MeanAbsDeviation, MaxAbsDeviation: d.MaxAbsDeviation, JoinDeviation: d.JoinDeviation}
+}
+
 // ReplayRefOf is a scenario's replay reference as the record keeps it.
 func ReplayRefOf(r *scenarios.ReplayRef) *ReplayRef {
 	if r == nil {

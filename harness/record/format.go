@@ -34,6 +34,8 @@ func (r *Run) writeSummary(w io.Writer) {
 			}
 			fmt.Fprintf(tw, "%s\t1\t%d\t%s\t%s\t%s\t%s\t%s\n", sec.Step, failed, units.Count(s.GPUToCPUBytesDelta), s.Verdict,
 				units.Fraction(s.CachedFraction), units.MS(s.TimeToFirstOutputMS), s.SetupValid)
+		} else if s := sec.Trace; s != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t-\t-\tp90 %s\t-\n", sec.Step, s.Requests, s.FailedRequests, units.Count(s.StoreBytesDelta), units.MS(s.TTFTMS.P90))
 		}
 	}
 	tw.Flush()
@@ -41,6 +43,9 @@ func (r *Run) writeSummary(w io.Writer) {
 	for _, sec := range r.Sections {
 		if s := sec.Replay; s != nil && s.Interpretation != "" {
 			fmt.Fprintf(w, "%s: %s\n", sec.Step, s.Interpretation)
+		}
+		if s := sec.Trace; s != nil {
+			fmt.Fprintf(w, "%s: %s\n", sec.Step, s.Finding)
 		}
 	}
 	for _, g := range r.Gates {

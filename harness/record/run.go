@@ -56,20 +56,24 @@ type Run struct {
 	repeated bool
 }
 
-// Section is one step's section: exactly one of Sequence, Replay and Conversation is set.
+// Section is one step's section: exactly one of Sequence, Replay, Conversation and Trace is
+// set.
 type Section struct {
 	Step         string
 	Sequence     *SequenceSection
 	Replay       *ReplaySection
 	Conversation *ConversationSection
+	Trace        *TraceSection
 }
 
 func (s Section) value() any {
-	if s.Replay != nil {
+	switch {
+	case s.Replay != nil:
 		return s.Replay
-	}
-	if s.Conversation != nil {
+	case s.Conversation != nil:
 		return s.Conversation
+	case s.Trace != nil:
+		return s.Trace
 	}
 	return s.Sequence
 }
@@ -207,6 +211,8 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 		s := Section{Step: id}
 		if r.isConversation(id) {
 			err = json.Unmarshal(raw, &s.Conversation)
+		} else if r.isTrace(id) {
+			err = json.Unmarshal(raw, &s.Trace)
 		} else if r.isReplay(id, raw) {
 			err = json.Unmarshal(raw, &s.Replay)
 		} else {
@@ -246,6 +252,23 @@ func (r *Run) isConversation(id string) bool {
 	}
 	st := r.Scenario.StepByID(id)
 	return st != nil && st.IsConversation()
+}
+
+// isTrace reports whether the scenario's step id is a trace step.
+func (r *Run) isTrace(id string) bool {
+	if r.Scenario == nil {
+		return false
+	}
+	st := r.Scenario.StepByID(id)
+	return st != nil && st.IsTrace()
+}
+
+// Trace returns step id's trace section, or nil.
+func (r *Run) Trace(id string) *TraceSection {
+	if s := r.Section(id); s != nil {
+		return s.Trace
+	}
+	return nil
 }
 
 // Conversation returns step id's conversation section, or nil.

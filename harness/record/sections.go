@@ -168,6 +168,9 @@ func BuildSections(steps []Step, artifacts []string) []Section {
 		case KindConversation:
 			cs := ConversationOf(st, artifact)
 			s.Conversation = &cs
+		case KindTrace:
+			ts := TraceOf(st, artifact)
+			s.Trace = &ts
 		default:
 			ss := sequenceSection(st, artifact)
 			s.Sequence = &ss

@@ -3,7 +3,6 @@ package record
 import (
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/anvil-serving/kvbench/harness/textout"
 	"github.com/anvil-serving/kvbench/harness/units"
@@ -12,9 +11,16 @@ import (
 // SweepSchema is the schema of sweep.json, the record of a capacity sweep.
 const SweepSchema = "anvil-serving.kvbench-sweep/v1"
 
+// What a sweep's levels step.
+const (
+	SweepUsers       = "users"        // a conversation step's users
+	SweepRequestRate = "request_rate" // a trace step's request rate, through its time_scale
+)
+
 // Sweep is a capacity sweep (kvbench sweep): one conversation step run at several user
-// counts, each level a run directory of its own under the sweep's directory, and the highest
-// user count whose TTFT p90 stayed within the threshold.
+// counts, or one trace step at several request rates (time_scale), each level a run
+// directory of its own under the sweep's directory, and the highest load whose TTFT p90
+// stayed within the threshold.
 type Sweep struct {
 	Schema     string `json:"schema"`
 	ObservedAt string `json:"observed_at"`
@@ -22,20 +28,31 @@ type Sweep struct {
 	StopReason string `json:"stop_reason,omitempty"`
 	Scenario   string `json:"scenario"`
 	Step       string `json:"step"`
+	// Load is what the levels step: users (also when absent, as in older records) or
+	// request_rate.
+	Load string `json:"load,omitempty"`
 	// TTFTP90ThresholdMS is the TTFT p90 a level must stay within; null: none was given,
 	// and the sweep reports no capacity.
 	TTFTP90ThresholdMS *float64     `json:"ttft_p90_threshold_ms"`
 	Levels             []SweepLevel `json:"levels"`
 	// CapacityUsers is the highest user count within the threshold; null when no level
 	// was, or there is no threshold.
-	CapacityUsers  *int    `json:"capacity_users"`
-	CapacityReason string  `json:"capacity_reason"`
-	Kvbench        Kvbench `json:"kvbench"`
+	CapacityUsers *int `json:"capacity_users"`
+	// CapacityTimeScale and CapacityRequestsPerSecond are a request-rate sweep's: the level
+	// at the highest rate within the threshold.
+	CapacityTimeScale         *float64 `json:"capacity_time_scale,omitempty"`
+	CapacityRequestsPerSecond *float64 `json:"capacity_requests_per_second,omitempty"`
+	CapacityReason            string   `json:"capacity_reason"`
+	Kvbench                   Kvbench  `json:"kvbench"`
 }
 
-// SweepLevel is one user count of a sweep.
+// SweepLevel is one user count, or one request rate, of a sweep.
 type SweepLevel struct {
-	Users int `json:"users"`
+	Users int `json:"users,omitempty"`
+	// TimeScale is a request-rate level's time_scale, and RequestsPerSecond the rate it
+	// offers: the window's requests over its trace time x time_scale (null for one request).
+	TimeScale         *float64 `json:"time_scale,omitempty"`
+	RequestsPerSecond *float64 `json:"requests_per_second,omitempty"`
 	// Run is the level's run directory, relative to the sweep's; RunSHA256 its run.json's.
 	Run            string      `json:"run"`
 	RunSHA256      string      `json:"run_sha256"`
@@ -45,7 +62,12 @@ type SweepLevel struct {
 	TTFTMS         Percentiles `json:"time_to_first_output_ms"`
 	Tiers          TierShares  `json:"tiers"`
 	Preemptions    *float64    `json:"preemptions"`
-	CountersValid  bool        `json:"counters_valid"`
+	// DispatchLagMS is a request-rate level's dispatch lag: a client that fell behind the
+	// trace offered less than the rate.
+	DispatchLagMS *Percentiles `json:"dispatch_lag_ms,omitempty"`
+	// IdealHostShare is a request-rate level's ideal host share at the server's pool sizes.
+	IdealHostShare *float64 `json:"ideal_host_share,omitempty"`
+	CountersValid  bool     `json:"counters_valid"`
 	// WithinThreshold: the level completed with no failed request and its TTFT p90 is at
 	// most the threshold; null when there is no threshold.
 	WithinThreshold *bool `json:"within_threshold"`
@@ -65,41 +87,119 @@ func SweepLevelOf(users int, run, sum, status string, cs *ConversationSection, t
 	return l
 }
 
-// Decide sets the sweep's capacity: the highest user count within the threshold. A level
-// above it that also passes does not raise it past a failing level below (capacity is where
-// the server still keeps up as load grows).
+// SweepTraceLevelOf summarizes a request-rate level from its run's trace section: rate is
+// the rate the level offers (nil when unknown).
+func SweepTraceLevelOf(timeScale float64, rate *float64, run, sum, status string, ts *TraceSection, threshold *float64) SweepLevel {
+	l := SweepLevel{TimeScale: &timeScale, RequestsPerSecond: rate, Run: run, RunSHA256: sum, Status: status}
+	if ts != nil {
+		l.Requests, l.FailedRequests = ts.Requests, ts.FailedRequests
+		l.TTFTMS, l.Tiers, l.Preemptions, l.CountersValid = ts.TTFTMS, ts.Tiers, ts.Preemptions, ts.CountersValid
+		lag := ts.DispatchLagMS
+		l.DispatchLagMS = &lag
+		if ts.Ideal != nil {
+			v := ts.Ideal.HostShare
+			l.IdealHostShare = &v
+		}
+	}
+	if threshold != nil {
+		ok := ts != nil && status == StatusCompleted && l.FailedRequests == 0 && l.TTFTMS.P90 != nil && *l.TTFTMS.P90 <= *threshold
+		l.WithinThreshold = &ok
+	}
+	return l
+}
+
+// name words the level's load: "16 users", or "4.2 requests/s (time_scale 0.5)".
+func (l SweepLevel) name() string {
+	if l.TimeScale == nil {
+		return fmt.Sprintf("%d users", l.Users)
+	}
+	if l.RequestsPerSecond == nil {
+		return fmt.Sprintf("time_scale %g", *l.TimeScale)
+	}
+	return fmt.Sprintf("%.3g requests/s (time_scale %g)", *l.RequestsPerSecond, *l.TimeScale)
+}
+
+// Key names the level's load so the same level of two sweeps is found: its users, or its
+// time_scale.
+func (l SweepLevel) Key() string {
+	if l.TimeScale == nil {
+		return fmt.Sprintf("users=%d", l.Users)
+	}
+	return fmt.Sprintf("time_scale=%g", *l.TimeScale)
+}
+
+// LoadValue orders levels by load: users, or 1/time_scale (a smaller time_scale offers more).
+func (l SweepLevel) LoadValue() float64 {
+	if l.TimeScale == nil {
+		return float64(l.Users)
+	}
+	return 1 / *l.TimeScale
+}
+
+// CapacityLevel is the level at the sweep's capacity; false when there is none.
+func (s *Sweep) CapacityLevel() (SweepLevel, bool) {
+	i := s.capacityIndex()
+	if i < 0 {
+		return SweepLevel{}, false
+	}
+	return s.Levels[i], true
+}
+
+// capacityIndex is the last level within the threshold before the first that is not; -1
+// when the first is not, or there is no threshold.
+func (s *Sweep) capacityIndex() int {
+	if s.TTFTP90ThresholdMS == nil {
+		return -1
+	}
+	at := -1
+	for i, l := range s.Levels {
+		if l.WithinThreshold == nil || !*l.WithinThreshold {
+			break
+		}
+		at = i
+	}
+	return at
+}
+
+// Decide sets the sweep's capacity: the highest load within the threshold. A level above it
+// that also passes does not raise it past a failing level below (capacity is where the
+// server still keeps up as load grows).
 func (s *Sweep) Decide() {
-	s.CapacityUsers = nil
+	s.CapacityUsers, s.CapacityTimeScale, s.CapacityRequestsPerSecond = nil, nil, nil
 	if s.TTFTP90ThresholdMS == nil {
 		s.CapacityReason = "no --ttft-p90-ms threshold given: no capacity decided"
 		return
 	}
-	for _, l := range s.Levels {
-		if l.WithinThreshold == nil || !*l.WithinThreshold {
-			break
+	i := s.capacityIndex()
+	if i >= 0 {
+		l := s.Levels[i]
+		if l.TimeScale != nil {
+			s.CapacityTimeScale, s.CapacityRequestsPerSecond = l.TimeScale, l.RequestsPerSecond
+		} else {
+			u := l.Users
+			s.CapacityUsers = &u
 		}
-		u := l.Users
-		s.CapacityUsers = &u
 	}
 	th := *s.TTFTP90ThresholdMS
+	last := len(s.Levels) - 1
 	switch {
-	case s.CapacityUsers == nil:
+	case i < 0:
 		first := s.Levels[0]
 		if first.unfinished() {
-			s.CapacityReason = fmt.Sprintf("no capacity decided: the lowest level, %d users, %s", first.Users, first.miss(th))
+			s.CapacityReason = fmt.Sprintf("no capacity decided: the lowest level, %s, %s", first.name(), first.miss(th))
 		} else {
-			s.CapacityReason = fmt.Sprintf("no capacity: the lowest level, %d users, %s", first.Users, first.miss(th))
+			s.CapacityReason = fmt.Sprintf("no capacity: the lowest level, %s, %s", first.name(), first.miss(th))
 		}
-	case *s.CapacityUsers == s.Levels[len(s.Levels)-1].Users && s.Status != StatusCompleted:
-		s.CapacityReason = fmt.Sprintf("every level that ran kept TTFT p90 within %.0f ms with no failed request: capacity is at least %d users (the sweep stopped before its other levels: %s)", th, *s.CapacityUsers, s.StopReason)
-	case *s.CapacityUsers == s.Levels[len(s.Levels)-1].Users:
-		s.CapacityReason = fmt.Sprintf("every level kept TTFT p90 within %.0f ms with no failed request: capacity is at least %d users", th, *s.CapacityUsers)
+	case i == last && s.Status != StatusCompleted:
+		s.CapacityReason = fmt.Sprintf("every level that ran kept TTFT p90 within %.0f ms with no failed request: capacity is at least %s (the sweep stopped before its other levels: %s)", th, s.Levels[i].name(), s.StopReason)
+	case i == last:
+		s.CapacityReason = fmt.Sprintf("every level kept TTFT p90 within %.0f ms with no failed request: capacity is at least %s", th, s.Levels[i].name())
 	default:
-		next := s.Levels[slices.IndexFunc(s.Levels, func(l SweepLevel) bool { return l.Users == *s.CapacityUsers })+1]
+		at, next := s.Levels[i], s.Levels[i+1]
 		if next.unfinished() {
-			s.CapacityReason = fmt.Sprintf("%d users kept TTFT p90 within %.0f ms with no failed request: capacity is at least %d users; the next level, %d users, %s", *s.CapacityUsers, th, *s.CapacityUsers, next.Users, next.miss(th))
+			s.CapacityReason = fmt.Sprintf("%s kept TTFT p90 within %.0f ms with no failed request: capacity is at least %s; the next level, %s, %s", at.name(), th, at.name(), next.name(), next.miss(th))
 		} else {
-			s.CapacityReason = fmt.Sprintf("%d users kept TTFT p90 within %.0f ms with no failed request; the next level, %d users, %s", *s.CapacityUsers, th, next.Users, next.miss(th))
+			s.CapacityReason = fmt.Sprintf("%s kept TTFT p90 within %.0f ms with no failed request; the next level, %s, %s", at.name(), th, next.name(), next.miss(th))
 		}
 	}
 }
@@ -138,13 +238,24 @@ func (s *Sweep) WriteText(w io.Writer) error {
 // writeText writes what WriteText writes.
 func (s *Sweep) writeText(w io.Writer) {
 	fmt.Fprintf(w, "sweep %s step %s (%s)\n", s.Scenario, s.Step, s.Status)
-	fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", "users", "requests", "p50 ms", "p90 ms", "p99 ms", "gpu", "host", "recomp", "preempt", "within")
+	load := "users"
+	if s.Load == SweepRequestRate {
+		load = "req/s"
+	}
+	fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", load, "requests", "p50 ms", "p90 ms", "p99 ms", "gpu", "host", "recomp", "preempt", "within")
 	for _, l := range s.Levels {
 		within := "-"
 		if l.WithinThreshold != nil {
 			within = fmt.Sprint(*l.WithinThreshold)
 		}
-		fmt.Fprintf(w, "%6d  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", l.Users,
+		level := fmt.Sprint(l.Users)
+		if l.TimeScale != nil {
+			level = "-"
+			if l.RequestsPerSecond != nil {
+				level = fmt.Sprintf("%.3g", *l.RequestsPerSecond)
+			}
+		}
+		fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", level,
 			fmt.Sprintf("%d/%d", l.Requests-l.FailedRequests, l.Requests),
 			units.MS(l.TTFTMS.P50), units.MS(l.TTFTMS.P90), units.MS(l.TTFTMS.P99),
 			units.Percent(l.Tiers.GPU), units.Percent(l.Tiers.Host), units.Percent(l.Tiers.Recompute), units.Count(l.Preemptions), within)

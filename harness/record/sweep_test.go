@@ -60,3 +60,40 @@ func TestSweepCapacityReason(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepRequestRateCapacity: a trace step's sweep steps the request rate down its time
+// scales; its capacity is the highest rate within the threshold before the first level that
+// is not, in requests per second, and the reason names rates, not users.
+func TestSweepRequestRateCapacity(t *testing.T) {
+	th := 500.0
+	level := func(scale float64, p90 float64, failed int) SweepLevel {
+		ts := &TraceSection{Requests: 100, FailedRequests: failed, CountersValid: true}
+		ts.TTFTMS.P90 = &p90
+		ts.Ideal = &IdealTiers{HostShare: 0.3}
+		rate := 10 / scale
+		return SweepTraceLevelOf(scale, &rate, "r", "s", StatusCompleted, ts, &th)
+	}
+	s := &Sweep{Status: StatusCompleted, Load: SweepRequestRate, TTFTP90ThresholdMS: &th,
+		Levels: []SweepLevel{level(1, 100, 0), level(0.5, 300, 0), level(0.25, 900, 0), level(0.125, 200, 0)}}
+	s.Decide()
+	if s.CapacityUsers != nil || s.CapacityTimeScale == nil || *s.CapacityTimeScale != 0.5 || *s.CapacityRequestsPerSecond != 20 {
+		t.Fatalf("capacity %v users, time scale %v, %v requests/s; want 20 requests/s at 0.5", s.CapacityUsers, s.CapacityTimeScale, s.CapacityRequestsPerSecond)
+	}
+	want := "20 requests/s (time_scale 0.5) kept TTFT p90 within 500 ms with no failed request; the next level, 40 requests/s (time_scale 0.25), had TTFT p90 900.0 ms, over the 500 ms threshold"
+	if s.CapacityReason != want {
+		t.Errorf("reason %q\nwant %q", s.CapacityReason, want)
+	}
+	if l, ok := s.CapacityLevel(); !ok || l.Key() != "time_scale=0.5" || l.LoadValue() != 2 || *l.IdealHostShare != 0.3 {
+		t.Errorf("capacity level %+v", l)
+	}
+	s.Levels[0] = level(1, 100, 3)
+	s.Decide()
+	if s.CapacityRequestsPerSecond != nil || !strings.Contains(s.CapacityReason, "no capacity: the lowest level, 10 requests/s (time_scale 1), had 3 failed requests of 100") {
+		t.Errorf("failed lowest level: %v, %q", s.CapacityRequestsPerSecond, s.CapacityReason)
+	}
+	var b strings.Builder
+	s.WriteText(&b)
+	if !strings.Contains(b.String(), " req/s  requests") || !strings.Contains(b.String(), "\n    20   100/100") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}

@@ -25,6 +25,8 @@ type Console struct {
 	// prefilling is the request whose prefill is being ticked (the client reports nothing
 	// between sending and the first output, which on a 150k prompt can be a minute).
 	prefilling *events.RequestProgress
+	// traceTenths is, per trace step, the tenths of its requests reported in plain lines.
+	traceTenths map[string]int
 }
 
 var _ events.Sink = (*Console)(nil)
@@ -47,6 +49,8 @@ func (c *Console) Handle(e events.Event) error {
 		c.Printf("step %s: %s", e.Step, e.Describes)
 	case events.RequestProgress:
 		c.progress(e)
+	case events.TraceProgress:
+		c.traceProgress(e)
 	case events.RequestDone:
 		c.requestDone(e.Request)
 	case events.StepDone:
@@ -129,12 +133,63 @@ func progressText(p events.RequestProgress, elapsed time.Duration) string {
 	return fmt.Sprintf("  [%d] %d/%d tokens  %6.1fs  %-7s  %d tokens out", p.IndexInStep, p.PlannedTokens, p.PromptTokens, elapsed.Seconds(), p.State, p.Tokens)
 }
 
-// requestDone prints a request's closing line.
+// traceProgress shows a trace step's progress: on a terminal a live line redrawn at each
+// report; elsewhere a plain line at each tenth of the requests and at the end.
+func (c *Console) traceProgress(p events.TraceProgress) {
+	text := traceProgressText(p)
+	if c.tty && !p.Final {
+		c.liveLine(text)
+		return
+	}
+	c.mu.Lock()
+	if c.traceTenths == nil {
+		c.traceTenths = map[string]int{}
+	}
+	tenth := 10
+	if p.Total > 0 {
+		tenth = 10 * p.Done / p.Total
+	}
+	due := p.Final || tenth > c.traceTenths[p.Step]
+	if due {
+		c.traceTenths[p.Step] = tenth
+	}
+	c.mu.Unlock()
+	if due {
+		c.Printf("%s", text)
+	}
+}
+
+func traceProgressText(p events.TraceProgress) string {
+	failed := ""
+	if p.Failed > 0 {
+		failed = fmt.Sprintf(" (%d failed)", p.Failed)
+	}
+	tiers := "tiers: no reading yet"
+	if t := p.Tiers; t.Source != "" {
+		tiers = fmt.Sprintf("GPU %s, host %s, recompute %s of prompt tokens", shareText(t.GPU), shareText(t.Host), shareText(t.Recompute))
+	}
+	return fmt.Sprintf("  trace %s: %d/%d done%s, %d in flight, %.0fs, dispatch lag p50 %.2f ms p99 %.2f ms, %s",
+		p.Step, p.Done, p.Total, failed, p.InFlight, p.Elapsed.Seconds(), p.LagP50MS, p.LagP99MS, tiers)
+}
+
+// shareText words a tier share; absent when the server does not expose its counter.
+func shareText(v *float64) string {
+	if v == nil {
+		return units.Absent
+	}
+	return units.Share(*v)
+}
+
+// requestDone prints a request's closing line; a trace step's requests, which come by the
+// thousand, only when they fail (the step's progress line counts the others).
 func (c *Console) requestDone(r record.Request) {
 	c.mu.Lock()
 	c.prefilling = nil
 	c.mu.Unlock()
 	res := r.Result
+	if r.Trace != nil && !res.Failed() {
+		return
+	}
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
 		r.IndexInStep, r.PlannedTokens, units.Int(res.PromptTokens), units.Int(res.CachedPromptTokens),
 		units.MS(res.TimeToFirstOutputMS), units.MS(res.EndToEndMS), res.OutputTokens)
@@ -159,8 +214,15 @@ func (c *Console) requestDone(r record.Request) {
 	c.Printf("%s", line)
 }
 
-// stepDone prints a replay's verdict, and why the step's counters are missing or invalid.
+// stepDone prints a replay's verdict, a trace step's finding, and why the step's counters
+// are missing or invalid.
 func (c *Console) stepDone(s record.Step) {
+	if s.Kind == record.KindTrace {
+		ts := record.TraceOf(s, "")
+		c.Printf("  trace %s: %d of %d requests sent, %d failed, %d dropped over max_input_tokens; TTFT p90 %s ms, dispatch lag p99 %s ms",
+			s.Step, ts.Requests, ts.PlannedRequests, ts.FailedRequests, ts.DroppedRequests, units.MS(ts.TTFTMS.P90), units.MS(ts.DispatchLagMS.P99))
+		c.Printf("  %s", ts.Finding)
+	}
 	for _, r := range s.Requests {
 		if v := r.Verdict; v != nil {
 			c.Printf("  verdict %s: %s", v.Verdict, v.Reason)

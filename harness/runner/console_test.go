@@ -62,3 +62,37 @@ func TestConsolePlain(t *testing.T) {
 		t.Fatalf("%q", out.String())
 	}
 }
+
+// TestConsoleTraceProgress: a trace step's progress is a live line on a terminal, redrawn in
+// place; elsewhere a plain line at each tenth of its requests and at the end, never one per
+// report. Absent tier counters read "absent", and a failed request still gets its line.
+func TestConsoleTraceProgress(t *testing.T) {
+	gpu, host := 0.25, 0.5
+	shares := record.TierShares{Source: record.TierBySource, GPU: &gpu, Host: &host}
+	report := func(c *Console, done int, final bool) {
+		c.Handle(events.TraceProgress{Step: "load", Done: done, Total: 100, InFlight: 3, LagP50MS: 0.1, LagP99MS: 1.5, Tiers: shares, Final: final})
+	}
+	var plain bytes.Buffer
+	c := NewConsole(&plain, false)
+	for done := 1; done <= 100; done++ {
+		report(c, done, false)
+	}
+	report(c, 100, true)
+	c.Handle(events.RequestDone{Request: record.Request{IndexInStep: 7, Trace: &record.TraceRequest{}}})
+	c.Handle(events.RequestDone{Request: record.Request{IndexInStep: 8, Trace: &record.TraceRequest{}, Result: record.Result{ErrorKind: "http_status", Error: "boom"}}})
+	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	if len(lines) != 12 || strings.Contains(plain.String(), "\033") {
+		t.Fatalf("%d lines, want a tenth each, the end and the failure:\n%s", len(lines), plain.String())
+	}
+	want := "  trace load: 100/100 done, 3 in flight, 0s, dispatch lag p50 0.10 ms p99 1.50 ms, GPU 25.0%, host 50.0%, recompute absent of prompt tokens"
+	if lines[10] != want || !strings.Contains(lines[11], "[8]") || !strings.Contains(lines[11], "FAILED (http_status): boom") {
+		t.Errorf("lines:\n%s\nwant %q", plain.String(), want)
+	}
+	var tty lockedBuffer
+	c = NewConsole(&tty, true)
+	report(c, 5, false)
+	report(c, 6, false)
+	if n := strings.Count(tty.String(), "\r\033[K"); n != 2 || strings.Contains(tty.String(), "\n") {
+		t.Errorf("live line: %q", tty.String())
+	}
+}

@@ -144,6 +144,7 @@ type scraper struct {
 	src      MetricsSource
 	interval time.Duration
 	start    time.Time
+	mu       sync.Mutex // guards prev and havePrev, which latest reads
 	prev     metrics.Snapshot
 	havePrev bool
 
@@ -191,7 +192,16 @@ func (s *scraper) read(ctx context.Context) {
 			s.resetWhy = p.Invalid
 		}
 	}
+	s.mu.Lock()
 	s.prev, s.havePrev = snap, true
+	s.mu.Unlock()
+}
+
+// latest is the last good reading; false before any.
+func (s *scraper) latest() (metrics.Snapshot, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.prev, s.havePrev
 }
 
 // finish stops the scraper after one last reading and returns the series.
@@ -225,9 +235,10 @@ func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
 	return p
 }
 
-// conversationGate checks a gate on a conversation step: max_time_to_first_output_ms bounds
-// the step's TTFT p90, max_failed_requests its failed turns, require_store its store bytes.
-func conversationGate(g scenarios.Gate, s *record.ConversationSection, passes, fails []string) ([]string, []string) {
+// loadGate checks a gate on a step of overlapping requests (a conversation or a trace step,
+// kind): max_time_to_first_output_ms bounds the step's TTFT p90, max_failed_requests its
+// failed requests, require_store its store bytes.
+func loadGate(g scenarios.Gate, kind string, ttftP90 *float64, failed int, storeBytes *float64, passes, fails []string) ([]string, []string) {
 	check := func(ok bool, pass, fail string) {
 		if ok {
 			passes = append(passes, pass)
@@ -236,19 +247,18 @@ func conversationGate(g scenarios.Gate, s *record.ConversationSection, passes, f
 		}
 	}
 	if g.MaxTimeToFirstOutputMS > 0 {
-		p90 := s.TTFTMS.P90
-		check(p90 != nil && *p90 <= g.MaxTimeToFirstOutputMS,
-			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(p90), g.MaxTimeToFirstOutputMS),
-			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(p90), g.MaxTimeToFirstOutputMS))
+		check(ttftP90 != nil && *ttftP90 <= g.MaxTimeToFirstOutputMS,
+			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS),
+			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS))
 	}
 	if g.MaxFailedRequests != nil {
-		check(s.FailedRequests <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", s.FailedRequests), fmt.Sprintf("%d failed requests, want <= %d", s.FailedRequests, *g.MaxFailedRequests))
+		check(failed <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", failed), fmt.Sprintf("%d failed requests, want <= %d", failed, *g.MaxFailedRequests))
 	}
 	if g.RequireStore {
-		check(s.StoreBytesDelta != nil && *s.StoreBytesDelta > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
+		check(storeBytes != nil && *storeBytes > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
 	}
 	if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.MinDecodeTokensPerSec > 0 {
-		fails = append(fails, "verdict, cached fraction, decode rate and setup validity do not apply to conversation steps")
+		fails = append(fails, "verdict, cached fraction, decode rate and setup validity do not apply to "+kind+" steps")
 	}
 	return passes, fails
 }

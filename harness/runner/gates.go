@@ -85,7 +85,11 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 				fails = append(fails, "verdict, cached fraction, setup validity and identical output apply to replay steps only")
 			}
 		case sec.Conversation != nil:
-			passes, fails = conversationGate(g, sec.Conversation, passes, fails)
+			c := sec.Conversation
+			passes, fails = loadGate(g, "conversation", c.TTFTMS.P90, c.FailedRequests, c.StoreBytesDelta, passes, fails)
+		case sec.Trace != nil:
+			t := sec.Trace
+			passes, fails = loadGate(g, "trace", t.TTFTMS.P90, t.FailedRequests, t.StoreBytesDelta, passes, fails)
 		default:
 			fails = append(fails, "the step was not measured")
 		}

@@ -17,14 +17,22 @@ type ChatStreamer interface {
 	StreamChat(ctx context.Context, req client.ChatRequest, progress func(client.Progress)) client.Result
 }
 
+// CompletionStreamer sends one streamed completion and measures it (client.Client): how a
+// trace step sends its block-exact prompts. It must not keep req.PromptTokenIDs once it
+// returns: the runner reuses the buffer for a later prompt.
+type CompletionStreamer interface {
+	StreamCompletion(ctx context.Context, req client.CompletionRequest, progress func(client.Progress)) client.Result
+}
+
 // MetricsSource reads the server's counters (metrics.Target).
 type MetricsSource interface {
 	Snapshot(ctx context.Context) (metrics.Snapshot, error)
 }
 
 var (
-	_ ChatStreamer  = (*client.Client)(nil)
-	_ MetricsSource = metrics.Target{}
+	_ ChatStreamer       = (*client.Client)(nil)
+	_ CompletionStreamer = (*client.Client)(nil)
+	_ MetricsSource      = metrics.Target{}
 )
 
 // idlePoll is how often the running/waiting gauges are read while waiting for idle.

@@ -115,6 +115,9 @@ type PreflightReport struct {
 	Slots           int                `json:"slots,omitempty"` // llama.cpp: /props total_slots
 	BlockSize       int                `json:"block_size"`
 	Capacity        []plan.Replay      `json:"capacity"`
+	// TraceTextBlocks is, per trace step sending text blocks, how the server's tokenizer
+	// counts a sample of them (prompts.MeasureBlockDeviation).
+	TraceTextBlocks map[string]prompts.BlockDeviation `json:"trace_text_blocks,omitempty"`
 	// Problems make the scenario unrunnable here; run refuses them unless --force.
 	Problems []string `json:"problems"`
 	Warnings []string `json:"warnings"`
@@ -242,6 +245,9 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		for _, r := range st.Requests {
 			rep.LargestRequestTokens = max(rep.LargestRequestTokens, r.Prompt.Tokens+maxTokens)
 		}
+		if t := st.Trace; t != nil {
+			rep.LargestRequestTokens = max(rep.LargestRequestTokens, t.LongestRequestTokens)
+		}
 	}
 	if rep.MaxModelLen > 0 && rep.LargestRequestTokens > rep.MaxModelLen {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("the largest request needs %d tokens (prompt + max_tokens) but max_model_len is %d: the server will reject it", rep.LargestRequestTokens, rep.MaxModelLen))
@@ -249,6 +255,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	rep.CachedTokensReported = cachedTokensReported(ctx, t.Client, sc.Target.Model)
 
+	preflightTraces(ctx, sc, t, p, rep)
 	if rep.Setup.GPUKVTokens == 0 {
 		msg := "the GPU KV pool size is unknown (the server reports none and [server] states none)"
 		if sc.Server.GPUKVTokens.FromServer {
@@ -259,6 +266,45 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	}
 	rep.Capacity = plan.AssessReplays(sc, rep.Setup, p.Tokens(), p.TokenCounting)
 	return rep, p, nil
+}
+
+// preflightTraces checks the trace steps against the server: a text prompt form is measured
+// on a sample of its blocks with the server's /tokenize (the deviation is recorded), and a
+// server block size that does not line up with block_tokens is said.
+func preflightTraces(ctx context.Context, sc *scenarios.Scenario, t Target, p *plan.Plan, rep *PreflightReport) {
+	for _, st := range p.Steps {
+		tp := st.Trace
+		if tp == nil {
+			continue
+		}
+		if note := blockSizeNote(rep.BlockSize, st.Step.BlockTokens); note != "" {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: %s", st.ID, note))
+		}
+		if t.Engine.Def.NoIgnoreEOS {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: the engine takes no ignore_eos, so a request may stop before its output_length", st.ID))
+		}
+		if tp.PromptForm != scenarios.PromptFormText || len(tp.SampleIDs) == 0 {
+			continue
+		}
+		b, err := prompts.NewBlockBuilder(prompts.BlockConfig{Seed: prompts.SaltedSeed(uint64(sc.RepetitionSeed(0)), sc.Prompt.Salt), BlockTokens: st.Step.BlockTokens})
+		if err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("trace step %s: %v", st.ID, err))
+			continue
+		}
+		d, err := prompts.MeasureBlockDeviation(ctx, t.Engine.TextTokenCounter(sc.Target.Model), b, tp.SampleIDs)
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: text blocks could not be measured with /tokenize (%s): their deviation from %d tokens is unknown", st.ID, redact.Text(err.Error()), st.Step.BlockTokens))
+			continue
+		}
+		if rep.TraceTextBlocks == nil {
+			rep.TraceTextBlocks = map[string]prompts.BlockDeviation{}
+		}
+		rep.TraceTextBlocks[st.ID] = d
+		if !d.Exact() {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: text blocks are not exact under the server's tokenizer: %d of %d blocks are %d tokens (mean deviation %.1f, largest %d, %d across boundaries, %d added to a prompt); shared prefixes stay shared, block alignment does not (prompt_form = \"token_ids\" is exact)",
+				st.ID, d.ExactBlocks, d.Blocks, d.BlockTokens, d.MeanAbsDeviation, d.MaxAbsDeviation, d.JoinDeviation, d.AddedTokens))
+		}
+	}
 }
 
 // ReplicaWarning warns, when the counters show several replicas (data-parallel engines or

@@ -94,6 +94,13 @@ func describe(st plan.Step) string {
 		return fmt.Sprintf("conversation, %d users x %d turns", st.Step.Users, st.Step.Turns)
 	case st.Step.Replay != nil:
 		return fmt.Sprintf("replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
+	case st.Trace != nil:
+		t := st.Trace
+		how := fmt.Sprintf("open loop at the trace's timestamps x %g", st.Step.TimeScale)
+		if st.Step.ClosedLoop() {
+			how = fmt.Sprintf("closed loop, %d in flight", st.Step.Concurrency)
+		}
+		return fmt.Sprintf("trace %s, %d requests (%d dropped over max_input_tokens), %s, prompts as %s", t.File, t.Requests, t.Dropped, how, t.PromptForm)
 	}
 	return fmt.Sprintf("%d requests, concurrency %d", len(st.Requests), st.Step.Concurrency)
 }

@@ -33,9 +33,11 @@ type Config struct {
 	Scenario *scenarios.Scenario
 	Plan     *plan.Plan
 	// Engine is the server's engine family, resolved once for the run.
-	Engine  *engine.Definition
-	Chat    ChatStreamer
-	Metrics MetricsSource
+	Engine *engine.Definition
+	Chat   ChatStreamer
+	// Completions sends a trace step's requests; nil means Chat, when it can.
+	Completions CompletionStreamer
+	Metrics     MetricsSource
 	// ResultsDir is the parent of the run directory (results/ by default).
 	ResultsDir     string
 	KvbenchVersion string
@@ -255,12 +257,18 @@ func (r *runner) runStep(ctx context.Context, k int, st plan.Step) record.Step {
 	if st.Step.Replay != nil {
 		art.Kind = record.KindReplay
 	}
-	if sent, err := client.SentFields(r.stepRequest(st.ID)); err == nil {
+	if st.Step.IsTrace() {
+		if sent, err := client.SentCompletionFields(r.completionRequest(st.Step, 1)); err == nil {
+			art.Sent = sent
+		}
+	} else if sent, err := client.SentFields(r.stepRequest(st.ID)); err == nil {
 		art.Sent = sent
 	}
 	switch {
 	case st.Step.IsConversation():
 		r.runConversationStep(ctx, k, st, &art)
+	case st.Step.IsTrace():
+		r.runTraceStep(ctx, k, st, &art)
 	case st.Step.Concurrency > 1 && len(st.Requests) > 1:
 		r.runConcurrentStep(ctx, k, st, &art)
 	default:

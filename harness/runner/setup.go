@@ -126,6 +126,7 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Scenario:        sc,
 		Plan:            p,
 		Chat:            t.Client,
+		Completions:     t.Client,
 		Metrics:         t.Metrics,
 		ResultsDir:      s.ResultsDir,
 		KvbenchVersion:  s.KvbenchVersion,

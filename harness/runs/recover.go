@@ -119,8 +119,10 @@ func (r *Run) fromJournal(i int, reqs []record.Request, file string) record.Step
 			art.Kind = record.KindReplay
 		case st.IsConversation():
 			art.Kind = record.KindConversation
+		case st.IsTrace():
+			art.Kind = record.KindTrace
 		}
-		if st.Concurrency > 1 || st.IsConversation() {
+		if st.Concurrency > 1 || st.IsConversation() || st.IsTrace() {
 			art.DeltaScope = record.ScopeStep
 		}
 	}

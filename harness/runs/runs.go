@@ -178,7 +178,19 @@ func checkCompleted(sc *scenarios.Scenario, reps []record.Repetition) error {
 			if st.Interrupted {
 				return fail("step %s%s of repetition %d says interrupted", st.Step, file, rep.Index)
 			}
-			if sst := &sc.Steps[i]; !sst.IsConversation() {
+			sst := &sc.Steps[i]
+			if sst.IsTrace() {
+				// A trace step's requests are its window's, which its artifact counts.
+				planned := -1
+				if st.Trace != nil {
+					planned = st.Trace.PlannedRequests
+				}
+				if len(st.Requests) != planned {
+					return fail("trace step %s%s of repetition %d holds %d of its window's %d requests", st.Step, file, rep.Index, len(st.Requests), planned)
+				}
+				continue
+			}
+			if !sst.IsConversation() {
 				sent := 0 // the planned requests; a replay's cold twin is kvbench's own
 				for _, q := range st.Requests {
 					if q.ColdTwin == nil {

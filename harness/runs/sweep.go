@@ -47,10 +47,10 @@ func LoadSweep(dir string) (*record.Sweep, error) {
 		}
 		sum, err := FileSHA256(filepath.Join(dir, l.Run, "run.json"))
 		if err != nil {
-			return nil, fmt.Errorf("%s: level %d users: %w", path, l.Users, err)
+			return nil, fmt.Errorf("%s: level %s: %w", path, l.Key(), err)
 		}
 		if sum != l.RunSHA256 {
-			return nil, fmt.Errorf("%s: level %d users: %s/run.json has sha256 %s, the sweep lists %s", path, l.Users, l.Run, sum, l.RunSHA256)
+			return nil, fmt.Errorf("%s: level %s: %s/run.json has sha256 %s, the sweep lists %s", path, l.Key(), l.Run, sum, l.RunSHA256)
 		}
 	}
 	return &s, nil

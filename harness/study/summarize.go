@@ -121,6 +121,11 @@ func relArtifact(base, dir string, sec record.Section) *record.Section {
 		c.Artifact = rel(base, filepath.Join(dir, s.Artifact))
 		sec.Replay = &c
 	}
+	if s := sec.Trace; s != nil && s.Artifact != "" {
+		c := *s
+		c.Artifact = rel(base, filepath.Join(dir, s.Artifact))
+		sec.Trace = &c
+	}
 	return &sec
 }
 

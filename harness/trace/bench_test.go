@@ -75,7 +75,7 @@ func BenchmarkAnalyzeDirectLRU(b *testing.B) {
 			}
 			keys = blockKeys(keys[:0], &req, DefaultBlockTokens, n)
 			for _, m := range models {
-				m.serve(keys, (req.InputLength-1)/DefaultBlockTokens)
+				m.serve(keys, (req.InputLength-1)/DefaultBlockTokens, 0)
 			}
 		}
 		f.Close()

@@ -28,6 +28,14 @@ type Config struct {
 type Tiers struct {
 	GPUTokens  int64 `json:"gpu_tokens"`
 	HostTokens int64 `json:"host_tokens"`
+	// PoolHoldsOutput models the GPU tier as an engine's block pool of GPUTokens: besides
+	// its whole prompt blocks, each request holds blocks for its partial last prompt block
+	// and its output (ceil((input_length + max(output_length, 1)) / block_tokens) blocks in
+	// all) while it runs, and frees them into the same LRU queue, before its prompt blocks,
+	// so they take the pool's room and never hit. An engine's pool size (vLLM's
+	// num_gpu_blocks x block_size) counts those blocks too, so the ideal at a server's pool
+	// size sets it.
+	PoolHoldsOutput bool `json:"pool_holds_output,omitempty"`
 }
 
 // Analysis is the ideal reference of a trace: what LRU caches of given sizes would have
@@ -173,7 +181,11 @@ func Analyze(src Source, cfg Config) (*Analysis, error) {
 			stack.access(keys[i])
 		}
 		if tiers != nil {
-			tiers.serve(keys, hittable)
+			extra := 0
+			if cfg.Tiers.PoolHoldsOutput {
+				extra = (req.InputLength+max(req.OutputLength, 1)+bt-1)/bt - len(keys)
+			}
+			tiers.serve(keys, hittable, extra)
 		}
 	}
 	if a.Requests == 0 {
@@ -264,6 +276,9 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	if t := a.Tiers; t != nil {
 		fmt.Fprintf(&b, "\ntwo tiers: GPU %s tokens + host %s tokens (write-through, as vLLM's offloading connector)\n",
 			thousands(t.GPUTokens), thousands(t.HostTokens))
+		if t.PoolHoldsOutput {
+			b.WriteString("  the GPU pool also holds each request's partial block and output while it runs\n")
+		}
 		writeTable(&b, [][]string{
 			{"served by", "tokens", "share"},
 			{"GPU prefix cache", thousands(t.GPUHitTokens), percent(t.GPUShare)},
@@ -353,6 +368,8 @@ type tierModel struct {
 	gpu, host                 *lruSet
 	gpuHits, hostHits, stored int64
 	toStore                   []uint64
+	// scratch numbers the blocks that hold no prompt block (Tiers.PoolHoldsOutput).
+	scratch uint64
 }
 
 func newTierModel(gpuBlocks, hostBlocks int64) *tierModel {
@@ -360,8 +377,10 @@ func newTierModel(gpuBlocks, hostBlocks int64) *tierModel {
 }
 
 // serve runs one request's whole blocks through both tiers (steps 1 to 5 of TierShares);
-// hittable caps the hits.
-func (m *tierModel) serve(keys []uint64, hittable int) {
+// hittable caps the hits, and extra blocks that hold no whole prompt block (its partial
+// block and output) enter the GPU tier before them, so they are the first of the request's
+// blocks evicted.
+func (m *tierModel) serve(keys []uint64, hittable, extra int) {
 	g := 0
 	for g < hittable && m.gpu.contains(keys[g]) {
 		g++
@@ -389,11 +408,26 @@ func (m *tierModel) serve(keys []uint64, hittable int) {
 		m.touchHost(keys)
 		m.stored += int64(n)
 	}
+	for range extra {
+		m.scratch++
+		m.gpu.add(scratchKey(m.scratch))
+	}
 	for i := len(keys) - 1; i >= 0; i-- {
 		m.gpu.add(keys[i])
 	}
 	m.gpuHits += int64(g)
 	m.hostHits += int64(c)
+}
+
+// scratchKey is the key of the nth block that holds no prompt block: unique, and apart from
+// every block key (a 64-bit collision aside).
+func scratchKey(n uint64) uint64 {
+	const scratchTag = 0x73637261746368 // "scratch"
+	k := mix64(n ^ mix64(scratchTag))
+	if k == 0 {
+		k = 1
+	}
+	return k
 }
 
 // touchHost refreshes the request's blocks in the host tier, last first.

@@ -128,6 +128,7 @@ func TestTwoTiersByHand(t *testing.T) {
 		name                    string
 		trace                   string
 		gpu, host               int64 // tokens
+		output                  bool  // the GPU pool holds each request's partial block and output
 		gpuHit, hostHit, recomp int64
 		stored                  int64
 	}{
@@ -175,10 +176,33 @@ func TestTwoTiersByHand(t *testing.T) {
 			trace: jsonl([]int{11, 1, 2, 3}, []int{4, 5}, []int{11, 1, 2, 3}), gpu: 4, host: 8,
 			gpuHit: 0, hostHit: 4, recomp: 22, stored: 16,
 		},
+		{
+			// A 4-block prompt pool: r2's two new blocks push out r1's scratch, and r3 (r1
+			// again) hits k1: 4 of 24 tokens.
+			name:  "a pool of prompt blocks only",
+			trace: jsonl([]int{8, 1, 2}, []int{8, 3, 4}, []int{8, 1, 2}), gpu: 16, host: 0,
+			gpuHit: 4, hostHit: 0, recomp: 20, stored: 0,
+		},
+		{
+			// The same pool holding each request's output (8 tokens: 2 blocks) too: r1 leaves
+			// k1, k12 and 2 output blocks, the pool full; r2 takes 2 output and 2 prompt blocks
+			// and so evicts all of r1's. r3 hits nothing.
+			name:  "a pool that also holds the output",
+			trace: jsonl([]int{8, 1, 2}, []int{8, 3, 4}, []int{8, 1, 2}), gpu: 16, host: 0, output: true,
+			gpuHit: 0, hostHit: 0, recomp: 24, stored: 0,
+		},
+		{
+			// 10 tokens: k1, k12, a partial block; with 8 output tokens ceil(18/4) = 5 blocks,
+			// 3 of them scratch. A 6-block pool keeps r1's prompt blocks through r2's (4 tokens
+			// + 8 output = 3 blocks: k5, 2 scratch) and r3 hits both.
+			name:  "a partial block and the output take the pool's room first",
+			trace: jsonl([]int{10, 1, 2, 3}, []int{4, 5}, []int{10, 1, 2, 3}), gpu: 24, host: 0, output: true,
+			gpuHit: 8, hostHit: 0, recomp: 16, stored: 0,
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := analyzeText(t, c.trace, Config{BlockTokens: 4, Tiers: &Tiers{GPUTokens: c.gpu, HostTokens: c.host}})
+			a := analyzeText(t, c.trace, Config{BlockTokens: 4, Tiers: &Tiers{GPUTokens: c.gpu, HostTokens: c.host, PoolHoldsOutput: c.output}})
 			s := a.Tiers
 			if s.GPUHitTokens != c.gpuHit || s.HostHitTokens != c.hostHit || s.RecomputeTokens != c.recomp || s.StoredTokens != c.stored {
 				t.Errorf("gpu %d host %d recompute %d stored %d; want %d %d %d %d", s.GPUHitTokens, s.HostHitTokens, s.RecomputeTokens, s.StoredTokens,

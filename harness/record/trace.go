@@ -1,0 +1,264 @@
+package record
+
+import (
+	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
+)
+
+// KindTrace is a trace step's kind: a replay of a KV-cache trace block for block.
+const KindTrace = "trace"
+
+// Trace step modes.
+const (
+	TraceOpenLoop   = "open_loop"   // at the trace's timestamps x time_scale
+	TraceClosedLoop = "closed_loop" // in trace order, concurrency requests in flight
+)
+
+// TraceReplay is what a trace step adds to its artifact: which trace and window it replayed
+// and how, the counters read at a fixed interval while it ran (as a conversation step's
+// series), and the ideal reference at the server's pool sizes computed from the same window.
+type TraceReplay struct {
+	// File is the trace as read, NamedBy who named it ("scenario" or "command line"), and
+	// SHA256 the whole file's as the step read it.
+	File        string `json:"file"`
+	NamedBy     string `json:"named_by"`
+	SHA256      string `json:"sha256"`
+	BlockTokens int    `json:"block_tokens"`
+	// The window: requests from StartSeconds of trace time, for DurationSeconds or
+	// RequestLimit requests (0: to the end), input over MaxInputTokens dropped (0: none).
+	StartSeconds    float64 `json:"window_start_seconds"`
+	DurationSeconds float64 `json:"window_duration_seconds"`
+	RequestLimit    int     `json:"window_requests"`
+	MaxInputTokens  int     `json:"max_input_tokens"`
+	// Mode is open_loop or closed_loop; TimeScale multiplies the open loop's gaps (null in a
+	// closed loop); Concurrency is the closed loop's requests in flight.
+	Mode        string   `json:"mode"`
+	TimeScale   *float64 `json:"time_scale"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	// PlannedRequests are the window's requests; DroppedRequests those over max_input_tokens
+	// (not sent). The artifact's requests are those sent.
+	PlannedRequests int `json:"planned_requests"`
+	DroppedRequests int `json:"dropped_requests"`
+	// SpanSeconds is the trace time from the window's first request to its last.
+	SpanSeconds float64 `json:"trace_span_seconds"`
+	// PeakInFlight is the most requests the client had in flight at once.
+	PeakInFlight int `json:"peak_in_flight"`
+	// PromptForm is token_ids or text; TextBlocks is a text form's measured deviation from
+	// block_tokens under the server's tokenizer (preflight, /tokenize).
+	PromptForm string          `json:"prompt_form"`
+	TextBlocks *BlockDeviation `json:"text_block_deviation,omitempty"`
+	// IgnoreEOS: each request asked for exactly its output_length tokens (at least 1); the
+	// engine takes ignore_eos. False: max_tokens only, so a request may stop sooner.
+	IgnoreEOS        bool          `json:"ignore_eos"`
+	ScrapeIntervalMS float64       `json:"scrape_interval_ms"`
+	ScrapeErrors     int           `json:"scrape_errors"`
+	Series           []SeriesPoint `json:"series"`
+	// Ideal is the two-tier ideal at the server's pool sizes; IdealUnavailable says why it
+	// is null.
+	Ideal            *IdealTiers `json:"ideal"`
+	IdealUnavailable string      `json:"ideal_unavailable,omitempty"`
+}
+
+// BlockDeviation is how a server's tokenizer counts text-form blocks against their size.
+type BlockDeviation struct {
+	Blocks           int     `json:"blocks"`
+	BlockTokens      int     `json:"block_tokens"`
+	AddedTokens      int     `json:"added_tokens"`
+	ExactBlocks      int     `json:"exact_blocks"`
+	MeanAbsDeviation float64 `json:"mean_abs_deviation_tokens"`
+	MaxAbsDeviation  int     `json:"max_abs_deviation_tokens"`
+	JoinDeviation    int     `json:"join_deviation_tokens"`
+}
+
+// IdealTiers is the ideal reference at the server's pool sizes (docs/traces.md, "The ideal
+// reference"): what a GPU LRU pool of GPUTokens plus an LRU host tier of HostTokens, written
+// through as vLLM's offloading connector writes it, would have served of the same window's
+// prompt tokens, requests served one at a time in trace order.
+type IdealTiers struct {
+	GPUTokens        int64  `json:"gpu_tokens"`
+	GPUTokensSource  string `json:"gpu_tokens_source"`
+	HostTokens       int64  `json:"host_tokens"`
+	HostTokensSource string `json:"host_tokens_source"`
+	BlockTokens      int    `json:"block_tokens"`
+	// PoolHoldsOutput: the GPU pool also holds each request's partial block and output.
+	PoolHoldsOutput bool    `json:"pool_holds_output"`
+	PromptTokens    int64   `json:"prompt_tokens"`
+	GPUHitTokens    int64   `json:"gpu_hit_tokens"`
+	HostHitTokens   int64   `json:"host_hit_tokens"`
+	RecomputeTokens int64   `json:"recompute_tokens"`
+	StoredTokens    int64   `json:"stored_tokens"`
+	GPUShare        float64 `json:"gpu_share"`
+	HostShare       float64 `json:"host_share"`
+	RecomputeShare  float64 `json:"recompute_share"`
+	// MaxHitRate is an unbounded cache's hit rate: the most any cache could serve.
+	MaxHitRate float64 `json:"max_hit_rate"`
+	// BlockSizeNote says what the server's block size, when it is not block_tokens, does
+	// to the comparison.
+	BlockSizeNote string `json:"block_size_note,omitempty"`
+}
+
+// TraceRequest is a trace step's request as the trace gave it, and when it was sent.
+type TraceRequest struct {
+	// Line is its line in the trace file; TraceTimeMS its timestamp there.
+	Line        int     `json:"line"`
+	TraceTimeMS float64 `json:"trace_time_ms"`
+	// ScheduledMS is when it was due, since the step started (open loop: its timestamp's
+	// offset from the window's first request, times time_scale; closed loop: when a slot
+	// freed up for it); DispatchLagMS how late it went out.
+	ScheduledMS   float64 `json:"scheduled_ms"`
+	DispatchLagMS float64 `json:"dispatch_lag_ms"`
+	InputLength   int     `json:"input_length"`
+	OutputLength  int     `json:"output_length"`
+	// MaxTokens is what the request asked for: output_length, at least 1.
+	MaxTokens int `json:"max_tokens"`
+	// HashIDs is how many block ids the trace named for it.
+	HashIDs int `json:"hash_ids"`
+}
+
+// TraceSection is a trace step in the run record: what was sent and how fast it was
+// served, how the prompt tokens were served (from the step's counters, before its first
+// request and after its last) beside the ideal at the server's pool sizes, and the series.
+type TraceSection struct {
+	Artifact        string   `json:"artifact"`
+	File            string   `json:"file"`
+	SHA256          string   `json:"sha256"`
+	Mode            string   `json:"mode"`
+	TimeScale       *float64 `json:"time_scale"`
+	Concurrency     int      `json:"concurrency,omitempty"`
+	PromptForm      string   `json:"prompt_form"`
+	PlannedRequests int      `json:"planned_requests"`
+	// OfferedRequestsPerSecond is an open loop's rate: the window's requests over its trace
+	// time x time_scale; null for a closed loop or a window of one instant.
+	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`
+	Requests                 int      `json:"requests"`
+	FailedRequests           int      `json:"failed_requests"`
+	DroppedRequests          int      `json:"dropped_requests"`
+	PeakInFlight             int      `json:"peak_in_flight"`
+	Interrupted              bool     `json:"interrupted,omitempty"`
+	// TTFTMS and DecodeTokensPerSecond are over the requests that did not fail;
+	// DispatchLagMS over every request sent.
+	TTFTMS                Percentiles `json:"time_to_first_output_ms"`
+	DecodeTokensPerSecond Percentiles `json:"decode_tokens_per_second"`
+	DispatchLagMS         Percentiles `json:"dispatch_lag_ms"`
+	// PromptTokens and CachedPromptTokens sum usage over the requests; null when none
+	// reported them. RequestTiers sums the per-request tier split where the engine gives it
+	// (SGLang's cached_tokens_details); null where it does not.
+	PromptTokens       *float64    `json:"prompt_tokens"`
+	CachedPromptTokens *float64    `json:"cached_prompt_tokens"`
+	RequestTiers       *TierTokens `json:"request_cached_tokens_details"`
+	// Tiers is the measured split, Ideal the ideal's, and Finding the two in a sentence.
+	Tiers               TierShares    `json:"tiers"`
+	Ideal               *IdealTiers   `json:"ideal"`
+	IdealUnavailable    string        `json:"ideal_unavailable,omitempty"`
+	Finding             string        `json:"finding"`
+	Preemptions         *float64      `json:"preemptions"`
+	StoreBytesDelta     *float64      `json:"gpu_to_cpu_bytes_delta"`
+	LoadBytesDelta      *float64      `json:"cpu_to_gpu_bytes_delta"`
+	PeakBlockOccupancy  *float64      `json:"sampled_peak_block_occupancy_fraction"`
+	PeakActiveSequences *float64      `json:"sampled_engine_active_max"`
+	CountersValid       bool          `json:"counters_valid"`
+	InvalidReasons      []string      `json:"invalid_reasons,omitempty"`
+	ScrapeIntervalMS    float64       `json:"scrape_interval_ms"`
+	Series              []SeriesPoint `json:"series"`
+}
+
+// TraceOf computes a trace step's section from its artifact.
+func TraceOf(st Step, artifact string) TraceSection {
+	s := TraceSection{Artifact: artifact, Requests: len(st.Requests), Interrupted: st.Interrupted, CountersValid: true, Series: []SeriesPoint{}}
+	if tr := st.Trace; tr != nil {
+		s.File, s.SHA256, s.Mode, s.TimeScale, s.Concurrency, s.PromptForm = tr.File, tr.SHA256, tr.Mode, tr.TimeScale, tr.Concurrency, tr.PromptForm
+		s.PlannedRequests, s.DroppedRequests, s.PeakInFlight = tr.PlannedRequests, tr.DroppedRequests, tr.PeakInFlight
+		s.Ideal, s.IdealUnavailable, s.ScrapeIntervalMS = tr.Ideal, tr.IdealUnavailable, tr.ScrapeIntervalMS
+		if tr.TimeScale != nil && tr.SpanSeconds > 0 {
+			rate := float64(tr.PlannedRequests) / (tr.SpanSeconds * *tr.TimeScale)
+			s.OfferedRequestsPerSecond = &rate
+		}
+		if tr.Series != nil {
+			s.Series = tr.Series
+		}
+	}
+	var ttfts, decode, lags []float64
+	for _, r := range st.Requests {
+		if r.Trace != nil {
+			lags = append(lags, r.Trace.DispatchLagMS)
+		}
+		res := r.Result
+		if res.Failed() {
+			s.FailedRequests++
+			continue
+		}
+		s.PromptTokens = addInt(s.PromptTokens, res.PromptTokens)
+		s.CachedPromptTokens = addInt(s.CachedPromptTokens, res.CachedPromptTokens)
+		if d := res.CachedTokensDetails; d != nil {
+			if s.RequestTiers == nil {
+				s.RequestTiers = &TierTokens{StorageBackend: d.StorageBackend}
+			}
+			s.RequestTiers.Device += d.Device
+			s.RequestTiers.Host += d.Host
+			s.RequestTiers.Storage += d.Storage
+		}
+		if res.TimeToFirstOutputMS != nil {
+			ttfts = append(ttfts, *res.TimeToFirstOutputMS)
+		}
+		if res.DecodeTokensPerSecond != nil {
+			decode = append(decode, *res.DecodeTokensPerSecond)
+		}
+	}
+	s.TTFTMS, s.DecodeTokensPerSecond, s.DispatchLagMS = PercentilesOf(ttfts), PercentilesOf(decode), PercentilesOf(lags)
+	if c := st.Span; c != nil {
+		s.Tiers = SplitTiers(c).Shares()
+		s.Preemptions = c.Delta(metrics.Preemptions)
+		s.StoreBytesDelta = c.Delta(metrics.StoreBytes)
+		s.LoadBytesDelta = c.Delta(metrics.LoadBytes)
+		s.CountersValid = c.Valid
+		s.InvalidReasons = c.InvalidReasons
+	}
+	if st.SpanError != "" {
+		s.CountersValid = false
+		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.SpanError)
+	}
+	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
+	s.Finding = TraceFinding(s.Tiers, s.CountersValid, s.Ideal, s.IdealUnavailable)
+	return s
+}
+
+func addInt(sum *float64, v *int) *float64 {
+	if v == nil {
+		return sum
+	}
+	x := float64(*v)
+	if sum != nil {
+		x += *sum
+	}
+	return &x
+}
+
+// TraceFinding sets the measured host share beside the ideal's, the gap a user acts on: "the
+// host tier served 21.0% of prompt tokens; an LRU host tier of its size would have served
+// 27.0%". Absent counters are said to be absent, never taken for 0.
+func TraceFinding(measured TierShares, valid bool, ideal *IdealTiers, unavailable string) string {
+	var have string
+	switch {
+	case !valid:
+		have = "the step's counters are not valid, so what each tier served was not measured"
+	case measured.Host == nil && measured.GPU == nil:
+		have = "the server exposes no counter that splits prompt tokens by tier"
+	case measured.Host == nil:
+		have = fmt.Sprintf("the GPU prefix cache served %s of prompt tokens; the server exposes no host-tier hit counter", units.Share(*measured.GPU))
+	default:
+		have = fmt.Sprintf("the host tier served %s of prompt tokens", units.Share(*measured.Host))
+		if measured.GPU != nil {
+			have += fmt.Sprintf(" (the GPU prefix cache %s)", units.Share(*measured.GPU))
+		}
+	}
+	if ideal == nil {
+		if unavailable == "" {
+			unavailable = "no ideal was computed"
+		}
+		return have + "; the ideal at the server's pool sizes is unknown: " + unavailable
+	}
+	return fmt.Sprintf("%s; an LRU host tier of its size (%d tokens) would have served %s (and an LRU GPU pool of %d tokens %s; the most any cache could serve: %s)",
+		have, ideal.HostTokens, units.Share(ideal.HostShare), ideal.GPUTokens, units.Share(ideal.GPUShare), units.Share(ideal.MaxHitRate))
+}

@@ -1,0 +1,512 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/events"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/trace"
+	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/prompts"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// MaxTraceInFlight bounds an open loop's requests in flight: past it a request waits for one
+// to finish, and its dispatch lag shows the wait.
+const MaxTraceInFlight = scenarios.MaxConcurrency
+
+// traceProgressEvery throttles a trace step's progress reports.
+const traceProgressEvery = 250 * time.Millisecond
+
+// traceJob is one trace request with its prompt built, ready to send.
+type traceJob struct {
+	index     int
+	line      int
+	traceTime time.Duration
+	input     int
+	output    int // the trace's output_length
+	maxTokens int // asked: output_length, at least 1
+	hashIDs   int
+	ids       *[]int32 // token-id form (returned to idBuffers once sent)
+	text      string   // text form
+	identity  string
+	due       time.Time // when it is to go out
+}
+
+// traceDone is a sent trace request with what was measured.
+type traceDone struct {
+	job    traceJob
+	sentAt time.Time
+	res    client.Result
+}
+
+var idBuffers = sync.Pool{New: func() any { return new([]int32) }}
+
+// runTraceStep replays a trace step's window: each request's prompt built block for block
+// just in time (prompts.BlockBuilder), sent as a streamed completion at its timestamp x
+// time_scale (open loop) or as soon as one of concurrency slots is free (closed loop), while
+// a scraper reads the counters at a fixed interval. Requests overlap, so only the step's
+// counters and the series mean anything; each request is journaled the moment it ends. At
+// the end the ideal at the server's pool sizes is computed from the same window.
+func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *record.StepArtifact) {
+	ts := st.Step
+	sc := r.cfg.Scenario
+	tp := st.Trace
+	art.Kind = record.KindTrace
+	art.DeltaScope = record.ScopeStep
+	tr := r.traceReplay(ts, tp)
+	art.Trace = tr
+	if tp == nil {
+		r.fail(fmt.Errorf("step %s: the trace step was not planned", st.ID))
+		return
+	}
+	sel, closeFile, sum, err := plan.OpenTrace(ts)
+	if err != nil {
+		r.fail(fmt.Errorf("step %s: %w", st.ID, err))
+		return
+	}
+	defer closeFile()
+	form := tp.PromptForm
+	// A salted run draws fresh blocks (prompts.SaltedSeed); the engine's cache-isolation
+	// field is not sent on completions (TensorRT-LLM refuses it there).
+	builder, err := prompts.NewBlockBuilder(prompts.BlockConfig{Seed: prompts.SaltedSeed(uint64(r.cur.Seed), sc.Prompt.Salt), BlockTokens: ts.BlockTokens})
+	if err != nil {
+		r.fail(fmt.Errorf("step %s: %w", st.ID, err))
+		return
+	}
+
+	idle := sc.Target.IdleTimeout.Duration
+	before, _, _, _, errBefore := waitIdle(ctx, r.cfg.Metrics, idle)
+	start := time.Now()
+	scr := startScraper(ctx, r.cfg.Metrics, ts.ScrapeInterval.Duration, start, before, errBefore == nil)
+	smp := startSampler(ctx, r.cfg.Metrics, sc.Target.SampleInterval.Duration, r.origin)
+
+	var inFlight, peak atomic.Int64
+	results := make(chan traceDone, 64)
+	var readErr error
+	go func() {
+		readErr = r.dispatchTrace(ctx, ts, sel, builder, form, start, smp, &inFlight, &peak, results)
+		close(results)
+	}()
+
+	got := make([]record.Request, 0, tp.Requests)
+	prog := traceProgress{step: st.ID, total: tp.Requests, start: start}
+	for d := range results {
+		rec := r.traceRecord(st, d, start)
+		r.emit(events.RequestDone{Repetition: k, Request: rec})
+		got = append(got, rec)
+		prog.add(rec)
+		if time.Since(prog.last) >= traceProgressEvery {
+			r.emit(prog.event(scr, before, errBefore == nil, int(inFlight.Load()), false))
+		}
+	}
+	r.emit(prog.event(scr, before, errBefore == nil, 0, true))
+	if readErr != nil {
+		// The trace changed under the run (it was read whole at planning): stop with it.
+		r.fail(fmt.Errorf("step %s: %w", st.ID, readErr))
+	}
+	samples := smp.finish()
+	art.Samples = &samples
+	tr.Series, tr.ScrapeErrors = scr.finish()
+	after, _, _, _, errAfter := waitIdle(context.WithoutCancel(ctx), r.cfg.Metrics, idle)
+	sortByIndex(got)
+	art.Requests = got
+	tr.PeakInFlight = int(peak.Load())
+	if !ts.ClosedLoop() {
+		// An open loop asks for no concurrency: the step reports the most it reached.
+		art.Concurrency = tr.PeakInFlight
+	}
+	if readErr == nil && ctx.Err() == nil {
+		if sha, err := sum(); err == nil {
+			tr.SHA256 = sha
+		}
+	}
+	if errBefore != nil {
+		art.CountersError = "before the step: " + errBefore.Error()
+	}
+	if errAfter != nil {
+		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
+	}
+	if art.CountersError == "" {
+		art.Counters = record.NewCounters(before, after)
+		if why := scr.reset(); why != "" {
+			art.Counters.InvalidateAll(metrics.InvalidReset, why)
+		}
+	}
+	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp)
+}
+
+// traceReplay is the artifact's trace section as the step starts.
+func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.TraceReplay {
+	tr := &record.TraceReplay{
+		File: ts.Source.Name(), NamedBy: "scenario", BlockTokens: ts.BlockTokens,
+		StartSeconds: ts.Start.Seconds(), DurationSeconds: ts.Duration.Seconds(), RequestLimit: ts.Requests, MaxInputTokens: ts.MaxInputTokens,
+		Mode: record.TraceOpenLoop, IgnoreEOS: !r.cfg.Engine.NoIgnoreEOS,
+		ScrapeIntervalMS: ms(ts.ScrapeInterval.Duration), Series: []record.SeriesPoint{},
+	}
+	if ts.Source.NamedByUser() {
+		tr.NamedBy = "command line"
+	}
+	if ts.ClosedLoop() {
+		tr.Mode, tr.Concurrency = record.TraceClosedLoop, ts.Concurrency
+	} else {
+		scale := ts.TimeScale
+		tr.TimeScale = &scale
+	}
+	if tp != nil {
+		tr.PlannedRequests, tr.DroppedRequests, tr.PromptForm, tr.SpanSeconds = tp.Requests, tp.Dropped, tp.PromptForm, tp.SpanSeconds
+	}
+	if p := r.cfg.Preflight; p != nil {
+		if d, ok := p.TraceTextBlocks[ts.ID]; ok {
+			tr.TextBlocks = record.BlockDeviationOf(d)
+		}
+	}
+	return tr
+}
+
+// promptsAhead is how many prompts are built before their turn: building a long prompt
+// takes milliseconds, which must not delay a request due right after the previous one.
+const promptsAhead = 4
+
+// dispatchTrace reads the window and sends its requests: a builder goroutine builds each
+// prompt before its turn (just in time: at most the requests in flight and promptsAhead more
+// are held), and this goroutine sends each at its due time (open loop) or when a slot frees
+// up (closed loop). It returns a read error of the trace, after every request it sent has
+// finished.
+func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, b *prompts.BlockBuilder, form string,
+	start time.Time, smp *sampler, inFlight, peak *atomic.Int64, results chan<- traceDone) error {
+	// A request's first output is when its blocks are all allocated: the sampler reads the
+	// KV usage then (at most once an interval, however many requests there are).
+	firstOutput := func(p client.Progress) {
+		if p.Phase == client.PhaseDecode && p.Tokens <= 1 {
+			smp.sampleNow()
+		}
+	}
+	slots := MaxTraceInFlight
+	if ts.ClosedLoop() {
+		slots = ts.Concurrency
+	}
+	sem := make(chan struct{}, slots)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	jobs := make(chan traceJob, promptsAhead)
+	bctx, stopBuilder := context.WithCancel(ctx)
+	defer stopBuilder()
+	var buildErr error
+	go func() {
+		defer close(jobs)
+		buildErr = buildTraceJobs(bctx, ts, sel, b, form, jobs)
+	}()
+	defer func() {
+		stopBuilder()
+		for job := range jobs { // not sent: the run stopped
+			releaseIDs(&job)
+		}
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var first time.Duration
+	for job := range jobs {
+		if job.index == 0 {
+			first = job.traceTime
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			releaseIDs(&job)
+			return nil
+		}
+		if ctx.Err() != nil { // a slot and the end can come at once: the end wins
+			<-sem
+			releaseIDs(&job)
+			return nil
+		}
+		if ts.ClosedLoop() {
+			job.due = time.Now() // a slot freed up: it is due now
+		} else {
+			job.due = start.Add(time.Duration(float64(job.traceTime-first) * ts.TimeScale))
+			if !sleepUntil(ctx, timer, job.due) {
+				<-sem
+				releaseIDs(&job)
+				return nil
+			}
+		}
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := time.Now()
+			res := r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), firstOutput)
+			releaseIDs(&job)
+			inFlight.Add(-1)
+			<-sem
+			results <- traceDone{job: job, sentAt: sent, res: res}
+		}()
+		// The new goroutine waits in this one's run slot until it yields: let it go out now.
+		runtime.Gosched()
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return buildErr
+}
+
+// buildTraceJobs reads the window and builds each request's prompt in order onto jobs; it
+// returns a read error of the trace, or nil at the window's end or when ctx ends.
+func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, b *prompts.BlockBuilder, form string, jobs chan<- traceJob) error {
+	var req trace.Request
+	var scratch []byte
+	for i := 0; ; i++ {
+		err := sel.Next(&req)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		job := traceJob{index: i, line: req.Line, traceTime: req.Timestamp, input: req.InputLength, output: req.OutputLength,
+			maxTokens: plan.OutputTokens(&req), hashIDs: len(req.HashIDs)}
+		if scratch, err = buildTracePrompt(&job, b, &req, form, scratch); err != nil {
+			return fmt.Errorf("%s:%d: %w", ts.Source.Name(), req.Line, err)
+		}
+		select {
+		case jobs <- job:
+		case <-ctx.Done():
+			releaseIDs(&job)
+			return nil
+		}
+	}
+}
+
+// timerEarly is how long before a request's due time the dispatcher's timer fires: a timer
+// wakes late by up to a millisecond or two (the host's scheduling), so it is set early and the
+// rest is waited out yielding the processor, which costs at most that much CPU a request.
+const timerEarly = time.Millisecond
+
+// sleepUntil waits for t on a reused timer, the last timerEarly yielding; false when ctx ends
+// first.
+func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
+	if d := time.Until(t) - timerEarly; d > 0 {
+		timer.Reset(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			if !timer.Stop() {
+				<-timer.C
+			}
+			return false
+		}
+	}
+	for time.Now().Before(t) {
+		runtime.Gosched()
+	}
+	return ctx.Err() == nil
+}
+
+// buildTracePrompt builds job's prompt and its identity: the sha256 of its token ids (4 bytes
+// each, little-endian) or of its text. scratch is reused across calls.
+func buildTracePrompt(job *traceJob, b *prompts.BlockBuilder, req *trace.Request, form string, scratch []byte) ([]byte, error) {
+	var err error
+	if form == scenarios.PromptFormText {
+		if scratch, err = b.AppendText(scratch[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
+			return scratch, err
+		}
+		job.text = string(scratch)
+		sum := sha256.Sum256(scratch)
+		job.identity = hex.EncodeToString(sum[:])
+		return scratch, nil
+	}
+	buf := idBuffers.Get().(*[]int32)
+	if *buf, err = b.AppendTokenIDs((*buf)[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
+		idBuffers.Put(buf)
+		return scratch, err
+	}
+	job.ids = buf
+	scratch = scratch[:0]
+	for _, id := range *buf {
+		scratch = binary.LittleEndian.AppendUint32(scratch, uint32(id))
+	}
+	sum := sha256.Sum256(scratch)
+	job.identity = hex.EncodeToString(sum[:])
+	return scratch, nil
+}
+
+func releaseIDs(job *traceJob) {
+	if job.ids != nil {
+		idBuffers.Put(job.ids)
+		job.ids = nil
+	}
+}
+
+// completions is the streamer of trace requests.
+func (r *runner) completions() CompletionStreamer {
+	if r.cfg.Completions != nil {
+		return r.cfg.Completions
+	}
+	if c, ok := r.cfg.Chat.(CompletionStreamer); ok {
+		return c
+	}
+	return noCompletions{}
+}
+
+// noCompletions fails every request: the run was configured without a completions client.
+type noCompletions struct{}
+
+func (noCompletions) StreamCompletion(_ context.Context, req client.CompletionRequest, _ func(client.Progress)) client.Result {
+	return client.Result{StartedAt: time.Now().UTC(), Model: req.Model, ErrorKind: client.ErrorKindInvalidRequest, Error: "no completions client configured"}
+}
+
+// completionRequest is a trace step's request fields for a request asking output tokens:
+// max_tokens its output length, ignore_eos where the engine takes it, the scenario's
+// temperature and extra_body.
+func (r *runner) completionRequest(ts *scenarios.Step, output int) client.CompletionRequest {
+	sc := r.cfg.Scenario
+	f := sc.RequestFor(ts)
+	return client.CompletionRequest{
+		Model: sc.Target.Model, MaxTokens: output, Temperature: float32(f.Temperature),
+		IgnoreEOS: !r.cfg.Engine.NoIgnoreEOS, ExtraBody: f.ExtraBody, Timeout: sc.Request.Timeout.Duration,
+		CachedTokensDetails: r.cfg.Engine.RequestTier,
+	}
+}
+
+// traceRequest is job as sent.
+func (r *runner) traceRequest(ts *scenarios.Step, job *traceJob) client.CompletionRequest {
+	req := r.completionRequest(ts, job.maxTokens)
+	if job.ids != nil {
+		req.PromptTokenIDs = *job.ids
+	} else {
+		req.PromptText = job.text
+	}
+	return req
+}
+
+// traceRecord is a sent trace request as the record keeps it.
+func (r *runner) traceRecord(st plan.Step, d traceDone, start time.Time) record.Request {
+	j := d.job
+	return record.Request{
+		Step: st.ID, IndexInStep: j.index, Ordinal: j.index, PlannedTokens: j.input,
+		Prompt: record.Prompt{Tokens: j.input, TokenCounting: st.Trace.PromptForm, WithinTolerance: true, Identity: j.identity},
+		Result: record.ResultOf(d.res),
+		Trace: &record.TraceRequest{
+			Line: j.line, TraceTimeMS: ms(j.traceTime), ScheduledMS: ms(j.due.Sub(start)), DispatchLagMS: ms(d.sentAt.Sub(j.due)),
+			InputLength: j.input, OutputLength: j.output, MaxTokens: j.maxTokens, HashIDs: j.hashIDs,
+		},
+	}
+}
+
+// sortByIndex puts requests, which finish out of order, in trace order.
+func sortByIndex(reqs []record.Request) {
+	slices.SortFunc(reqs, func(a, b record.Request) int { return a.IndexInStep - b.IndexInStep })
+}
+
+// traceIdeal is the ideal at the server's pool sizes over the step's window (docs/traces.md):
+// the GPU pool the run resolved, holding each request's partial block and output as an
+// engine's pool does, and the host tier's GiB in tokens at the stored bytes per token the
+// scenario or the server gives. It says why when a size is unknown.
+func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan) (*record.IdealTiers, string) {
+	setup := r.cfg.Engine.Resolve(r.cfg.Capacity...)
+	gpu := int64(setup.GPUKVTokens)
+	if gpu <= 0 {
+		return nil, "the GPU KV pool size is unknown (no cache config on the server and no server.gpu_kv_tokens)"
+	}
+	if setup.Topology == capacity.SingleSlot {
+		return nil, "the engine keeps one live slot per sequence, not a shared LRU block pool: the ideal does not model it"
+	}
+	ideal := &record.IdealTiers{GPUTokens: gpu, GPUTokensSource: setup.GPUKVTokensSource, BlockTokens: ts.BlockTokens, PoolHoldsOutput: true}
+	switch {
+	case setup.CPUOffloadGiB <= 0:
+		ideal.HostTokensSource = "no host tier"
+		if src := setup.CPUOffloadGiBSource; src != "" {
+			ideal.HostTokensSource += " (" + src + ")"
+		}
+	case setup.StoreBytesPerToken <= 0:
+		return nil, fmt.Sprintf("the host tier's %g GiB cannot be put in tokens: the stored bytes per token is unknown (set server.store_bytes_per_token; a trace's store counters cannot give it, since stores skip what the tier holds)", setup.CPUOffloadGiB)
+	default:
+		ideal.HostTokens = int64(setup.CPUOffloadGiB * capacity.GiB / setup.StoreBytesPerToken)
+		ideal.HostTokensSource = fmt.Sprintf("%g GiB (%s) / %.0f bytes per stored token (%s)", setup.CPUOffloadGiB, units.Text(setup.CPUOffloadGiBSource), setup.StoreBytesPerToken, units.Text(setup.StoreBytesSource))
+	}
+	sel, closeFile, _, err := plan.OpenTrace(ts)
+	if err != nil {
+		return nil, "reading the trace again: " + err.Error()
+	}
+	defer closeFile()
+	a, err := trace.Analyze(sel, trace.Config{BlockTokens: ts.BlockTokens, Tiers: &trace.Tiers{GPUTokens: ideal.GPUTokens, HostTokens: ideal.HostTokens, PoolHoldsOutput: true}})
+	if err != nil {
+		return nil, "analysing the trace: " + err.Error()
+	}
+	t := a.Tiers
+	ideal.PromptTokens, ideal.GPUHitTokens, ideal.HostHitTokens, ideal.RecomputeTokens, ideal.StoredTokens = a.PromptTokens, t.GPUHitTokens, t.HostHitTokens, t.RecomputeTokens, t.StoredTokens
+	ideal.GPUShare, ideal.HostShare, ideal.RecomputeShare, ideal.MaxHitRate = t.GPUShare, t.HostShare, t.RecomputeShare, a.MaxHitRate
+	ideal.BlockSizeNote = blockSizeNote(r.cfg.BlockSize, ts.BlockTokens)
+	return ideal, ""
+}
+
+// blockSizeNote says what a server block size of b means for an ideal in blocks of bt
+// (docs/traces.md, "When the server's block size is not the trace's").
+func blockSizeNote(b, bt int) string {
+	switch {
+	case b <= 0:
+		return "the server's block size is unknown: the ideal assumes it is block_tokens"
+	case b == bt:
+		return ""
+	case bt%b == 0:
+		return fmt.Sprintf("the server caches blocks of %d tokens, which divides block_tokens (%d): shared prefixes line up, and measured hits can exceed the ideal by less than %d tokens a request (the server also caches the whole %d-token blocks of a partial trace block)", b, bt, bt, b)
+	case b > bt:
+		return fmt.Sprintf("the server caches blocks of %d tokens, larger than block_tokens (%d): an engine block spans trace blocks and is shared only when all of them are, so measured hits fall short of the ideal (a shared prefix under %d tokens is worth nothing)", b, bt, b)
+	default:
+		return fmt.Sprintf("the server caches blocks of %d tokens, which does not divide block_tokens (%d): engine blocks straddle trace blocks, a shared prefix loses up to %d tokens at its end, and the shares match the ideal only approximately", b, bt, b-1)
+	}
+}
+
+// traceProgress keeps what a trace step's progress reports say.
+type traceProgress struct {
+	step        string
+	total, done int
+	failed      int
+	lags        []float64
+	start, last time.Time
+}
+
+func (p *traceProgress) add(rec record.Request) {
+	p.done++
+	if rec.Result.Failed() {
+		p.failed++
+	}
+	if rec.Trace != nil {
+		p.lags = append(p.lags, rec.Trace.DispatchLagMS)
+	}
+}
+
+// event is the report now: the lag percentiles so far, and the tier shares from the step's
+// first reading (before) to the scraper's latest.
+func (p *traceProgress) event(scr *scraper, before metrics.Snapshot, haveBefore bool, inFlight int, final bool) events.TraceProgress {
+	p.last = time.Now()
+	e := events.TraceProgress{Step: p.step, Done: p.done, Total: p.total, Failed: p.failed, InFlight: inFlight, Elapsed: time.Since(p.start), Final: final}
+	lag := record.PercentilesOf(p.lags)
+	if lag.P50 != nil {
+		e.LagP50MS, e.LagP99MS = *lag.P50, *lag.P99
+	}
+	if latest, ok := scr.latest(); ok && haveBefore {
+		if d := record.NewCounters(before, latest); d.Valid {
+			e.Tiers = record.SplitTiers(d).Shares()
+		}
+	}
+	return e
+}

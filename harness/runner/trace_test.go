@@ -1,0 +1,256 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/plan"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+// fakeCompletions answers every completion at once with its max_tokens as output, counting
+// the requests in flight; each call's request is kept.
+type fakeCompletions struct {
+	m         *fakeMetrics
+	hold      time.Duration // how long each request stays in flight
+	inFlight  atomic.Int64
+	peak      atomic.Int64
+	mu        sync.Mutex
+	calls     []client.CompletionRequest
+	cancelAt  int // cancel is called when this many requests have arrived (0: never)
+	cancel    context.CancelFunc
+	promptSum float64
+}
+
+func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.CompletionRequest, _ func(client.Progress)) client.Result {
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
+	}
+	req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs) // the runner reuses the buffer once the call returns
+	f.mu.Lock()
+	f.calls = append(f.calls, req)
+	count := len(f.calls)
+	f.mu.Unlock()
+	if f.cancelAt > 0 && count == f.cancelAt {
+		f.cancel()
+	}
+	if f.hold > 0 {
+		select {
+		case <-time.After(f.hold):
+		case <-ctx.Done():
+			return client.Result{StartedAt: time.Now().UTC(), Model: req.Model, ErrorKind: client.ErrorKindCanceled, Error: "canceled"}
+		}
+	}
+	tokens := len(req.PromptTokenIDs)
+	// The fake server serves every prompt token from its GPU cache but the last block.
+	f.m.update(func(m *fakeMetrics) {
+		m.counters[metrics.PromptTokens] += float64(tokens)
+		m.counters[metrics.GPUPrefixQueries] += float64(tokens)
+		m.counters[metrics.GPUPrefixHits] += float64(max(tokens-4, 0))
+	})
+	res := okResult(tokens, nil)
+	res.OutputTokens = req.MaxTokens
+	return res
+}
+
+func (f *fakeCompletions) requests() []client.CompletionRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// traceConfig plans a scenario with one trace step over lines (a trace in blocks of 4
+// tokens), the step's fields in step; the trace lies beside the scenario.
+func traceConfig(t *testing.T, lines []string, step string, c CompletionStreamer, m MetricsSource) Config {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "t.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`name = "trace-unit"
+[target]
+endpoint = "http://127.0.0.1:1/v1"
+model = "fake-model"
+[server]
+gpu_kv_tokens = 64
+block_size = 4
+[prompt]
+seed = 7
+token_counting = "estimate"
+[[step]]
+id = "load"
+kind = "trace"
+file = "t.jsonl"
+block_tokens = 4
+scrape_interval = "10ms"
+%s
+`, step)
+	sc, err := scenarios.Parse([]byte(src), filepath.Join(dir, "s.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Make(context.Background(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Scenario: sc, Plan: p, Chat: &fakeChat{m: newFakeMetrics()}, Completions: c, Metrics: m, ResultsDir: t.TempDir(), BlockSize: 4, NoProbes: true,
+		Capacity: []capacity.Figures{plan.ScenarioFigures(sc)}}
+}
+
+func traceLine(ms, input, output int, ids ...int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return fmt.Sprintf(`{"timestamp": %d, "input_length": %d, "output_length": %d, "hash_ids": [%s]}`, ms, input, output, strings.Join(s, ", "))
+}
+
+// TestTraceStepOpenLoop: an open loop sends the window's requests at their timestamps x
+// time_scale, each prompt block for block (shared ids, shared tokens), asking for its
+// output_length; the long request is dropped and counted, and the record keeps each
+// request's trace line, schedule and lag, the series, and the console its progress.
+func TestTraceStepOpenLoop(t *testing.T) {
+	m := newFakeMetrics()
+	f := &fakeCompletions{m: m}
+	lines := []string{
+		traceLine(1000, 10, 3, 1, 2, 3),
+		traceLine(1040, 9, 0, 1, 2, 4),
+		traceLine(1100, 400, 5), // over max_input_tokens
+		traceLine(1200, 6, 2, 5),
+	}
+	cfg := traceConfig(t, lines, "time_scale = 0.5\nmax_input_tokens = 100", f, m)
+	var con bytes.Buffer
+	cfg.Console = NewConsole(&con, false)
+	out := run(t, context.Background(), cfg)
+	if out.Record.Status != record.StatusCompleted {
+		t.Fatalf("status %s: %s", out.Record.Status, out.Record.StopReason)
+	}
+	st := out.Steps[0]
+	if st.Kind != record.KindTrace || len(st.Requests) != 3 || st.Trace.DroppedRequests != 1 || st.Trace.PlannedRequests != 3 {
+		t.Fatalf("step: kind %s, %d requests, trace %+v", st.Kind, len(st.Requests), st.Trace)
+	}
+	wantLines, wantScheduled := []int{1, 2, 4}, []float64{0, 20, 100} // (timestamp - 1000) x 0.5
+	for i, q := range st.Requests {
+		tr := q.Trace
+		if q.IndexInStep != i || tr.Line != wantLines[i] || tr.ScheduledMS != wantScheduled[i] || tr.DispatchLagMS < 0 {
+			t.Errorf("request %d: index %d, trace %+v", i, q.IndexInStep, tr)
+		}
+		if q.Prompt.Tokens != tr.InputLength || q.Prompt.TokenCounting != scenarios.PromptFormTokenIDs || len(q.Prompt.Identity) != 64 {
+			t.Errorf("request %d: prompt %+v", i, q.Prompt)
+		}
+	}
+	calls := f.requests()
+	slices.SortFunc(calls, func(a, b client.CompletionRequest) int { return len(b.PromptTokenIDs) - len(a.PromptTokenIDs) })
+	a, b, c := calls[0].PromptTokenIDs, calls[1].PromptTokenIDs, calls[2].PromptTokenIDs
+	if len(a) != 10 || len(b) != 9 || len(c) != 6 {
+		t.Fatalf("prompt lengths %d %d %d", len(a), len(b), len(c))
+	}
+	if !slices.Equal(a[:8], b[:8]) || slices.Equal(a[8:9], b[8:9]) || slices.Equal(a[:4], c[:4]) {
+		t.Errorf("shared ids must share tokens, others not: %v / %v / %v", a, b, c)
+	}
+	for _, r := range calls {
+		want := map[int]int{10: 3, 9: 1, 6: 2}[len(r.PromptTokenIDs)] // output_length 0 asks for 1
+		if r.MaxTokens != want || !r.IgnoreEOS {
+			t.Errorf("a %d-token prompt asks max_tokens %d ignore_eos %v, want %d", len(r.PromptTokenIDs), r.MaxTokens, r.IgnoreEOS, want)
+		}
+	}
+	sec := out.Record.Trace("load")
+	if sec == nil || sec.Mode != record.TraceOpenLoop || *sec.TimeScale != 0.5 || sec.DispatchLagMS.N != 3 || sec.TTFTMS.N != 3 {
+		t.Fatalf("section %+v", sec)
+	}
+	if sec.Tiers.GPUHitTokens == nil || *sec.Tiers.GPUHitTokens != 13 || *sec.Tiers.PromptTokens != 25 {
+		t.Errorf("tiers %+v", sec.Tiers)
+	}
+	// The scenario states a 64-token GPU pool and no CPU tier: the ideal of a server without
+	// a host tier, from the same window (the dropped request left out).
+	if i := sec.Ideal; i == nil || i.GPUTokens != 64 || i.HostTokens != 0 || i.PromptTokens != 25 || i.HostHitTokens != 0 || !i.PoolHoldsOutput {
+		t.Errorf("ideal %+v (%s)", sec.Ideal, sec.IdealUnavailable)
+	}
+	text := con.String()
+	for _, want := range []string{"trace load: 3/3 done, 0 in flight", "dispatch lag p50", "the host tier served 0.0% of prompt tokens (the GPU prefix cache 52.0%); an LRU host tier of its size (0 tokens) would have served 0.0%"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("console lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "  [0] planned") {
+		t.Errorf("the console printed a line per successful trace request:\n%s", text)
+	}
+}
+
+// TestTraceStepClosedLoop: with concurrency set, requests go in trace order with at most
+// that many in flight, whatever their timestamps.
+func TestTraceStepClosedLoop(t *testing.T) {
+	m := newFakeMetrics()
+	f := &fakeCompletions{m: m, hold: 5 * time.Millisecond}
+	var lines []string
+	for i := range 12 {
+		lines = append(lines, traceLine(i*60_000, 8, 2, i, i+100)) // a minute apart
+	}
+	cfg := traceConfig(t, lines, "concurrency = 3", f, m)
+	out := run(t, context.Background(), cfg)
+	st := out.Steps[0]
+	if len(st.Requests) != 12 || st.Trace.Mode != record.TraceClosedLoop || st.Trace.Concurrency != 3 || st.Trace.TimeScale != nil {
+		t.Fatalf("%d requests, trace %+v", len(st.Requests), st.Trace)
+	}
+	if p := f.peak.Load(); p > 3 || st.Trace.PeakInFlight > 3 || st.Trace.PeakInFlight < 1 {
+		t.Errorf("in flight at once: server saw %d, client %d; at most 3", p, st.Trace.PeakInFlight)
+	}
+	if st.Concurrency != 3 {
+		t.Errorf("step concurrency %d", st.Concurrency)
+	}
+}
+
+// TestTraceStepInterrupted: a run stopped mid-trace keeps what it measured, marked
+// interrupted, and sends nothing after.
+func TestTraceStepInterrupted(t *testing.T) {
+	m := newFakeMetrics()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeCompletions{m: m, hold: 20 * time.Millisecond, cancelAt: 4, cancel: cancel}
+	var lines []string
+	for i := range 50 {
+		lines = append(lines, traceLine(i, 8, 2, i))
+	}
+	cfg := traceConfig(t, lines, "concurrency = 2", f, m)
+	out := run(t, ctx, cfg)
+	st := out.Steps[0]
+	if !out.Interrupted || !st.Interrupted || len(st.Requests) == 0 || len(st.Requests) > 6 || len(f.requests()) > 6 {
+		t.Fatalf("interrupted %v/%v, %d recorded, %d sent", out.Interrupted, st.Interrupted, len(st.Requests), len(f.requests()))
+	}
+	sec := out.Record.Trace("load")
+	if sec.PlannedRequests != 50 || sec.Requests != len(st.Requests) || !sec.Interrupted {
+		t.Errorf("section %+v", sec)
+	}
+}
+
+// TestBlockSizeNote: what a server block size that is not block_tokens breaks is said.
+func TestBlockSizeNote(t *testing.T) {
+	for _, c := range []struct {
+		b, bt int
+		want  string
+	}{
+		{512, 512, ""},
+		{16, 512, "divides block_tokens (512): shared prefixes line up"},
+		{48, 512, "does not divide block_tokens (512)"},
+		{1024, 512, "larger than block_tokens (512)"},
+		{0, 512, "unknown"},
+	} {
+		if got := blockSizeNote(c.b, c.bt); c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%d in %d: %q, want %q", c.b, c.bt, got, c.want)
+		}
+	}
+}

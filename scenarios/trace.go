@@ -1,0 +1,265 @@
+package scenarios
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// KindTrace is the step kind that replays a Mooncake-format KV-cache trace block for block
+// (docs/traces.md).
+const KindTrace = "trace"
+
+// Trace step defaults and ceilings.
+const (
+	// DefaultTraceBlockTokens is the block size of the public Mooncake traces.
+	DefaultTraceBlockTokens = 512
+	// MaxTraceBlockTokens bounds block_tokens.
+	MaxTraceBlockTokens = 1 << 16
+	// MinTimeScale and MaxTimeScale bound time_scale: 0.001 replays an hour in 3.6 s.
+	MinTimeScale = 0.001
+	MaxTimeScale = 1000.0
+	// MaxTraceRequests bounds a trace window's request count.
+	MaxTraceRequests = 10_000_000
+)
+
+// Prompt forms of a trace step.
+const (
+	// PromptFormAuto sends token ids where the engine's completions endpoint takes them,
+	// text blocks elsewhere.
+	PromptFormAuto = "auto"
+	// PromptFormTokenIDs sends each prompt as a list of token ids: exact block for block.
+	PromptFormTokenIDs = "token_ids"
+	// PromptFormText sends each prompt as text blocks, checked with /tokenize at preflight.
+	PromptFormText = "text"
+)
+
+// TraceStep holds the fields of a [[step]] with kind = "trace": replay a trace's requests,
+// each prompt built block for block from its hash ids, at the trace's timestamps scaled by
+// TimeScale (open loop) or, when concurrency is set, in trace order with that many in flight
+// (closed loop). A window (Start, then Duration or the step's requests) selects the part
+// replayed. Its fields sit directly in the [[step]] table; requests is the step's own field.
+type TraceStep struct {
+	// File is the Mooncake-format JSONL trace, relative to the scenario file's directory and
+	// inside it (a scenario may come from a stranger: it reads nothing else). The user names
+	// any other file with kvbench's --trace flag.
+	File string `toml:"file" json:"file,omitempty"`
+	// BlockTokens is the tokens each hash id names (512 when unset).
+	BlockTokens int `toml:"block_tokens" json:"block_tokens,omitempty"`
+	// Start skips the requests before this trace time; Duration keeps the requests up to
+	// Start+Duration (exclusive with requests).
+	Start    Duration `toml:"start" json:"start,omitzero"`
+	Duration Duration `toml:"duration" json:"duration,omitzero"`
+	// TimeScale multiplies the gaps between the trace's timestamps (0.1 replays ten times
+	// faster; 1 when unset). Open loop only.
+	TimeScale float64 `toml:"time_scale" json:"time_scale,omitempty"`
+	// MaxInputTokens drops the requests whose input_length exceeds it (0: none dropped);
+	// the record says how many.
+	MaxInputTokens int `toml:"max_input_tokens" json:"max_input_tokens,omitempty"`
+	// PromptForm is "auto" (default), "token_ids" or "text".
+	PromptForm string `toml:"prompt_form" json:"prompt_form,omitempty"`
+
+	// Source is where the trace is read from (set by Load, or by the user's --trace).
+	Source TraceSource `toml:"-" json:"-"`
+}
+
+// IsTrace reports whether st is a trace step.
+func (st *Step) IsTrace() bool { return st.Kind == KindTrace }
+
+// traceFieldsSet reports whether any field only a trace step takes is set.
+func (st *Step) traceFieldsSet() bool {
+	return st.File != "" || st.BlockTokens != 0 || st.Start.Duration != 0 || st.Duration.Duration != 0 ||
+		st.TimeScale != 0 || st.MaxInputTokens != 0 || st.PromptForm != ""
+}
+
+// ClosedLoop reports whether a trace step sends in trace order with Concurrency requests in
+// flight, rather than at the trace's timestamps.
+func (st *Step) ClosedLoop() bool { return st.Concurrency > 0 }
+
+// TraceSource is where a trace step's file is read from: the file the scenario names, inside
+// the scenario file's directory, or the path the user named on the command line.
+type TraceSource struct {
+	// Dir is the scenario file's directory; "" for a built-in scenario.
+	Dir string
+	// File is the scenario's file key, relative to Dir.
+	File string
+	// UserPath is the trace the user named (kvbench's --trace): read as given, anywhere.
+	UserPath string
+}
+
+// ErrTraceOutside is a trace a scenario names that lies outside the scenario's directory.
+var ErrTraceOutside = errors.New("outside the scenario file's directory")
+
+// Name is the trace's path as errors and records cite it.
+func (t TraceSource) Name() string {
+	if t.UserPath != "" {
+		return t.UserPath
+	}
+	if t.Dir == "" {
+		return t.File
+	}
+	return filepath.Join(t.Dir, t.File)
+}
+
+// NamedByUser reports whether the user named the trace on the command line.
+func (t TraceSource) NamedByUser() bool { return t.UserPath != "" }
+
+// Open opens the trace for reading. A trace the scenario names is opened through the
+// scenario's directory as a root, so neither "..", an absolute path nor a symbolic link can
+// lead outside it; either way only a regular file is read (not a device or a pipe, whose
+// open could block), checked before it is opened and again once it is.
+func (t TraceSource) Open() (*os.File, error) {
+	var f *os.File
+	var err error
+	switch {
+	case t.UserPath != "":
+		if err = regular(t.UserPath, os.Stat); err == nil {
+			f, err = os.Open(t.UserPath)
+		}
+	case t.File == "":
+		return nil, errors.New("the trace step names no file: give file = \"...\" or pass --trace FILE")
+	case t.Dir == "":
+		return nil, fmt.Errorf("%s: a built-in scenario's trace is named with --trace FILE", t.File)
+	case !filepath.IsLocal(t.File):
+		return nil, fmt.Errorf("%q is %w: a scenario may name only a trace beside it or below it; name any other trace yourself with --trace FILE", t.File, ErrTraceOutside)
+	default:
+		var root *os.Root
+		if root, err = os.OpenRoot(t.Dir); err != nil {
+			return nil, err
+		}
+		defer root.Close()
+		if err = regular(t.File, root.Stat); err == nil {
+			f, err = root.Open(t.File)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errNotRegular) {
+			// os.Root refuses a path that leaves the directory, symbolic links included.
+			return nil, fmt.Errorf("%s: %w (%v): name the trace yourself with --trace FILE", t.Name(), ErrTraceOutside, err)
+		}
+	}
+	if err == nil {
+		err = regular("", func(string) (os.FileInfo, error) { return f.Stat() })
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		if errors.Is(err, errNotRegular) {
+			return nil, fmt.Errorf("%s: %w", t.Name(), err)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+var errNotRegular = errors.New("not a regular file: a trace is a JSONL file")
+
+// regular checks that stat finds a regular file at name.
+func regular(name string, stat func(string) (os.FileInfo, error)) error {
+	fi, err := stat(name)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w (%s)", errNotRegular, fi.Mode().Type())
+	}
+	return nil
+}
+
+// traceDefaults fills a trace step's unset fields and its source.
+func (s *Scenario) traceDefaults(st *Step) {
+	if st.BlockTokens == 0 {
+		st.BlockTokens = DefaultTraceBlockTokens
+	}
+	if st.TimeScale == 0 {
+		st.TimeScale = 1
+	}
+	if st.PromptForm == "" {
+		st.PromptForm = PromptFormAuto
+	}
+	if st.ScrapeInterval.Duration == 0 {
+		st.ScrapeInterval = s.Target.SampleInterval
+	}
+	st.Source = TraceSource{File: st.File}
+	if !strings.HasPrefix(s.Path, "builtin:") {
+		st.Source.Dir = filepath.Dir(s.Path)
+	}
+}
+
+// UseTrace makes every trace step of s replay the file at path, which the user named on the
+// command line: it is read as given, wherever it lies.
+func (s *Scenario) UseTrace(path string) {
+	for i := range s.Steps {
+		if st := &s.Steps[i]; st.IsTrace() {
+			st.Source.UserPath = path
+		}
+	}
+}
+
+// HasTrace reports whether s has a trace step.
+func (s *Scenario) HasTrace() bool {
+	for i := range s.Steps {
+		if s.Steps[i].IsTrace() {
+			return true
+		}
+	}
+	return false
+}
+
+// validateTrace checks trace step i.
+func (s *Scenario) validateTrace(i int, bad func(key, format string, args ...any)) {
+	st := &s.Steps[i]
+	key := fmt.Sprintf("step[%d]", i)
+	if st.Replay != nil || len(st.PlannedContextTokens) > 0 {
+		bad(key+".kind", "a trace step builds its prompts from the trace: drop planned_context_tokens and replay")
+	}
+	if st.Users != 0 || st.Turns != 0 || st.TurnTokens != 0 || st.SystemPromptTokens != 0 || st.ThinkTime.Duration != 0 || st.Arrival != "" || st.Ramp.Duration != 0 {
+		bad(key+".users", "users, turns, turn_tokens, system_prompt_tokens, think_time, arrival and ramp belong to conversation steps")
+	}
+	if st.MaxTokens != 0 || st.MinTokens != nil {
+		bad(key+".max_tokens", "a trace step asks each request for its trace's output_length tokens: drop max_tokens and min_tokens")
+	}
+	// A file outside the scenario's directory is refused when it is opened, unless the user
+	// names the trace (--trace): then the scenario's choice does not matter.
+	if st.File == "" && !strings.HasPrefix(s.Path, "builtin:") {
+		bad(key+".file", "missing: the Mooncake-format trace to replay, relative to this file")
+	}
+	if st.BlockTokens < 1 || st.BlockTokens > MaxTraceBlockTokens {
+		bad(key+".block_tokens", "must be between 1 and %d (got %d)", MaxTraceBlockTokens, st.BlockTokens)
+	}
+	if st.Start.Duration < 0 {
+		bad(key+".start", "must not be negative (got %s)", st.Start)
+	}
+	if st.Duration.Duration < 0 {
+		bad(key+".duration", "must not be negative (got %s)", st.Duration)
+	}
+	if st.Requests < 0 || st.Requests > MaxTraceRequests {
+		bad(key+".requests", "must be between 1 and %d, or unset for the whole window (got %d)", MaxTraceRequests, st.Requests)
+	}
+	if st.Duration.Duration > 0 && st.Requests > 0 {
+		bad(key+".duration", "a window has a duration or a request count (requests), not both")
+	}
+	if st.MaxInputTokens < 0 || st.MaxInputTokens > MaxPromptTokens {
+		bad(key+".max_input_tokens", "must be between 0 and %d (got %d)", MaxPromptTokens, st.MaxInputTokens)
+	}
+	if ts := st.TimeScale; math.IsNaN(ts) || ts < MinTimeScale || ts > MaxTimeScale {
+		bad(key+".time_scale", "must be between %g and %g (got %g)", MinTimeScale, MaxTimeScale, ts)
+	}
+	if st.Concurrency < 0 || st.Concurrency > MaxConcurrency {
+		bad(key+".concurrency", "must be between 1 and %d for a closed loop, or unset for an open loop at the trace's timestamps (got %d)", MaxConcurrency, st.Concurrency)
+	}
+	if st.ClosedLoop() && s.defined(key+".time_scale") {
+		bad(key+".time_scale", "a closed loop (concurrency set) sends in trace order as requests finish: time_scale applies to the open loop only")
+	}
+	switch st.PromptForm {
+	case PromptFormAuto, PromptFormTokenIDs, PromptFormText:
+	default:
+		bad(key+".prompt_form", "%q is not one of %s, %s, %s", st.PromptForm, PromptFormAuto, PromptFormTokenIDs, PromptFormText)
+	}
+	if st.ScrapeInterval.Duration < 10*time.Millisecond {
+		bad(key+".scrape_interval", "must be at least 10ms (got %s)", st.ScrapeInterval)
+	}
+}
