@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -22,39 +21,12 @@ func init() {
 	register(command{name: "demo", summary: "the whole job on the embedded engine: seed study 001, merged record, accounting", run: runDemo})
 }
 
-// demoRun is one of the demo's two runs.
+// demoRun is one of the demo's two runs: a built-in scenario on a server (the embedded
+// engine's profile unless an endpoint is given).
 type demoRun struct {
-	scenario string
-	profile  string
-	endpoint string
-	metrics  []string // nil: the endpoint's /metrics
-	outcome  *runner.Outcome
-}
-
-// demoScenario is the engine's own built-in for a study where it needs different defaults
-// (endpoint port, metrics URLs, gates), else the vLLM one run with the engine's backend.
-func demoScenario(engineName, base, suffix string) string {
-	if engineName == engine.Default {
-		return base
-	}
-	if slices.Contains(scenarios.BuiltinNames(), engineName+suffix) {
-		return engineName + suffix
-	}
-	return base
-}
-
-// speakDialect makes the embedded engine speak engineName's dialect: a connector's tier
-// (LMCache, KVBM) has no vLLM offload families, and LMCache runs two TP ranks.
-func speakDialect(engineName string) func(*sim.Profile) {
-	return func(p *sim.Profile) {
-		p.Dialect = engineName
-		if engineName != sim.DialectVLLM {
-			p.FlatOffloadMetrics, p.LabelledOffloadMetrics = false, false
-		}
-		if engineName == sim.DialectLMCache {
-			p.TensorParallelSize = 2
-		}
-	}
+	scenario, profile, endpoint string
+	metrics                     []string // nil: the endpoint's /metrics
+	outcome                     *runner.Outcome
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -72,9 +44,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErrorf("--engine: %v", err)
 	}
+	// An engine's own built-in where it needs other defaults (ports, metrics URLs, gates).
+	builtin := func(base, suffix string) string {
+		if def.Name != engine.Default && slices.Contains(scenarios.BuiltinNames(), def.Name+suffix) {
+			return def.Name + suffix
+		}
+		return base
+	}
 	studies := []*demoRun{
-		{scenario: demoScenario(def.Name, "eviction-6x150k-replay", "-eviction-replay"), profile: "dsv4-offload16", endpoint: *endpoint},
-		{scenario: demoScenario(def.Name, "offload8-control", "-offload8-control"), profile: "dsv4-offload8", endpoint: *endpoint},
+		{scenario: builtin("eviction-6x150k-replay", "-eviction-replay"), profile: "dsv4-offload16", endpoint: *endpoint},
+		{scenario: builtin("offload8-control", "-offload8-control"), profile: "dsv4-offload8", endpoint: *endpoint},
 	}
 	if *controlEndpoint != "" {
 		studies[1].endpoint = *controlEndpoint
@@ -87,17 +66,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			// llama.cpp's dialect is served for its metrics and calls; the studies need its single slot.
 			return usageErrorf("--engine %s: the embedded engine does not speak it for these studies (it models a shared GPU pool); give --endpoint", def.Name)
 		}
-		srv, err := sim.Start(sim.Options{Profile: r.profile, Speed: *speed, Override: speakDialect(def.Name)})
+		srv, err := sim.Start(sim.Options{Profile: r.profile, Speed: *speed, Override: func(p *sim.Profile) {
+			p.SetDialect(def.Name, "")
+			if def.Name == sim.DialectLMCache {
+				p.TensorParallelSize = 2 // LMCache's counters are per TP rank: two of them
+			}
+		}})
 		if err != nil {
 			return fmt.Errorf("starting the embedded engine: %w", err)
 		}
 		defer srv.Close()
 		r.endpoint = srv.URL() + "/v1"
-		if def.Name != engine.Default {
-			r.metrics = srv.MetricsURLs()
-		}
 		fmt.Fprintf(stdout, "embedded engine %s on %s\n", r.profile, srv.URL())
 		if def.Name != engine.Default {
+			r.metrics = srv.MetricsURLs()
 			fmt.Fprintf(stdout, "  speaking %s: metrics at %s\n", def.Name, strings.Join(r.metrics, " "))
 		}
 	}
@@ -108,58 +90,38 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	var dirs []string
 	for _, r := range studies {
 		sc, err := scenarios.Builtin(r.scenario)
 		if err != nil {
 			return err
 		}
-		tf := targetFlags{endpoint: r.endpoint, metrics: r.metrics}
+		o := runOptions{out: dir, format: "text", engineInProcess: true}
+		o.target.Endpoint, o.target.metrics = r.endpoint, r.metrics
 		if def.Name != engine.Default {
-			tf.backend = def.Name
+			o.target.Backend = def.Name
 		}
-		if err := tf.apply(sc); err != nil {
+		if err := o.target.apply(sc); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout)
-		r.outcome, err = runScenario(ctx, sc, runOptions{out: dir, format: "text", engineInProcess: true}, stdout, stderr)
-		if err != nil {
+		if r.outcome, err = runScenario(ctx, sc, o, stdout, stderr); err != nil {
 			return err
 		}
 		if r.outcome.Interrupted {
 			return outcomeError(r.outcome)
 		}
+		dirs = append(dirs, r.outcome.Dir)
 	}
-	loaded, err := loadRunDirs([]string{studies[0].outcome.Dir, studies[1].outcome.Dir})
+	loaded, err := loadRunDirs(dirs)
 	if err != nil {
 		return err
 	}
-	studyRec, err := study.Summarize(loaded, dir, false)
+	files, err := study.WriteDemo(stdout, dir, loaded[0], loaded[1], def.Name != engine.Default)
 	if err != nil {
 		return err
 	}
-	if _, err := runs.WriteJSON(filepath.Join(dir, "study.json"), studyRec); err != nil {
-		return err
-	}
-	files := "study.json, accounting.json"
-	acc, err := study.Accounting(loaded, study.PoolSpec{GPUs: 1}, dir)
-	switch {
-	case err != nil && def.Name != engine.Default:
-		// Engines that count stores in tokens or blocks measure no bytes per token, so the
-		// pool cannot be sized from the runs alone.
-		fmt.Fprintf(stdout, "\naccounting skipped: %v\n", err)
-		files = "study.json"
-	case err != nil:
-		return err
-	default:
-		if _, err := runs.WriteJSON(filepath.Join(dir, "accounting.json"), acc); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(stdout)
-	if err := study.WriteSeedTable(stdout, studies[0].outcome.Record, studies[1].outcome.Record); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nrecords: %s (%s and one directory per run)\n", dir, files)
+	fmt.Fprintf(stdout, "\nrecords: %s (%s and one directory per run)\n", dir, strings.Join(files, ", "))
 	if err := outcomeError(studies[0].outcome); err != nil {
 		return err
 	}

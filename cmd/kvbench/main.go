@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/termsafe"
+	"github.com/anvil-serving/kvbench/internal/proc"
 )
 
 // Exit codes. A failed gate or regression is a result, not a crash, so each has its own code;
@@ -40,60 +39,11 @@ var commands = map[string]command{}
 
 func register(c command) { commands[c.name] = c }
 
-// stopSignals end a run the way Ctrl-C does: the context is cancelled, what was measured is
-// written, the status is interrupted. SIGPIPE is among them so that `kvbench run ... | head`
-// does not kill the process on its next console line: caught, a write to the closed pipe
-// returns an error instead, and the run stops with its records. A SIGPIPE while stdout and
-// stderr are open came from a socket (a server that reset a connection) and is ignored.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
-
 func main() {
-	ctx, stop := withStopSignals(context.Background())
+	ctx, stop := proc.WithStopSignals(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
-}
-
-// withStopSignals returns a context cancelled by the first stop signal, its cause naming the
-// signal. Later signals are caught too (a closed pipe raises SIGPIPE at every write) until
-// stop is called.
-func withStopSignals(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, stopSignals...)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case sig := <-ch:
-				if sig == syscall.SIGPIPE && !brokenPipe(1, 2) {
-					continue // a server's closed connection, not our stdout or stderr
-				}
-				cancel(fmt.Errorf("received %s", signalName(sig)))
-			case <-done:
-				return
-			}
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(ch)
-		close(done)
-		cancel(nil)
-	}
-}
-
-func signalName(sig os.Signal) string {
-	switch sig {
-	case os.Interrupt:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGPIPE:
-		return "SIGPIPE (stdout or stderr closed)"
-	}
-	return sig.String()
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/runner"
+	"github.com/anvil-serving/kvbench/harness/target"
 	"github.com/anvil-serving/kvbench/harness/termsafe"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -62,8 +63,9 @@ func runValidate(ctx context.Context, args []string, stdout, _ io.Writer) error 
 			errs = append(errs, err)
 			continue
 		}
-		tf.writeTrust(stdout, &resolved)
-		printProbes(stdout, sc)
+		if err := writeTrust(stdout, tf, &resolved, false); err != nil {
+			return err
+		}
 	}
 	if len(errs) > 0 {
 		return usageError(errors.Join(errs...))
@@ -102,7 +104,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := tf.consent(sc); err != nil {
 			return fmt.Errorf("%w (or use --estimate to plan without a server)", err)
 		}
-		key, err := apiKey(sc)
+		key, err := target.APIKey(sc)
 		if err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", err)
 		}
@@ -110,7 +112,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *format == "json" {
 			say = stderr
 		}
-		fmt.Fprintf(say, "counting tokens on the server: %s\n", destination(sc))
+		fmt.Fprintf(say, "counting tokens on the server: %s\n", target.Destination(sc))
 		if p, err = runner.PlanOnServer(ctx, sc, key); err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", preflightError(ctx, err))
 		}
@@ -127,10 +129,17 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stdout, "\ntarget (kvbench run sends requests here):\n")
-	tf.writeTrust(stdout, sc)
-	if len(sc.Probes) > 0 {
-		fmt.Fprintf(stdout, "\nprobe commands (kvbench run needs --allow-probes or --no-probes):\n")
-		printProbes(stdout, sc)
+	return writeTrust(stdout, tf, sc, true)
+}
+
+// writeTrust writes where sc's requests would go and who chose it, then its probe commands
+// (headed: a plan's), so a stranger's scenario can be read before it runs.
+func writeTrust(w io.Writer, tf targetFlags, sc *scenarios.Scenario, headed bool) error {
+	if err := tf.resolved.WriteTrust(w, sc); err != nil {
+		return err
 	}
-	return nil
+	if headed && len(sc.Probes) > 0 {
+		fmt.Fprintf(w, "\nprobe commands (kvbench run needs --allow-probes or --no-probes):\n")
+	}
+	return target.WriteProbes(w, sc)
 }

@@ -2,16 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/target"
 	"github.com/anvil-serving/kvbench/harness/termsafe"
+	"github.com/anvil-serving/kvbench/internal/proc"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -20,25 +22,15 @@ func init() {
 	register(command{name: "preflight", summary: "check a server against a scenario without running it", run: runPreflight})
 }
 
-// runOptions are the flags run and demo share.
+// runOptions are the flags run, sweep and demo share.
 type runOptions struct {
-	target   targetFlags
-	out      string
-	format   string
-	force    bool
-	noProbes bool
-	// allowProbes runs the scenario's probe commands; without it or noProbes, a scenario
-	// with probes is refused.
-	allowProbes  bool
-	probeSecrets bool
-	repeat       int
-	// salt overrides the scenario's prompt.salt ("random": a fresh one for this run).
-	salt string
-	// cpuProfile and memProfile name pprof files written around the whole run.
-	cpuProfile string
-	memProfile string
-	// engineInProcess: the server is the demo's embedded engine, in this process.
-	engineInProcess bool
+	target                                     targetFlags
+	out, format                                string
+	force, noProbes, allowProbes, probeSecrets bool
+	repeat                                     int
+	salt                                       string // overrides prompt.salt ("random": a fresh one)
+	cpuProfile, memProfile                     string
+	engineInProcess                            bool // the server is the demo's engine, in this process
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -57,6 +49,24 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	return fs
 }
 
+// scenario loads the one scenario args name and applies the target flags.
+func (o *runOptions) scenario(cmd string, args []string) (*scenarios.Scenario, error) {
+	if len(args) != 1 {
+		return nil, usageErrorf("%s: want one scenario file or built-in name, got %d", cmd, len(args))
+	}
+	if o.format != "text" && o.format != "json" {
+		return nil, usageErrorf("%s: --format must be text or json", cmd)
+	}
+	if err := runs.CheckOutputDir(o.out); err != nil {
+		return nil, usageErrorf("%s: --out: %w", cmd, err)
+	}
+	sc, err := loadScenario(args[0])
+	if err != nil {
+		return nil, err
+	}
+	return sc, o.target.apply(sc)
+}
+
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o runOptions
 	var push pushFlags
@@ -70,20 +80,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := push.check(); err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("run: want one scenario file or built-in name, got %d", len(args))
-	}
-	if o.format != "text" && o.format != "json" {
-		return usageErrorf("run: --format must be text or json")
-	}
-	if err := runs.CheckOutputDir(o.out); err != nil {
-		return usageErrorf("run: --out: %w", err)
-	}
-	sc, err := loadScenario(args[0])
+	sc, err := o.scenario("run", args)
 	if err != nil {
-		return err
-	}
-	if err := o.target.apply(sc); err != nil {
 		return err
 	}
 	stopProfiles, err := startProfiles(o.cpuProfile, o.memProfile)
@@ -103,12 +101,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return outcomeError(outcome)
 }
 
-// runScenario preflights and runs sc, printing the console to stderr (json) or stdout (text).
+// runScenario runs sc, printing the console to stderr (json) or stdout (text), then the
+// record (json) or its summary (text) on stdout.
 func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdout, stderr io.Writer) (*runner.Outcome, error) {
-	consoleW := stdout
-	if o.format == "json" {
-		consoleW = stderr
-	}
 	if o.repeat < 0 || o.repeat > scenarios.MaxRepeat {
 		return nil, usageErrorf("--repeat must be between 1 and %d", scenarios.MaxRepeat)
 	}
@@ -127,37 +122,20 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	if err != nil {
 		return nil, err
 	}
-	con := runner.NewConsole(consoleW, isTerminal(consoleW))
-	t, err := runner.Connect(sc, key)
-	if err != nil {
-		return nil, usageError(err)
-	}
-	con.Printf("%s", destination(sc))
-	con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
-	rep, p, err := runner.Preflight(ctx, sc, t)
-	if err != nil {
-		return nil, preflightError(ctx, err)
-	}
-	rep.WriteBrief(con)
-	if len(rep.Problems) > 0 && !o.force {
-		return nil, usageErrorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))
-	}
-	cfg := runner.NewConfig(sc, t, rep, p, runner.Settings{
+	consoleW := consoleFor(o.format, stdout, stderr)
+	con := runner.NewConsole(consoleW, proc.IsTerminal(consoleW))
+	outcome, err := runner.RunScenario(ctx, sc, key, o.force, runner.Settings{
 		ResultsDir: o.out, KvbenchVersion: kvbenchVersion(), Console: con,
 		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,
 		EngineInProcess: o.engineInProcess,
 	})
-	outcome, err := runner.Run(ctx, cfg)
 	if err != nil {
-		return outcome, err
+		return outcome, setupError(err)
 	}
-	var werr error
-	if o.format == "json" {
-		werr = printJSON(stdout, outcome.Record)
-	} else {
-		fmt.Fprintln(stdout)
-		werr = outcome.Record.WriteSummary(termsafe.NewWriter(stdout))
-	}
+	werr := emit(stdout, o.format, outcome.Record, func(w io.Writer) error {
+		fmt.Fprintln(w)
+		return outcome.Record.WriteSummary(w)
+	})
 	con.Printf("records: %s", outcome.Dir)
 	// A run stopped by a closed stdout cannot print its summary there either: its own
 	// stop (interrupted) is the error to report, not the second broken pipe.
@@ -174,26 +152,76 @@ func (o *runOptions) admit(sc *scenarios.Scenario) (string, error) {
 	if err := o.target.consent(sc); err != nil {
 		return "", err
 	}
-	if err := probeConsent(sc, o.allowProbes, o.noProbes); err != nil {
-		return "", err
+	if err := target.ProbeConsent(sc, o.allowProbes, o.noProbes); err != nil {
+		return "", usageError(err)
 	}
-	return apiKey(sc)
+	key, err := target.APIKey(sc)
+	return key, usageError(err)
 }
 
-// outcomeError maps an interrupted run or failed gates to their exit codes.
+// outcomeError maps a failed or interrupted run to exit 1 and failed gates to exit 3.
 func outcomeError(o *runner.Outcome) error {
-	if o.Failed != "" {
+	switch {
+	case o.Failed != "":
 		return &exitError{code: exitRuntime, err: fmt.Errorf("run failed: %s; what was measured is in %s", o.Failed, o.Dir)}
-	}
-	if o.Interrupted {
+	case o.Interrupted:
 		return fmt.Errorf("interrupted: what was measured is in %s", o.Dir)
+	case o.GateSummary() != "":
+		return &exitError{code: exitGateFailed, err: errors.New(o.GateSummary())}
 	}
-	if failed := o.GatesFailed(); len(failed) > 0 {
-		var why []string
-		for _, g := range failed {
-			why = append(why, fmt.Sprintf("%s: %s", g.Gate.Step, g.Reason))
-		}
-		return &exitError{code: exitGateFailed, err: fmt.Errorf("%d gate(s) failed: %s", len(failed), strings.Join(why, "; "))}
+	return nil
+}
+
+// setupError maps a failure before the first request (a URL, server or scenario that is not
+// what the run needs) to exit 2; an interrupt stays an interrupt.
+func setupError(err error) error {
+	var se *runner.SetupError
+	if errors.As(err, &se) {
+		return usageError(se.Err)
+	}
+	return err
+}
+
+func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("preflight", "SCENARIO [flags]", "kvbench preflight eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1", stdout)
+	var o runOptions
+	o.target.register(fs)
+	fs.StringVar(&o.format, "format", "text", "output: text or json")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageErrorf("preflight: want one scenario file or built-in name, got %d", len(args))
+	}
+	sc, err := loadScenario(args[0])
+	if err != nil {
+		return err
+	}
+	if err := o.target.apply(sc); err != nil {
+		return err
+	}
+	if err := o.target.consent(sc); err != nil {
+		return err
+	}
+	key, err := target.APIKey(sc)
+	if err != nil {
+		return usageError(err)
+	}
+	t, err := runner.Connect(sc, key)
+	if err != nil {
+		return usageError(err)
+	}
+	fmt.Fprintln(consoleFor(o.format, stdout, stderr), target.Destination(sc))
+	rep, _, err := runner.Preflight(ctx, sc, t)
+	if err != nil {
+		return preflightError(ctx, err)
+	}
+	if err := emit(stdout, o.format, rep, func(w io.Writer) error { return rep.WriteText(w, sc.Name) }); err != nil {
+		return err
+	}
+	if len(rep.Problems) > 0 {
+		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))
 	}
 	return nil
 }
@@ -207,66 +235,19 @@ func preflightError(ctx context.Context, err error) error {
 	return usageError(err)
 }
 
-func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("preflight", "SCENARIO [flags]", "kvbench preflight eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1", stdout)
-	var tf targetFlags
-	tf.register(fs)
-	format := fs.String("format", "text", "output: text or json")
-	args, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+// consoleFor is where a command's progress lines go: stderr when stdout carries JSON.
+func consoleFor(format string, stdout, stderr io.Writer) io.Writer {
+	if format == "json" {
+		return stderr
 	}
-	if len(args) != 1 {
-		return usageErrorf("preflight: want one scenario file or built-in name, got %d", len(args))
-	}
-	sc, err := loadScenario(args[0])
-	if err != nil {
-		return err
-	}
-	if err := tf.apply(sc); err != nil {
-		return err
-	}
-	if err := tf.consent(sc); err != nil {
-		return err
-	}
-	key, err := apiKey(sc)
-	if err != nil {
-		return err
-	}
-	t, err := runner.Connect(sc, key)
-	if err != nil {
-		return usageError(err)
-	}
-	say := stdout
-	if *format == "json" {
-		say = stderr
-	}
-	fmt.Fprintln(say, destination(sc))
-	rep, _, err := runner.Preflight(ctx, sc, t)
-	if err != nil {
-		return preflightError(ctx, err)
-	}
-	if *format == "json" {
-		if err := printJSON(stdout, rep); err != nil {
-			return err
-		}
-	} else {
-		if err := rep.WriteText(termsafe.NewWriter(stdout), sc.Name); err != nil {
-			return err
-		}
-	}
-	if len(rep.Problems) > 0 {
-		return usageErrorf("%s cannot run on %s: %s", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))
-	}
-	return nil
+	return stdout
 }
 
-// isTerminal reports whether w is a terminal (live console lines).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+// emit prints v as JSON (format json) or through text, on a writer that keeps a server's
+// escape sequences off the terminal.
+func emit(stdout io.Writer, format string, v any, text func(io.Writer) error) error {
+	if format == "json" {
+		return printJSON(stdout, v)
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0 && isTTY(f.Fd())
+	return text(termsafe.NewWriter(stdout))
 }

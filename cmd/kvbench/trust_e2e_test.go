@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/anvil-serving/kvbench/scenarios"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -140,24 +139,4 @@ func TestScenarioHostNeedsConsent(t *testing.T) {
 		t.Errorf("validate: exit %d\n%s", code, stdout)
 	}
 
-	// --trust-hosts consents to the file's hosts; --endpoint replaces them (and the file's
-	// metrics URLs, which belong to its endpoint).
-	for name, flags := range map[string]targetFlags{"--trust-hosts": {trustHosts: true}, "--endpoint": {endpoint: "http://127.0.0.1:8000/v1"}} {
-		sc, err := scenarios.Load(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := flags.apply(sc); err != nil {
-			t.Fatal(err)
-		}
-		if err := flags.consent(sc); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	// The user's own non-loopback endpoint needs no more than naming it.
-	sc, _ := scenarios.Builtin("smoke")
-	tf := targetFlags{endpoint: "http://192.0.2.7:8000/v1"}
-	if err := tf.apply(sc); err != nil || tf.consent(sc) != nil {
-		t.Errorf("--endpoint of another host: %v", tf.consent(sc))
-	}
 }

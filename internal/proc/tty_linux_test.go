@@ -1,4 +1,4 @@
-package main
+package proc
 
 import (
 	"os"
@@ -13,7 +13,7 @@ func TestDevNullIsNotATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if isTerminal(f) {
+	if IsTerminal(f) {
 		t.Fatal("/dev/null taken for a terminal")
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
@@ -21,7 +21,7 @@ func TestDevNullIsNotATerminal(t *testing.T) {
 		return // no controlling terminal (CI): the negative case is what matters
 	}
 	defer tty.Close()
-	if !isTerminal(tty) {
+	if !IsTerminal(tty) {
 		t.Fatal("/dev/tty not taken for a terminal")
 	}
 }

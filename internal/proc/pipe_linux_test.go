@@ -1,4 +1,4 @@
-package main
+package proc
 
 import (
 	"context"
@@ -16,11 +16,11 @@ func TestBrokenPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if brokenPipe(int(w.Fd())) {
+	if BrokenPipe(int(w.Fd())) {
 		t.Fatal("a pipe with its reader open reads as broken")
 	}
 	r.Close()
-	if !brokenPipe(int(w.Fd())) {
+	if !BrokenPipe(int(w.Fd())) {
 		t.Fatal("a pipe whose reader closed reads as fine")
 	}
 	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
@@ -28,7 +28,7 @@ func TestBrokenPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if brokenPipe(int(f.Fd())) {
+	if BrokenPipe(int(f.Fd())) {
 		t.Fatal("a regular file reads as broken")
 	}
 }
@@ -38,10 +38,10 @@ func TestBrokenPipe(t *testing.T) {
 // after it is what stops the context (pending signals are delivered lowest number first,
 // SIGPIPE before SIGTERM).
 func TestSocketSIGPIPEDoesNotStopARun(t *testing.T) {
-	if brokenPipe(1, 2) {
+	if BrokenPipe(1, 2) {
 		t.Skip("the test's own stdout or stderr is a closed pipe")
 	}
-	ctx, stop := withStopSignals(context.Background())
+	ctx, stop := WithStopSignals(context.Background())
 	defer stop()
 	syscall.Kill(syscall.Getpid(), syscall.SIGPIPE)
 	syscall.Kill(syscall.Getpid(), syscall.SIGTERM)

@@ -1,0 +1,167 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runner"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/scenarios"
+)
+
+func chat(t *testing.T) *scenarios.Scenario {
+	t.Helper()
+	sc, err := scenarios.Builtin("chat-capacity-offload16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func TestParseLevels(t *testing.T) {
+	if u, err := ParseUsers("2, 4,8"); err != nil || len(u) != 3 || u[2] != 8 {
+		t.Errorf("ParseUsers = %v, %v", u, err)
+	}
+	for _, bad := range []string{"", "4,2", "0", "x", strings.Repeat("1,", 40) + "1"} {
+		if _, err := ParseUsers(bad); err == nil {
+			t.Errorf("ParseUsers(%q) accepted", bad)
+		}
+	}
+	if s, err := ParseTimeScales("1,0.5,0.25"); err != nil || len(s) != 3 {
+		t.Errorf("ParseTimeScales = %v, %v", s, err)
+	}
+	for _, bad := range []string{"", "0.5,1", "0", "NaN"} {
+		if _, err := ParseTimeScales(bad); err == nil {
+			t.Errorf("ParseTimeScales(%q) accepted", bad)
+		}
+	}
+}
+
+// TestPlanLevels: a conversation step is stepped by users, not time scales; each level runs
+// the step alone with its own users, under its own name, its prompts seeded apart.
+func TestPlanLevels(t *testing.T) {
+	sc := chat(t)
+	if _, err := NewPlan(sc, "", "", "1,0.5", 0); err == nil || !strings.Contains(err.Error(), "not --time-scales") {
+		t.Errorf("time scales on a conversation: %v", err)
+	}
+	if _, err := NewPlan(sc, "nope", "2", "", 0); err == nil || !strings.Contains(err.Error(), `no conversation or trace step "nope"`) {
+		t.Errorf("unknown step: %v", err)
+	}
+	if _, err := NewPlan(sc, "", "2", "", -1); err == nil {
+		t.Error("a negative threshold accepted")
+	}
+	p, err := NewPlan(sc, "", "2,4", "", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Levels() != 2 || p.IsTrace() {
+		t.Fatalf("levels %d, trace %v", p.Levels(), p.IsTrace())
+	}
+	l1, name := p.Level(1)
+	if name != "4 users" || l1.Name != sc.Name+"-users-4" || len(l1.Steps) != 1 || l1.Steps[0].Users != 4 || l1.Steps[0].Concurrency != 4 {
+		t.Errorf("level 1: %q %q %+v", name, l1.Name, l1.Steps)
+	}
+	if l1.Prompt.Seed != sc.Prompt.Seed+LevelSeedStride {
+		t.Errorf("level 1 seed %d, want %d", l1.Prompt.Seed, sc.Prompt.Seed+LevelSeedStride)
+	}
+	if sc.Steps[0].Users == 4 {
+		t.Error("a level changed the scenario it came from")
+	}
+}
+
+// fakeLevel writes a run record for each level and returns an outcome whose gates fail at
+// the levels in failAt.
+func fakeLevel(t *testing.T, failAt map[string]bool) RunLevel {
+	return func(_ context.Context, level *scenarios.Scenario, dir string) (*runner.Outcome, error) {
+		run := filepath.Join(dir, level.Name)
+		if err := os.Mkdir(run, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(run, "run.json")
+		if err := os.WriteFile(path, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := &runner.Outcome{Dir: run, RecordPath: path, Record: &record.Run{Status: record.StatusCompleted}}
+		if failAt[level.Name] {
+			out.Gates = []record.GateResult{{Gate: scenarios.Gate{Step: "chat"}, Reason: "ttft too high"}}
+		}
+		return out, nil
+	}
+}
+
+// TestRunGoesOnPastFailedGates: a level's failed gates are listed and the next level runs;
+// the sweep record names every level's run directory with its sha256.
+func TestRunGoesOnPastFailedGates(t *testing.T) {
+	sc := chat(t)
+	p, err := NewPlan(sc, "", "2,4", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var console strings.Builder
+	res, err := Run(context.Background(), p, t.TempDir(), "test", &console, fakeLevel(t, map[string]bool{sc.Name + "-users-2": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Record.Levels) != 2 || res.Record.Status != record.StatusCompleted {
+		t.Fatalf("levels %d, status %s", len(res.Record.Levels), res.Record.Status)
+	}
+	if len(res.GatesFailed) != 1 || !strings.HasPrefix(res.GatesFailed[0], "2 users: 1 gate(s) failed: chat: ttft too high") {
+		t.Errorf("gates failed %q", res.GatesFailed)
+	}
+	if res.Record.Levels[1].Run != sc.Name+"-users-4" || res.Record.Levels[1].RunSHA256 == "" {
+		t.Errorf("level 1 %+v", res.Record.Levels[1])
+	}
+	if !runs.IsSweep(res.Dir) || !strings.Contains(console.String(), "sweep level: 4 users") {
+		t.Errorf("no sweep record in %s, console %q", res.Dir, console.String())
+	}
+	dirs, err := ExpandDirs([]string{res.Dir, "other"})
+	if err != nil || len(dirs) != 3 || dirs[2] != "other" {
+		t.Errorf("ExpandDirs = %v, %v", dirs, err)
+	}
+}
+
+// TestRunLeavesNothingWhenNothingRan: a first level that measured nothing leaves no sweep
+// directory, and its error comes back as it was (its exit code with it).
+func TestRunLeavesNothingWhenNothingRan(t *testing.T) {
+	p, err := NewPlan(chat(t), "", "2,4", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	refused := errors.New("server refused")
+	_, err = Run(context.Background(), p, out, "test", &strings.Builder{}, func(context.Context, *scenarios.Scenario, string) (*runner.Outcome, error) {
+		return nil, refused
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("left %d entries behind", len(entries))
+	}
+}
+
+// TestRunStopsAtAnInterruptedLevel: the sweep record says interrupted, with the level.
+func TestRunStopsAtAnInterruptedLevel(t *testing.T) {
+	sc := chat(t)
+	p, err := NewPlan(sc, "", "2,4", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := fakeLevel(t, nil)
+	res, err := Run(context.Background(), p, t.TempDir(), "test", &strings.Builder{}, func(ctx context.Context, l *scenarios.Scenario, dir string) (*runner.Outcome, error) {
+		out, err := level(ctx, l, dir)
+		out.Interrupted, out.Record.StopReason = true, "received SIGINT"
+		return out, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Record.Status != record.StatusInterrupted || len(res.Record.Levels) != 1 || res.Record.StopReason != "2 users: received SIGINT" {
+		t.Errorf("status %s, %d levels, reason %q", res.Record.Status, len(res.Record.Levels), res.Record.StopReason)
+	}
+}
