@@ -9,6 +9,7 @@ require (
 	github.com/prometheus/common v0.74.0
 	github.com/sashabaranov/go-openai v1.43.0
 	golang.org/x/sync v0.25.0
+	golang.org/x/sys v0.49.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/kustomize/api v0.21.1
 	sigs.k8s.io/kustomize/kyaml v0.21.1
@@ -50,7 +51,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.5 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
