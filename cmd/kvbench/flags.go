@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -63,4 +64,37 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// formatVar adds --format to fs: one of formats, the first the default, refused as the
+// flags are parsed (a usage error naming the choices).
+func formatVar(fs *flag.FlagSet, p *string, help string, formats ...string) {
+	*p = formats[0]
+	fs.Var(&formatValue{p, formats}, "format", help)
+}
+
+// formatValue is the --format flag: one of a few output formats.
+type formatValue struct {
+	p      *string
+	values []string
+}
+
+func (c *formatValue) String() string {
+	if c == nil || c.p == nil {
+		return ""
+	}
+	return *c.p
+}
+
+func (c *formatValue) Set(s string) error {
+	if !slices.Contains(c.values, s) {
+		n := len(c.values)
+		list := c.values[n-1]
+		if n > 1 {
+			list = strings.Join(c.values[:n-1], ", ") + " or " + list
+		}
+		return fmt.Errorf("--format must be %s", list)
+	}
+	*c.p = s
+	return nil
 }

@@ -78,16 +78,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var tf targetFlags
 	tf.register(fs)
 	estimate := fs.Bool("estimate", false, "estimate tokens (4 bytes per token) even if the scenario counts on the server: no traffic")
-	format := fs.String("format", "text", "output format: text or json")
+	var format string
+	formatVar(fs, &format, "output format: text or json", "text", "json")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) != 1 {
 		return usageErrorf("plan: want one scenario file or built-in name, got %d", len(args))
-	}
-	if *format != "text" && *format != "json" {
-		return usageErrorf("plan: --format must be text or json")
 	}
 	sc, err := loadScenario(args[0])
 	if err != nil {
@@ -109,7 +107,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("%w (use --estimate to plan without a server)", err)
 		}
 		say := stdout
-		if *format == "json" {
+		if format == "json" {
 			say = stderr
 		}
 		fmt.Fprintf(say, "counting tokens on the server: %s\n", target.Destination(sc))
@@ -119,7 +117,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else if p, err = plan.Make(ctx, sc, nil); err != nil {
 		return preflightError(ctx, err)
 	}
-	if *format == "json" {
+	if format == "json" {
 		return printJSON(stdout, struct {
 			Scenario *scenarios.Scenario `json:"scenario"`
 			*plan.Plan

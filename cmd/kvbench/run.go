@@ -37,7 +37,7 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs := newFlagSet(fsName, usage, example, stdout)
 	o.target.register(fs)
 	fs.StringVar(&o.out, "out", "results", "directory the run directory is created in")
-	fs.StringVar(&o.format, "format", "text", "output: text (console and table) or json (the run record on stdout)")
+	formatVar(fs, &o.format, "output: text (console and table) or json (the run record on stdout)", "text", "json")
 	fs.BoolVar(&o.force, "force", false, "run even if preflight finds the scenario cannot run here")
 	fs.BoolVar(&o.allowProbes, "allow-probes", false, "run the scenario's [[probe]] commands, which run as you on this machine: read them first ('kvbench validate' lists them); a scenario with probes is refused without this or --no-probes")
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
@@ -53,9 +53,6 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 func (o *runOptions) scenario(cmd string, args []string) (*scenarios.Scenario, error) {
 	if len(args) != 1 {
 		return nil, usageErrorf("%s: want one scenario file or built-in name, got %d", cmd, len(args))
-	}
-	if o.format != "text" && o.format != "json" {
-		return nil, usageErrorf("%s: --format must be text or json", cmd)
 	}
 	if err := runs.CheckOutputDir(o.out); err != nil {
 		return nil, usageErrorf("%s: --out: %w", cmd, err)
@@ -186,7 +183,7 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlagSet("preflight", "SCENARIO [flags]", "kvbench preflight eviction-6x150k-replay --endpoint http://127.0.0.1:8000/v1", stdout)
 	var o runOptions
 	o.target.register(fs)
-	fs.StringVar(&o.format, "format", "text", "output: text or json")
+	formatVar(fs, &o.format, "output: text or json", "text", "json")
 	args, err := parseFlags(fs, args)
 	if err != nil {
 		return err
