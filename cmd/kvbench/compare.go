@@ -1,15 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/export"
-	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
 )
@@ -47,7 +45,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if push.url != "" {
 			return usageErrorf("compare: --push compares runs, not sweeps")
 		}
-		return compareSweeps(args, *format, *tolerance, *allow, stdout)
+		res, err := compare.SweepDirs(args[0], args[1], *tolerance, *allow)
+		if err != nil {
+			return usageError(err)
+		}
+		return cmp.Or(res.Write(stdout, *format), regressionError(res.Regressions()))
 	}
 	loaded, err := loadRunDirs(args)
 	if err != nil {
@@ -55,90 +57,26 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	res, err := compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: *tolerance, AllowMismatch: *allow, AllowIncomplete: *allowIncomplete})
 	if err != nil {
-		if errors.Is(err, compare.ErrMismatch) || errors.Is(err, compare.ErrIncomplete) {
-			return usageError(err)
-		}
-		return err
+		return usageError(err) // refused: an unfinished, warm or different run
 	}
-	switch *format {
-	case "json":
-		if err := printJSON(stdout, res); err != nil {
-			return err
-		}
-	case "markdown":
-		if err := res.WriteMarkdown(stdout); err != nil {
-			return err
-		}
-	default:
-		if err := res.WriteText(stdout); err != nil {
-			return err
-		}
+	cmpErr := regressionError(res.Regressions())
+	if err := res.Write(stdout, *format); err != nil || push.url == "" {
+		return cmp.Or(err, cmpErr)
 	}
-	if push.url == "" {
-		return compareError(res)
+	if err := export.PushComparison(ctx, res, loaded[1], push.opts); err != nil {
+		if cmpErr != nil { // a regression (exit 4) outranks a failed push (5)
+			return fmt.Errorf("%w; also: the comparison's push failed: %v", cmpErr, err)
+		}
+		return pushError(err)
 	}
-	return pushComparison(ctx, &push, res, loaded[1], stderr)
+	fmt.Fprintf(stderr, "pushed the comparison to %s\n", redact.URL(push.url))
+	return cmpErr
 }
 
-// pushComparison pushes res's series, grouped by the candidate's identity and the labels, and
-// folds a failed push into compare's result: a regression (exit 4) outranks it (exit 5).
-func pushComparison(ctx context.Context, p *pushFlags, res *compare.Result, candidate *runs.Run, stderr io.Writer) error {
-	cmpErr := compareError(res)
-	fams, err := export.CompareFamilies(res, nil)
+// regressionError marks a comparison's regressions: exit 4.
+func regressionError(err error) error {
 	if err == nil {
-		err = export.PushFamilies(ctx, fams, export.CompareJob, append(export.Identity(candidate), p.parsed...), p.options())
-	}
-	if err == nil {
-		fmt.Fprintf(stderr, "pushed the comparison to %s\n", redact.URL(p.url))
-		return cmpErr
-	}
-	if cmpErr != nil {
-		return fmt.Errorf("%w; also: the comparison's push failed: %v", cmpErr, err)
-	}
-	return pushError(err)
-}
-
-// compareError maps a regression to its exit code.
-func compareError(res *compare.Result) error {
-	if !res.Regression {
 		return nil
 	}
-	return &exitError{code: exitRegression, err: fmt.Errorf("%d regression(s): %s", len(res.Findings), strings.Join(res.Findings, "; "))}
-}
-
-// compareSweeps compares two capacity sweeps (directories holding sweep.json).
-func compareSweeps(dirs []string, format string, tolerance float64, allow bool, stdout io.Writer) error {
-	var loaded []*record.Sweep
-	for _, d := range dirs {
-		s, err := runs.LoadSweep(d)
-		if err != nil {
-			return usageError(err)
-		}
-		loaded = append(loaded, s)
-	}
-	res, err := compare.CompareSweeps(loaded[0], loaded[1], dirs[0], dirs[1], tolerance, allow)
-	if err != nil {
-		if errors.Is(err, compare.ErrMismatch) || errors.Is(err, compare.ErrIncomplete) {
-			return usageError(err)
-		}
-		return err
-	}
-	switch format {
-	case "json":
-		if err := printJSON(stdout, res); err != nil {
-			return err
-		}
-	case "markdown":
-		if err := res.WriteMarkdown(stdout); err != nil {
-			return err
-		}
-	default:
-		if err := res.WriteText(stdout); err != nil {
-			return err
-		}
-	}
-	if res.Regression {
-		return &exitError{code: exitRegression, err: fmt.Errorf("capacity regression: %s", strings.Join(res.Findings, "; "))}
-	}
-	return nil
+	return &exitError{code: exitRegression, err: err}
 }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/anvil-serving/kvbench/harness/export"
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -34,37 +30,24 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if *format != "openmetrics" {
 		return usageErrorf("export: --format must be openmetrics")
 	}
-	extra, err := parseLabels("--label", labels)
+	extra, err := export.ParseLabels("--label", labels)
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	loaded, err := loadRunDirs(args)
 	if err != nil {
 		return err
 	}
-	var sets [][]*dto.MetricFamily
-	for _, r := range loaded {
-		fams, err := export.Families(r, append(export.Identity(r), extra...))
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.Dir, err)
-		}
-		sets = append(sets, fams)
-	}
-	fams, err := export.Merge(sets...)
-	if err != nil {
-		if errors.Is(err, export.ErrDuplicate) {
-			return usageErrorf("export: %w (runs of one scenario, recipe and endpoint: export one, or tell them apart with --label)", err)
-		}
-		return err
-	}
-	var buf bytes.Buffer
-	if err := export.WriteOpenMetrics(&buf, fams); err != nil {
+	text, err := export.OpenMetrics(loaded, extra)
+	if errors.Is(err, export.ErrDuplicate) {
+		return usageErrorf("export: %w (runs of one scenario, recipe and endpoint: export one, or tell them apart with --label)", err)
+	} else if err != nil {
 		return err
 	}
 	if *out == "" {
-		_, err := stdout.Write(buf.Bytes())
+		_, err := stdout.Write(text)
 		return err
 	}
 	// A collector reading the file never sees half of it; it runs as another user.
-	return outputError("export: -o", *out, runs.ReplaceOutput(*out, buf.Bytes(), 0o644))
+	return outputError("export: -o", *out, runs.ReplaceOutput(*out, text, 0o644))
 }

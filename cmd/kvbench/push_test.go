@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -155,7 +154,7 @@ func TestPushRefusesUnfinishedRuns(t *testing.T) {
 	}
 
 	// run --push's path refuses the same run with the same words, though no signal came.
-	p := pushFlags{url: pg.URL, timeout: time.Second}
+	p := pushFlags{url: pg.URL}
 	var stderr strings.Builder
 	runErr := errors.New("interrupted: what was measured is in " + interrupted)
 	if err := pushAfterRun(context.Background(), &p, interrupted, runErr, &stderr); err != runErr {

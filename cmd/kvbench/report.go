@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -40,18 +39,11 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Two runs of one scenario are compared; a report shows what differs rather than refusing:
-	// a model or prompt mismatch is listed on the page. Runs of different scenarios are a
-	// study, shown side by side.
-	data, err := report.Build(*title, time.Now().UTC().Format(time.RFC3339), loaded, compare.Options{Tolerance: *tolerance, AllowMismatch: true, AllowIncomplete: true})
+	page, err := report.Page(*title, loaded, *tolerance, time.Now())
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := report.Render(&buf, data); err != nil {
-		return fmt.Errorf("rendering the report: %w", err)
-	}
-	if _, err := runs.WriteOutput(*out, buf.Bytes()); err != nil {
+	if _, err := runs.WriteOutput(*out, page); err != nil {
 		return outputError("report: -o", *out, err)
 	}
 	abs, _ := filepath.Abs(*out)

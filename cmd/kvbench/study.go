@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -16,39 +17,28 @@ func init() {
 	register(command{name: "accounting", summary: "write the kv-accounting-summary/v1 of run directories", run: runAccounting})
 }
 
-// writeOrPrint writes v atomically to out (never over an existing file), or prints it.
-func writeOrPrint(out string, v any, stdout io.Writer) error {
-	if out == "" {
+// runStudy parses a study command's run directories, builds its record from them (an error is
+// bad input) and writes it atomically to out (never over an existing file), or prints it.
+func runStudy[T any](fs *flag.FlagSet, args []string, out *string, stdout io.Writer, build func(dirs []string) (T, error)) error {
+	dirs, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		return usageErrorf("%s: name at least one run directory", fs.Name())
+	}
+	v, err := build(dirs)
+	if err != nil {
+		return usageError(err)
+	}
+	if *out == "" {
 		return printJSON(stdout, v)
 	}
-	if _, err := runs.WriteOutputJSON(out, v); err != nil {
-		return outputError("--out", out, err)
+	if _, err := runs.WriteOutputJSON(*out, v); err != nil {
+		return outputError("--out", *out, err)
 	}
-	fmt.Fprintln(stdout, out)
+	fmt.Fprintln(stdout, *out)
 	return nil
-}
-
-func baseOf(out string) string {
-	if out == "" {
-		return ""
-	}
-	abs, err := filepath.Abs(filepath.Dir(out))
-	if err != nil {
-		return ""
-	}
-	return abs
-}
-
-func absDirs(dirs []string) []string {
-	out := make([]string, len(dirs))
-	for i, d := range dirs {
-		if a, err := filepath.Abs(d); err == nil {
-			out[i] = a
-		} else {
-			out[i] = d
-		}
-	}
-	return out
 }
 
 func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
@@ -56,29 +46,9 @@ func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
 	out := fs.String("out", "", "write the study record to FILE (default: print it)")
 	allowMixed := fs.Bool("allow-mixed", false, "merge runs even if their model, runtime or topology differ")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "merge a run that did not finish (interrupted, failed or killed) anyway")
-	dirs, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(dirs) == 0 {
-		return usageErrorf("summarize: name at least one run directory")
-	}
-	runs, err := loadRunDirs(absDirs(dirs))
-	if err != nil {
-		return err
-	}
-	// A study record has no status of its own: a run that did not finish would pass for one
-	// that did.
-	for _, r := range runs {
-		if r.Status != record.StatusCompleted && !*allowIncomplete {
-			return usageErrorf("summarize: %s is %s (%s): not every step was measured (--allow-incomplete to merge it anyway)", r.Dir, r.Status, r.StopReason)
-		}
-	}
-	o, err := study.Summarize(runs, baseOf(*out), *allowMixed)
-	if err != nil {
-		return usageError(err)
-	}
-	return writeOrPrint(*out, o, stdout)
+	return runStudy(fs, args, out, stdout, func(dirs []string) (*record.Study, error) {
+		return study.SummarizeDirs(dirs, *out, *allowMixed, *allowIncomplete)
+	})
 }
 
 func runAccounting(_ context.Context, args []string, stdout, _ io.Writer) error {
@@ -89,23 +59,10 @@ func runAccounting(_ context.Context, args []string, stdout, _ io.Writer) error 
 	fs.Int64Var(&spec.BytesPerGPU, "pool-bytes-per-gpu", 0, "configured KV pool bytes per GPU (default: derive from the server's token slots x measured bytes per stored token)")
 	fs.IntVar(&spec.GPUs, "gpus", 1, "GPUs the pool spans")
 	fs.StringVar(&spec.SourcePath, "pool-source", "", "file the configured byte figure came from (recorded with its sha256)")
-	dirs, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(dirs) == 0 {
-		return usageErrorf("accounting: name at least one run directory")
-	}
-	if spec.GPUs < 1 || spec.BytesPerGPU < 0 {
-		return usageErrorf("accounting: --gpus must be at least 1 and --pool-bytes-per-gpu not negative")
-	}
-	runs, err := loadRunDirs(absDirs(dirs))
-	if err != nil {
-		return err
-	}
-	o, err := study.Accounting(runs, spec, baseOf(*out))
-	if err != nil {
-		return usageError(err)
-	}
-	return writeOrPrint(*out, o, stdout)
+	return runStudy(fs, args, out, stdout, func(dirs []string) (*study.Summary, error) {
+		if spec.GPUs < 1 || spec.BytesPerGPU < 0 {
+			return nil, errors.New("accounting: --gpus must be at least 1 and --pool-bytes-per-gpu not negative")
+		}
+		return study.AccountingDirs(dirs, spec, *out)
+	})
 }

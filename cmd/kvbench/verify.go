@@ -30,28 +30,22 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if *format != "text" && *format != "json" {
 		return usageErrorf("verify: --format must be text or json")
 	}
-	claim, err := claims.Load(args[0])
+	rec, err := claims.VerifyFiles(args[0], args[1:], kvbenchVersion(), time.Now())
 	if err != nil {
 		return usageError(err)
 	}
-	loaded, err := loadRunDirs(args[1:])
-	if err != nil {
-		return err
-	}
-	rec := claims.Verify(claim, loaded, kvbenchVersion(), time.Now())
 	if *out != "" {
 		if _, err := runs.WriteOutputJSON(*out, rec); err != nil {
 			return outputError("verify: --out", *out, err)
 		}
 	}
 	if *format == "json" {
-		if err := printJSON(stdout, rec); err != nil {
-			return err
-		}
+		err = printJSON(stdout, rec)
 	} else {
-		if err := rec.WriteText(termsafe.NewWriter(stdout)); err != nil {
-			return err
-		}
+		err = rec.WriteText(termsafe.NewWriter(stdout))
+	}
+	if err != nil {
+		return err
 	}
 	if !rec.AllReproduced {
 		return &exitError{code: exitGateFailed, err: fmt.Errorf("%s", rec.Summary())}
@@ -61,13 +55,6 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 
 // loadRunDirs loads run directories; an unreadable or changed run is bad input (exit 2).
 func loadRunDirs(dirs []string) ([]*runs.Run, error) {
-	var out []*runs.Run
-	for _, d := range dirs {
-		r, err := runs.Load(d)
-		if err != nil {
-			return nil, usageError(err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	rs, err := runs.LoadAll(dirs)
+	return rs, usageError(err)
 }

@@ -80,6 +80,20 @@ func Verify(claim *File, rs []*runs.Run, kvbenchVersion string, now time.Time) *
 	return rec
 }
 
+// VerifyFiles loads the claim file and the runs in dirs and checks the claim against them
+// (Verify). Every error is bad input: a claim or a run that does not load.
+func VerifyFiles(claimPath string, dirs []string, kvbenchVersion string, now time.Time) (*Record, error) {
+	claim, err := Load(claimPath)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := runs.LoadAll(dirs)
+	if err != nil {
+		return nil, err
+	}
+	return Verify(claim, rs, kvbenchVersion, now), nil
+}
+
 // Summary says in one line how many claimed values reproduced.
 func (rec *Record) Summary() string {
 	return fmt.Sprintf("%d of %d claimed values reproduced (%d not reproduced, %d not measurable)",

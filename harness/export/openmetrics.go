@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/anvil-serving/kvbench/harness/runs"
 )
 
 // ErrDuplicate means two runs export the same series: same identity and extra labels.
@@ -65,4 +68,27 @@ func WriteOpenMetrics(w io.Writer, fams []*dto.MetricFamily) error {
 		return c.Close()
 	}
 	return nil
+}
+
+// OpenMetrics returns the OpenMetrics text of rs's series, each run's labelled with its
+// identity and extra. The text is whole or absent: an error (two runs with the same series,
+// an ErrDuplicate) leaves nothing half-written for a collector to read.
+func OpenMetrics(rs []*runs.Run, extra []Label) ([]byte, error) {
+	var sets [][]*dto.MetricFamily
+	for _, r := range rs {
+		fams, err := Families(r, append(Identity(r), extra...))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Dir, err)
+		}
+		sets = append(sets, fams)
+	}
+	fams, err := Merge(sets...)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := WriteOpenMetrics(&buf, fams); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

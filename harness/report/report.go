@@ -7,11 +7,13 @@
 package report
 
 import (
+	"bytes"
 	"fmt"
 	"html/template"
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/metrics"
@@ -76,6 +78,21 @@ func Build(title, generated string, rs []*runs.Run, opts compare.Options) (Data,
 		}
 	}
 	return Collect(title, generated, rs, cmp), nil
+}
+
+// Page renders the page of rs, generated at now. A report shows what differs rather than
+// refusing: two runs of one scenario are compared with tolerance even when their models or
+// prompts differ or one did not finish, and the page lists each such difference.
+func Page(title string, rs []*runs.Run, tolerance float64, now time.Time) ([]byte, error) {
+	data, err := Build(title, now.UTC().Format(time.RFC3339), rs, compare.Options{Tolerance: tolerance, AllowMismatch: true, AllowIncomplete: true})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, data); err != nil {
+		return nil, fmt.Errorf("rendering the report: %w", err)
+	}
+	return buf.Bytes(), nil
 }
 
 // Data is everything the page shows; it is embedded in the page as JSON.

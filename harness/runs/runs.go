@@ -133,6 +133,19 @@ func Load(dir string) (*Run, error) {
 	return r, nil
 }
 
+// LoadAll loads each of dirs in order, stopping at the first that does not load.
+func LoadAll(dirs []string) ([]*Run, error) {
+	var out []*Run
+	for _, d := range dirs {
+		r, err := Load(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // ErrStatusContradicted means run.json says completed but its artifacts hold less than the
 // scenario asks for: an edited status, which no reader may take for a finished run.
 var ErrStatusContradicted = errors.New("run.json's status contradicts its artifacts")

@@ -221,3 +221,19 @@ func TestIdentityLeavesOutColdTwins(t *testing.T) {
 		t.Fatalf("a cold twin changed the identity: %+v", mm)
 	}
 }
+
+// TestLoadAllKeepsTheOrderGiven: runs come back in the order named (compare's baseline
+// first, a push's last wins); the first directory that does not load is the error.
+func TestLoadAllKeepsTheOrderGiven(t *testing.T) {
+	rs, err := LoadAll([]string{demoRuns[1], demoRuns[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Dir != demoRuns[1] || rs[1].Dir != demoRuns[0] {
+		t.Fatalf("loaded %d runs, want the two in the order given", len(rs))
+	}
+	empty := t.TempDir()
+	if rs, err := LoadAll([]string{demoRuns[0], empty}); err == nil || !strings.Contains(err.Error(), empty) || rs != nil {
+		t.Errorf("a directory that is not a run: %v", err)
+	}
+}
