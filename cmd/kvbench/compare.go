@@ -21,7 +21,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("compare", "BASELINE_RUN CANDIDATE_RUN [flags]",
 		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"\nkvbench compare base/ cand/ --push http://pushgateway:9091 --push-label cluster=eu1   # the result as series, for alerts\nkvbench compare baselines/chat-sweep results/chat-capacity-offload16-sweep-20260803T020000Z   # two sweeps: capacity", stdout)
 	push.register(fs, "push the comparison's series (kvbench_compare_regressions, ...) to this Prometheus Pushgateway, grouped under job "+export.CompareJob+" and the candidate's identity; a failed push exits 5 unless a regression (4) outranks it")
-	format := fs.String("format", "text", "output: text (table), json or markdown")
+	var format string
+	formatVar(fs, &format, "output: text (table), json or markdown", "text", "json", "markdown")
 	tolerance := fs.Float64("tolerance", compare.DefaultTolerance, "relative change below which nothing counts (0.10 = 10%), whatever the noise")
 	allow := fs.Bool("allow-mismatch", false, "compare runs of different scenarios, models or prompt identities anyway")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "compare a run that did not finish (interrupted, failed or killed) anyway")
@@ -31,9 +32,6 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(args) != 2 {
 		return usageErrorf("compare: want a baseline and a candidate run directory, got %d arguments", len(args))
-	}
-	if *format != "text" && *format != "json" && *format != "markdown" {
-		return usageErrorf("compare: --format must be text, json or markdown")
 	}
 	if *tolerance < 0 {
 		return usageErrorf("compare: --tolerance must not be negative")
@@ -49,7 +47,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return usageError(err)
 		}
-		return cmp.Or(res.Write(stdout, *format), regressionError(res.Regressions()))
+		return cmp.Or(res.Write(stdout, format), regressionError(res.Regressions()))
 	}
 	loaded, err := loadRunDirs(args)
 	if err != nil {
@@ -60,7 +58,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError(err) // refused: an unfinished, warm or different run
 	}
 	cmpErr := regressionError(res.Regressions())
-	if err := res.Write(stdout, *format); err != nil || push.url == "" {
+	if err := res.Write(stdout, format); err != nil || push.url == "" {
 		return cmp.Or(err, cmpErr)
 	}
 	if err := export.PushComparison(ctx, res, loaded[1], push.opts); err != nil {

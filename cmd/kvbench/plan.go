@@ -104,13 +104,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		key, err := target.APIKey(sc)
 		if err != nil {
-			return fmt.Errorf("%w (use --estimate to plan without a server)", err)
+			return usageErrorf("%w (use --estimate to plan without a server)", err)
 		}
-		say := stdout
-		if format == "json" {
-			say = stderr
-		}
-		fmt.Fprintf(say, "counting tokens on the server: %s\n", target.Destination(sc))
+		fmt.Fprintf(consoleFor(format, stdout, stderr), "counting tokens on the server: %s\n", target.Destination(sc))
 		if p, err = runner.PlanOnServer(ctx, sc, key); err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", preflightError(ctx, err))
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/claims"
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/termsafe"
 )
 
 func init() {
@@ -18,7 +17,8 @@ func init() {
 func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("verify", "CLAIM.toml RUN_DIR... [flags]",
 		"kvbench verify claims/ds4-offload16.toml results/eviction-6x150k-replay-20260802T061907Z\nkvbench verify claim.toml results/a results/b --format json --out results/verify.json", stdout)
-	format := fs.String("format", "text", "output: text (table) or json (the verify record)")
+	var format string
+	formatVar(fs, &format, "output: text (table) or json (the verify record)", "text", "json")
 	out := fs.String("out", "", "also write the verify record to this file (never overwritten)")
 	args, err := parseFlags(fs, args)
 	if err != nil {
@@ -26,9 +26,6 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if len(args) < 2 {
 		return usageErrorf("verify: want a claim file and at least one run directory, got %d arguments", len(args))
-	}
-	if *format != "text" && *format != "json" {
-		return usageErrorf("verify: --format must be text or json")
 	}
 	rec, err := claims.VerifyFiles(args[0], args[1:], kvbenchVersion(), time.Now())
 	if err != nil {
@@ -39,12 +36,7 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 			return outputError("verify: --out", *out, err)
 		}
 	}
-	if *format == "json" {
-		err = printJSON(stdout, rec)
-	} else {
-		err = rec.WriteText(termsafe.NewWriter(stdout))
-	}
-	if err != nil {
+	if err := emit(stdout, format, rec, rec.WriteText); err != nil {
 		return err
 	}
 	if !rec.AllReproduced {
