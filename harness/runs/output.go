@@ -166,7 +166,7 @@ func WriteOutput(path string, data []byte) (string, error) {
 }
 
 // WriteOutputFrom is WriteOutput of what write streams (a generated trace, too large to hold
-// in memory): path is either absent or complete, and never an existing file.
+// in memory; write buffers): path is either absent or complete, and never an existing file.
 func WriteOutputFrom(path string, write func(io.Writer) error) (string, error) {
 	if err := CheckOutput(path, false); err != nil {
 		return "", err

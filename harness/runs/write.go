@@ -1,7 +1,6 @@
 package runs
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -81,12 +80,7 @@ func writeNew(path string, write func(io.Writer) error) (string, error) {
 	}
 	defer os.Remove(tmp.Name()) // no-op after the link
 	sum := sha256.New()
-	// Buffered, as a streamed writer (a generated trace) writes a line at a time.
-	w := bufio.NewWriterSize(io.MultiWriter(tmp, sum), 256<<10)
-	err = write(w)
-	if err == nil {
-		err = w.Flush()
-	}
+	err = write(io.MultiWriter(tmp, sum))
 	if err == nil {
 		err = tmp.Sync()
 	}
