@@ -18,7 +18,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/anvil-serving/kvbench/harness/llamacpp/gguf"
+	"github.com/anvil-serving/kvbench/internal/gguf"
 )
 
 // Exit codes.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/anvil-serving/kvbench/harness/llamacpp/gguf"
+	"github.com/anvil-serving/kvbench/internal/gguf"
 )
 
 func testVocab() *gguf.File {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,24 +10,17 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 func init() {
-	register(command{
-		name:    "counters",
-		summary: "print the normalized KV counters read from /metrics URLs or saved files",
-		run:     runCounters,
-	})
+	register(command{name: "counters", summary: "print the normalized KV counters read from /metrics URLs or saved files", run: runCounters})
 }
 
-// runCounters reads every argument as one metrics source of the same target and prints the
-// summed readings as JSON, with the metric each came from.
+// runCounters prints as JSON the summed readings of its sources (one target's), and their metrics.
 func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("counters", "URL|FILE... [--backend NAME] [--metric COUNTER=SELECTOR]...",
 		"kvbench counters http://localhost:8000/metrics\n"+
-			"kvbench counters saved.prom --metric external_prefix_hits='myfork:ext_hits_total'",
-		stdout)
+			"kvbench counters saved.prom --metric external_prefix_hits='myfork:ext_hits_total'", stdout)
 	backend := fs.String("backend", engine.Default, "engine (metric names): "+strings.Join(engine.Names(), ", "))
 	var overrides stringList
 	fs.Var(&overrides, "metric", "read `COUNTER=SELECTOR` from another metric, e.g. "+
@@ -45,47 +37,19 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	if len(sources) == 0 {
 		return usageErrorf("counters: give at least one /metrics URL or saved exposition file")
 	}
-	profile, err := counterProfile(*backend, overrides)
+	profile, err := engine.CounterProfile(*backend, overrides)
 	if err != nil {
 		return usageError(err)
 	}
 	client := &http.Client{Timeout: *timeout}
-	exps := make([]metrics.Exposition, 0, len(sources))
-	for _, src := range sources {
-		var exp metrics.Exposition
-		if scenarios.IsHTTPURL(src) {
-			exp, err = metrics.Scrape(ctx, client, src)
-		} else {
-			exp, err = metrics.ParseFile(src)
+	exps := make([]metrics.Exposition, len(sources))
+	for i, src := range sources {
+		if exps[i], err = metrics.Read(ctx, client, src); err != nil {
+			return usageError(err) // a server or file that is not an exposition, or none there
 		}
-		if err != nil {
-			return usageError(err)
-		}
-		exps = append(exps, exp)
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(profile.Snapshot(exps...))
-}
-
-// counterProfile resolves --backend and the --metric overrides.
-func counterProfile(backend string, overrides []string) (metrics.Profile, error) {
-	def, err := engine.ByName(backend)
-	if err != nil {
-		return metrics.Profile{}, fmt.Errorf("--backend: %w", err)
-	}
-	profile := def.Profile()
-	if len(overrides) == 0 {
-		return profile, nil
-	}
-	byName := map[string]string{}
-	for _, o := range overrides {
-		name, selector, ok := strings.Cut(o, "=")
-		if !ok || strings.TrimSpace(name) == "" {
-			return metrics.Profile{}, fmt.Errorf("--metric %q: want COUNTER=SELECTOR", o)
-		}
-		byName[strings.TrimSpace(name)] = selector
-	}
-	return profile.WithOverrides(byName)
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/llamacpp/llamacpptest"
+	"github.com/anvil-serving/kvbench/internal/llamacpptest"
 )
 
 // requireLlama finds the llama-server binary and test model that .ci/install-llamacpp.sh

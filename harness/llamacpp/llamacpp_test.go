@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/llamacpp/llamacpptest"
+	"github.com/anvil-serving/kvbench/internal/llamacpptest"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 

@@ -1,6 +1,6 @@
 // Package llamacpp is what kvbench uses of llama.cpp's llama-server at run time: counting
 // prompt tokens and reading token ids through the server's own chat template and tokenizer,
-// and reading its slot count. Starting a server for tests lives in harness/llamacpp/llamacpptest.
+// and reading its slot count. Starting a server for tests lives in internal/llamacpptest.
 package llamacpp
 
 import (

@@ -140,6 +140,15 @@ func ParseFile(path string) (Exposition, error) {
 	return exp, nil
 }
 
+// Read reads one metrics source named on the command line: an http:// or https:// URL is
+// scraped (Scrape), anything else is a saved exposition file (ParseFile).
+func Read(ctx context.Context, hc *http.Client, source string) (Exposition, error) {
+	if strings.HasPrefix(source, "http://") || strings.HasPrefix(source, "https://") {
+		return Scrape(ctx, hc, source)
+	}
+	return ParseFile(source)
+}
+
 func parseBody(body []byte, source string) (Exposition, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {

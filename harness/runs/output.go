@@ -165,6 +165,15 @@ func WriteOutput(path string, data []byte) (string, error) {
 	return WriteFile(path, data)
 }
 
+// WriteOutputFrom is WriteOutput of what write streams (a generated trace, too large to hold
+// in memory; write buffers): path is either absent or complete, and never an existing file.
+func WriteOutputFrom(path string, write func(io.Writer) error) (string, error) {
+	if err := CheckOutput(path, false); err != nil {
+		return "", err
+	}
+	return writeNew(path, write)
+}
+
 // WriteOutputJSON is WriteOutput of v as indented JSON, as WriteJSON encodes it.
 func WriteOutputJSON(path string, v any) (string, error) {
 	if err := CheckOutput(path, false); err != nil {

@@ -3,6 +3,8 @@ package runs
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -156,4 +158,59 @@ func FuzzTopLevelSchema(f *testing.F) {
 			t.Fatalf("topLevelSchema(%q) = %q, the decoded object says %q", s, got, want)
 		}
 	})
+}
+
+// TestWriteOutputFrom: a streamed output lands whole with the sha256 of its bytes, or not at
+// all: never over a file, never into a run directory, nothing left behind by a failed write.
+func TestWriteOutputFrom(t *testing.T) {
+	dir := t.TempDir()
+	lines := func(w io.Writer) error {
+		for i := range 50000 { // past the write buffer, so the stream is written in pieces
+			if _, err := fmt.Fprintf(w, "line %d\n", i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	path := filepath.Join(dir, "trace.jsonl")
+	sum, err := WriteOutputFrom(path, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FileSHA256(path); err != nil || got != sum {
+		t.Errorf("sha256 %s, file's %s (%v)", sum, got, err)
+	}
+	if data, _ := os.ReadFile(path); !strings.HasPrefix(string(data), "line 0\nline 1\n") || !strings.HasSuffix(string(data), "line 49999\n") {
+		t.Errorf("file holds %d bytes, not the stream", len(data))
+	}
+
+	broken := errors.New("generator broke")
+	for _, c := range []struct {
+		name  string
+		path  string
+		write func(io.Writer) error
+		want  error
+	}{
+		{"existing file", path, lines, fs.ErrExist},
+		{"missing directory", filepath.Join(dir, "no", "such", "x.jsonl"), lines, fs.ErrNotExist},
+		{"failed write", filepath.Join(t.TempDir(), "half.jsonl"), func(w io.Writer) error { _ = lines(w); return broken }, broken},
+	} {
+		_, err := WriteOutputFrom(c.path, c.write)
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.path) || strings.Contains(err.Error(), ".tmp-") {
+			t.Errorf("%s: %v, want %v naming %s", c.name, err, c.want, c.path)
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(c.path)); c.want == broken && len(entries) != 0 {
+			t.Errorf("%s left %v", c.name, entries)
+		}
+	}
+	// With a run.json, dir is a run directory, which takes no user output.
+	if err := os.WriteFile(filepath.Join(dir, "run.json"), []byte(`{"schema": "anvil-serving.kv-offload-replay/v1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteOutputFrom(filepath.Join(dir, "x.jsonl"), lines); !errors.Is(err, ErrInsideRun) {
+		t.Errorf("into a run directory: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("refused writes left files: %v", entries)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -60,6 +61,16 @@ func WriteJSON(path string, v any) (string, error) {
 
 // WriteFile writes data to path atomically and never over an existing file.
 func WriteFile(path string, data []byte) (string, error) {
+	return writeNew(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeNew writes what write produces to path through a temp file in its directory, synced,
+// then linked into place, so path is either absent or complete and an existing file is never
+// replaced. It returns the sha256 of the bytes written.
+func writeNew(path string, write func(io.Writer) error) (string, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return "", fmt.Errorf("writing %s: %w", path, fs.ErrExist)
 	}
@@ -67,24 +78,23 @@ func WriteFile(path string, data []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
+	defer os.Remove(tmp.Name()) // no-op after the link
+	sum := sha256.New()
+	err = write(io.MultiWriter(tmp, sum))
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
+	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
 	// Link fails if path appeared meanwhile, where rename would silently replace it.
 	if err := os.Link(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
 	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
 // withoutTempName drops the operation and file names of err, which name the hidden temp file

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bufio"
 	"container/heap"
 	"errors"
 	"fmt"
@@ -274,20 +275,22 @@ func (h *conversationHeap) Pop() any {
 }
 
 // WriteJSONL writes every request of src to w as Mooncake-format lines and returns how many.
+// It buffers, so w sees large writes rather than one a line.
 func WriteJSONL(w io.Writer, src Source) (int, error) {
+	bw := bufio.NewWriterSize(w, 256<<10)
 	var req Request
 	var line []byte
 	n := 0
 	for {
 		err := src.Next(&req)
 		if errors.Is(err, io.EOF) {
-			return n, nil
+			return n, bw.Flush()
 		}
 		if err != nil {
 			return n, err
 		}
 		line = append(req.AppendJSON(line[:0]), '\n')
-		if _, err := w.Write(line); err != nil {
+		if _, err := bw.Write(line); err != nil {
 			return n, err
 		}
 		n++

@@ -1,0 +1,132 @@
+package trace
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// RegisterAnalyzeFlags adds kvbench trace analyze's flags to fs: the block size, the LRU
+// capacities, the two tiers and the window. Once fs is parsed, the returned function gives
+// the Config and Window they ask for; its errors are bad input, one line naming the flag.
+func RegisterAnalyzeFlags(fs *flag.FlagSet) func() (Config, Window, error) {
+	blockTokens := fs.Int("block-tokens", DefaultBlockTokens, "tokens per hash id in the trace (512 in the public Mooncake traces)")
+	capacities := TokenList{1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8}
+	fs.Var(&capacities, "capacity-tokens", "LRU capacities to evaluate, in tokens, comma-separated (1e6 notation allowed)")
+	var gpu, host TokenCount
+	fs.Var(&gpu, "gpu-tokens", "GPU prefix-cache size in tokens for the two-tier shares (with --host-tokens)")
+	fs.Var(&host, "host-tokens", "host-tier size in tokens for the two-tier shares (with --gpu-tokens; 0: no host tier)")
+	poolOutput := fs.Bool("pool-holds-output", false, "two tiers: the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does (the ideal a trace step's record uses)")
+	var w Window
+	fs.DurationVar(&w.Start, "start", 0, "window: skip requests before this trace time, e.g. 10m")
+	fs.DurationVar(&w.Duration, "duration", 0, "window: keep requests for this long from --start, e.g. 5m (or --requests)")
+	fs.IntVar(&w.Requests, "requests", 0, "window: keep this many requests from --start (or --duration)")
+	fs.IntVar(&w.MaxInputTokens, "max-input-tokens", 0, "drop requests longer than this many tokens (and count them)")
+	return func() (Config, Window, error) {
+		if *blockTokens < 1 {
+			return Config{}, w, fmt.Errorf("--block-tokens %d must be at least 1", *blockTokens)
+		}
+		cfg := Config{BlockTokens: *blockTokens, CapacityTokens: capacities}
+		switch {
+		case gpu.Given && host.Given:
+			cfg.Tiers = &Tiers{GPUTokens: gpu.Tokens, HostTokens: host.Tokens, PoolHoldsOutput: *poolOutput}
+		case gpu.Given || host.Given:
+			return cfg, w, errors.New("--gpu-tokens and --host-tokens go together (--host-tokens 0 for a server without a host tier)")
+		case *poolOutput:
+			return cfg, w, errors.New("--pool-holds-output needs --gpu-tokens and --host-tokens")
+		}
+		return cfg, w, w.Validate()
+	}
+}
+
+// RegisterGeneratorFlags adds kvbench trace generate's flags to fs, one per field of
+// GeneratorConfig, defaulting to DefaultGeneratorConfig. Once fs is parsed, the returned
+// function gives the configuration (NewGenerator validates it).
+func RegisterGeneratorFlags(fs *flag.FlagSet) func() GeneratorConfig {
+	d := DefaultGeneratorConfig()
+	cfg := d
+	fs.Uint64Var(&cfg.Seed, "seed", d.Seed, "seed: the same flags and seed give the same trace")
+	fs.IntVar(&cfg.Requests, "requests", d.Requests, "requests to write")
+	fs.Float64Var(&cfg.Rate, "rate", d.Rate, "requests per second once conversations are under way")
+	fs.IntVar(&cfg.BlockTokens, "block-tokens", d.BlockTokens, "tokens per hash id")
+	fs.Float64Var(&cfg.Scale, "scale", d.Scale, "multiply every token length (not the block size) by this")
+	fs.Float64Var(&cfg.Turns, "turns", d.Turns, "mean turns per conversation (1: no follow-ups)")
+	fs.DurationVar(&cfg.ThinkTime, "think-time", d.ThinkTime, "mean time between a conversation's turns")
+	fs.IntVar(&cfg.SystemPrompts, "system-prompts", d.SystemPrompts, "distinct system prompts conversations share (Zipf popularity)")
+	fs.IntVar(&cfg.SystemPromptTokens, "system-prompt-tokens", d.SystemPromptTokens, "tokens of each system prompt")
+	fs.Float64Var(&cfg.FirstTurn.Mean, "first-turn-tokens", d.FirstTurn.Mean, "mean tokens of a conversation's first user message")
+	fs.Float64Var(&cfg.FollowUp.Mean, "follow-up-tokens", d.FollowUp.Mean, "mean tokens a later turn's new message adds")
+	inputSigma := fs.Float64("input-sigma", d.FirstTurn.Sigma, "lognormal shape of the two message lengths (0: every length the mean)")
+	fs.Float64Var(&cfg.Output.Mean, "output-tokens", d.Output.Mean, "mean output tokens")
+	fs.Float64Var(&cfg.Output.Sigma, "output-sigma", d.Output.Sigma, "lognormal shape of the output lengths")
+	fs.IntVar(&cfg.MaxInputTokens, "max-input-tokens", d.MaxInputTokens, "prompt cap, before --scale: a conversation ends before a turn over it")
+	return func() GeneratorConfig {
+		c := cfg
+		c.FirstTurn.Sigma, c.FollowUp.Sigma = *inputSigma, *inputSigma
+		return c
+	}
+}
+
+// ParseTokens reads a token count: a whole number >= 0, 1e6 notation allowed.
+func ParseTokens(s string) (int64, error) {
+	x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || x < 0 || x != math.Trunc(x) || x > 1e15 {
+		return 0, fmt.Errorf("%q is not a token count (a whole number >= 0, such as 1000000 or 1e6)", s)
+	}
+	return int64(x), nil
+}
+
+// TokenCount is a token-count flag (ParseTokens) that remembers whether it was given.
+type TokenCount struct {
+	Tokens int64
+	Given  bool
+}
+
+func (c *TokenCount) String() string {
+	if c == nil || !c.Given {
+		return ""
+	}
+	return strconv.FormatInt(c.Tokens, 10)
+}
+
+// Set implements flag.Value.
+func (c *TokenCount) Set(s string) error {
+	n, err := ParseTokens(s)
+	if err != nil {
+		return err
+	}
+	c.Tokens, c.Given = n, true
+	return nil
+}
+
+// TokenList is a flag of comma-separated token counts (ParseTokens); a value replaces the
+// default.
+type TokenList []int64
+
+func (l *TokenList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, n := range *l {
+		parts[i] = strconv.FormatInt(n, 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set implements flag.Value.
+func (l *TokenList) Set(s string) error {
+	var out TokenList
+	for _, part := range strings.Split(s, ",") {
+		n, err := ParseTokens(part)
+		if err != nil {
+			return err
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
