@@ -27,15 +27,6 @@ func CheckSalt(salt string) error {
 	return nil
 }
 
-// SetSalt sets the scenario's prompt salt (a --salt flag) after checking it.
-func (s *Scenario) SetSalt(salt string) error {
-	if err := CheckSalt(salt); err != nil {
-		return fmt.Errorf("--salt: %w", err)
-	}
-	s.Prompt.Salt = salt
-	return nil
-}
-
 // ResolveSalt draws the run's salt when the scenario asks for a random one, so that the
 // plan, every request and the record use the same one.
 func (s *Scenario) ResolveSalt() error {

@@ -26,12 +26,10 @@ func TestPromptSalt(t *testing.T) {
 		}
 	}
 	var sc Scenario
-	if err := sc.SetSalt("bad/salt"); err == nil || !strings.HasPrefix(err.Error(), "--salt: ") {
-		t.Errorf("--salt bad/salt: %v", err)
+	if err := CheckSalt("bad/salt"); err == nil {
+		t.Errorf("bad/salt accepted")
 	}
-	if err := sc.SetSalt(RandomSalt); err != nil {
-		t.Fatal(err)
-	}
+	sc.Prompt.Salt = RandomSalt
 	other := sc
 	if err := sc.ResolveSalt(); err != nil {
 		t.Fatal(err)

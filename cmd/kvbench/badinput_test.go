@@ -101,7 +101,7 @@ func TestBadSaltRefusedBeforeTheServer(t *testing.T) {
 	defer counting.Close()
 	out := t.TempDir()
 	_, errOut, code := runCLI(t, "run", "smoke", "--endpoint", counting.URL+"/v1", "--out", out, "--salt", "night\x1b[2J")
-	if code != exitUsage || !strings.Contains(errOut, `--salt: "night\x1b[2J" must be letters, digits`) || strings.Contains(errOut, "\x1b") {
+	if code != exitUsage || !strings.Contains(errOut, `-salt: "night\x1b[2J" must be letters, digits`) || strings.Contains(errOut, "\x1b") {
 		t.Errorf("exit %d %q", code, errOut)
 	}
 	if n := hits.Load(); n != 0 {

@@ -26,13 +26,11 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	fs.Var(&overrides, "metric", "read `COUNTER=SELECTOR` from another metric, e.g. "+
 		`load_bytes='vllm:kv_offload_total_bytes_total{transfer_type="CPU_to_GPU"}'; repeatable`)
 	timeout := fs.Duration("timeout", 30*time.Second, "limit for each /metrics request")
-	format := fs.String("format", "json", "output: json (the only format: counters always prints JSON)")
+	var format string
+	formatVar(fs, &format, "output: json (the only format: counters always prints JSON)", "json")
 	sources, err := parseFlags(fs, args)
 	if err != nil {
 		return err
-	}
-	if *format != "json" {
-		return usageErrorf("counters: --format must be json")
 	}
 	if len(sources) == 0 {
 		return usageErrorf("counters: give at least one /metrics URL or saved exposition file")

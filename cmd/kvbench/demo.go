@@ -44,16 +44,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErrorf("--engine: %v", err)
 	}
-	// An engine's own built-in where it needs other defaults (ports, metrics URLs, gates).
-	builtin := func(base, suffix string) string {
-		if def.Name != engine.Default && slices.Contains(scenarios.BuiltinNames(), def.Name+suffix) {
-			return def.Name + suffix
-		}
-		return base
-	}
-	studies := []*demoRun{
-		{scenario: builtin("eviction-6x150k-replay", "-eviction-replay"), profile: "dsv4-offload16", endpoint: *endpoint},
-		{scenario: builtin("offload8-control", "-offload8-control"), profile: "dsv4-offload8", endpoint: *endpoint},
+	var studies []*demoRun
+	for _, s := range study.DemoStudies(def.Name) {
+		studies = append(studies, &demoRun{scenario: s.Scenario, profile: s.Profile, endpoint: *endpoint})
 	}
 	if *controlEndpoint != "" {
 		studies[1].endpoint = *controlEndpoint

@@ -16,7 +16,8 @@ func init() {
 func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlagSet("export", "RUN_DIR... [flags]",
 		"kvbench export --format openmetrics results/smoke-20260803T020000Z\nkvbench export results/smoke-20260803T020000Z -o /var/lib/node_exporter/textfile/kvbench.prom --label cluster=eu1", stdout)
-	format := fs.String("format", "openmetrics", "output: openmetrics (the text format node_exporter's textfile collector reads)")
+	var format string
+	formatVar(fs, &format, "output: openmetrics (the text format node_exporter's textfile collector reads)", "openmetrics")
 	out := fs.String("o", "", "write to this file atomically (temp file, then rename over it) instead of stdout; never a kvbench record or a file in a run directory")
 	var labels stringList
 	fs.Var(&labels, "label", "NAME=VALUE added to every series, e.g. cluster=eu1 (repeatable)")
@@ -26,9 +27,6 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if len(args) == 0 {
 		return usageErrorf("export: want one or more run directories")
-	}
-	if *format != "openmetrics" {
-		return usageErrorf("export: --format must be openmetrics")
 	}
 	extra, err := export.ParseLabels("--label", labels)
 	if err != nil {

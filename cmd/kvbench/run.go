@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
@@ -42,8 +43,18 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs.BoolVar(&o.allowProbes, "allow-probes", false, "run the scenario's [[probe]] commands, which run as you on this machine: read them first ('kvbench validate' lists them); a scenario with probes is refused without this or --no-probes")
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
 	fs.BoolVar(&o.probeSecrets, "probe-secrets", false, "pass probes the environment variables whose names contain KEY, TOKEN, SECRET or PASSWORD (dropped by default; the --api-key-env variable is never passed)")
-	fs.IntVar(&o.repeat, "repeat", 0, "run the steps N times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)")
-	fs.StringVar(&o.salt, "salt", "", "give the prompts fresh bytes of the same shapes, so a server's caches hold none of an earlier run's: letters, digits, '.', '-' and '_', or random for a new salt each run (nightly runs); overrides the scenario's prompt.salt, and compare still compares the runs")
+	fs.Func("repeat", "run the steps `N` times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > scenarios.MaxRepeat {
+			return fmt.Errorf("want a count from 1 to %d", scenarios.MaxRepeat)
+		}
+		o.repeat = n
+		return nil
+	})
+	fs.Func("salt", "give the prompts fresh bytes of the same shapes, so a server's caches hold none of an earlier run's: letters, digits, '.', '-' and '_', or random for a new salt each run (nightly runs); overrides the scenario's prompt.salt, and compare still compares the runs", func(v string) error {
+		o.salt = v
+		return scenarios.CheckSalt(v)
+	})
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); KVBENCH_PPROF=DIR sets both profiles")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at the end")
 	return fs
@@ -101,16 +112,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runScenario runs sc, printing the console to stderr (json) or stdout (text), then the
 // record (json) or its summary (text) on stdout.
 func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdout, stderr io.Writer) (*runner.Outcome, error) {
-	if o.repeat < 0 || o.repeat > scenarios.MaxRepeat {
-		return nil, usageErrorf("--repeat must be between 1 and %d", scenarios.MaxRepeat)
-	}
-	if o.repeat > 0 {
+	if o.repeat > 0 { // the flags, checked as they were parsed
 		sc.Repeat = o.repeat
 	}
 	if o.salt != "" {
-		if err := sc.SetSalt(o.salt); err != nil {
-			return nil, usageError(err)
-		}
+		sc.Prompt.Salt = o.salt
 	}
 	if err := sc.ResolveSalt(); err != nil {
 		return nil, err

@@ -52,7 +52,8 @@ func runTraceAnalyze(args []string, stdout io.Writer) error {
 			"kvbench trace analyze conversation_trace.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7 --format json\n"+
 			"kvbench trace analyze conversation_trace.jsonl --start 10m --duration 5m --max-input-tokens 32768", stdout)
 	analysis := trace.RegisterAnalyzeFlags(flags)
-	format := flags.String("format", "text", "output: text or json")
+	var format string
+	formatVar(flags, &format, "output: text or json", "text", "json")
 	args, err := parseFlags(flags, args)
 	if err != nil {
 		return err
@@ -64,14 +65,11 @@ func runTraceAnalyze(args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageErrorf("trace analyze: %w", err)
 	}
-	if *format != "text" && *format != "json" {
-		return usageErrorf("trace analyze: --format %q: want text or json", *format)
-	}
 	a, err := trace.AnalyzeFile(args[0], window, cfg)
 	if err != nil {
 		return usageError(err) // a bad file, a bad line or an empty window
 	}
-	if *format == "json" {
+	if format == "json" {
 		return printJSON(stdout, a)
 	}
 	return a.WriteText(stdout)

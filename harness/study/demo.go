@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // WriteDemo writes the demo's records into dir (study.json of the two runs and, where the
@@ -39,4 +41,26 @@ func WriteDemo(w io.Writer, dir string, eviction, control *runs.Run, accountingO
 		return files, err
 	}
 	return files, WriteSeedTable(w, eviction.Run, control.Run)
+}
+
+// DemoStudy is one of the demo's two runs: a built-in scenario and the embedded engine's
+// profile that serves it when no endpoint is given.
+type DemoStudy struct {
+	Scenario, Profile string
+}
+
+// DemoStudies are the demo's runs for engine: seed 001's eviction replay on a 16-way
+// offload pool and its offload8 control, each in the engine's own built-in where it has one
+// (other ports, metrics URLs or gates).
+func DemoStudies(engine string) []DemoStudy {
+	builtin := func(base, suffix string) string {
+		if slices.Contains(scenarios.BuiltinNames(), engine+suffix) {
+			return engine + suffix
+		}
+		return base
+	}
+	return []DemoStudy{
+		{Scenario: builtin("eviction-6x150k-replay", "-eviction-replay"), Profile: "dsv4-offload16"},
+		{Scenario: builtin("offload8-control", "-offload8-control"), Profile: "dsv4-offload8"},
+	}
 }
