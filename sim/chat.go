@@ -332,49 +332,26 @@ type chunkChoice struct {
 	TokenIDs []int32 `json:"token_ids,omitempty"`
 }
 
-type chatChunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chunkChoice `json:"choices"`
-	Usage   *chatUsage    `json:"usage,omitempty"`
-	SGLExt  *sglext       `json:"sglext,omitempty"`
+// streamChunk is one server-sent event of a streamed chat (C = chunkChoice) or text
+// (C = textChoice) completion.
+type streamChunk[C any] struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Choices []C        `json:"choices"`
+	Usage   *chatUsage `json:"usage,omitempty"`
+	SGLExt  *sglext    `json:"sglext,omitempty"`
 }
 
+// stream streams a chat completion as vLLM does: the role once the first token exists, one
+// chat.completion.chunk per token, the usage chunk when asked for, then [DONE].
 func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeUsage bool) {
-	p := g.server.profile
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush() // clients see the stream open at once, as with vLLM
-	created := time.Now().Unix()
-	write := func(choices []chunkChoice, u *chatUsage) error {
-		chunk := chatChunk{ID: g.id, Object: "chat.completion.chunk", Created: created, Model: p.ServedModelName, Choices: choices, Usage: u}
-		if u != nil {
-			chunk.SGLExt = g.sglext()
-		}
-		data, err := json.Marshal(chunk)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
-			return err
-		}
-		return nil
-	}
-	err := g.run(ctx, func(i int, last bool) error {
-		if i == 0 { // vLLM sends the role once the first token exists
+	streamEvents(ctx, g, w, includeUsage, "chat.completion.chunk", func(i int, last bool) [][]chunkChoice {
+		var events [][]chunkChoice
+		if i == 0 {
 			empty := ""
-			if err := write([]chunkChoice{{Delta: chatText{Role: "assistant", Content: &empty}}}, nil); err != nil {
-				return err
-			}
-		}
-		if p.MalformedSSEAtToken > 0 && i+1 == p.MalformedSSEAtToken {
-			if _, err := fmt.Fprintf(w, "data: {\"id\": \"%s\", \"choices\": [\n\n", g.id); err != nil {
-				return err
-			}
+			events = append(events, []chunkChoice{{Delta: chatText{Role: "assistant", Content: &empty}}})
 		}
 		var delta chatText
 		text := outputToken(g.seq.OutputDigest(), i)
@@ -388,8 +365,45 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeU
 			reason := string(g.plan.finish)
 			choice.FinishReason = &reason
 		}
-		if err := write([]chunkChoice{choice}, nil); err != nil {
+		return append(events, []chunkChoice{choice})
+	})
+}
+
+// streamEvents streams g as server-sent events of object chunks, the form chat and text
+// completions share: events(i, last) are token i's events, the token's own the last of
+// them; then the usage event (choices empty) when asked for, and [DONE]. The profile's
+// stream faults apply: a malformed event before a token's own, a cut after a token.
+func streamEvents[C any](ctx context.Context, g *generation, w http.ResponseWriter, includeUsage bool, object string, events func(i int, last bool) [][]C) {
+	p := g.server.profile
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush() // clients see the stream open at once, as with vLLM
+	created := time.Now().Unix()
+	write := func(choices []C, u *chatUsage) error {
+		chunk := streamChunk[C]{ID: g.id, Object: object, Created: created, Model: p.ServedModelName, Choices: choices, Usage: u}
+		if u != nil {
+			chunk.SGLExt = g.sglext()
+		}
+		data, err := json.Marshal(chunk)
+		if err != nil {
 			return err
+		}
+		_, err = fmt.Fprintf(w, "data: %s\n\n", data)
+		return err
+	}
+	err := g.run(ctx, func(i int, last bool) error {
+		evs := events(i, last)
+		for k, choices := range evs {
+			if k == len(evs)-1 && p.MalformedSSEAtToken > 0 && i+1 == p.MalformedSSEAtToken {
+				if _, err := fmt.Fprintf(w, "data: {\"id\": \"%s\", \"choices\": [\n\n", g.id); err != nil {
+					return err
+				}
+			}
+			if err := write(choices, nil); err != nil {
+				return err
+			}
 		}
 		if err := rc.Flush(); err != nil {
 			return err
@@ -406,7 +420,7 @@ func (g *generation) stream(ctx context.Context, w http.ResponseWriter, includeU
 		panic(http.ErrAbortHandler)
 	}
 	if includeUsage {
-		if write([]chunkChoice{}, g.usage()) != nil {
+		if write([]C{}, g.usage()) != nil {
 			return
 		}
 	}

@@ -142,73 +142,17 @@ type textChoice struct {
 	TokenIDs     []int32 `json:"token_ids,omitempty"`
 }
 
-type textChunk struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []textChoice `json:"choices"`
-	Usage   *chatUsage   `json:"usage,omitempty"`
-	SGLExt  *sglext      `json:"sglext,omitempty"`
-}
-
 // streamText streams a completion as vLLM does: one text_completion chunk per token, the
 // usage chunk (choices empty) when asked for, then [DONE]. The stream faults apply.
 func (g *generation) streamText(ctx context.Context, w http.ResponseWriter, includeUsage bool) {
-	p := g.server.profile
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush()
-	created := time.Now().Unix()
-	write := func(choices []textChoice, u *chatUsage) error {
-		chunk := textChunk{ID: g.id, Object: "text_completion", Created: created, Model: p.ServedModelName, Choices: choices, Usage: u}
-		if u != nil {
-			chunk.SGLExt = g.sglext()
-		}
-		data, err := json.Marshal(chunk)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "data: %s\n\n", data)
-		return err
-	}
-	err := g.run(ctx, func(i int, last bool) error {
-		if p.MalformedSSEAtToken > 0 && i+1 == p.MalformedSSEAtToken {
-			if _, err := fmt.Fprintf(w, "data: {\"id\": \"%s\", \"choices\": [\n\n", g.id); err != nil {
-				return err
-			}
-		}
+	streamEvents(ctx, g, w, includeUsage, "text_completion", func(i int, last bool) [][]textChoice {
 		choice := textChoice{Text: outputToken(g.seq.OutputDigest(), i), TokenIDs: g.tokenIDsAt(i)}
 		if last {
 			reason := string(g.plan.finish)
 			choice.FinishReason = &reason
 		}
-		if err := write([]textChoice{choice}, nil); err != nil {
-			return err
-		}
-		if err := rc.Flush(); err != nil {
-			return err
-		}
-		if p.CutStreamAfterTokens > 0 && i+1 == p.CutStreamAfterTokens {
-			return errStreamCut
-		}
-		return nil
+		return [][]textChoice{{choice}}
 	})
-	if err != nil {
-		// As for chat: drop the connection so the client sees a broken stream.
-		g.engine.Finish(g.seq, FinishAbort)
-		panic(http.ErrAbortHandler)
-	}
-	if includeUsage {
-		if write([]textChoice{}, g.usage()) != nil {
-			return
-		}
-	}
-	if _, err := fmt.Fprint(w, "data: [DONE]\n\n"); err == nil {
-		_ = rc.Flush()
-	}
 }
 
 // completeText answers a non-streaming completion once its last token is due.
@@ -225,7 +169,7 @@ func (g *generation) completeText(ctx context.Context, w http.ResponseWriter) {
 		return
 	}
 	finish := string(g.plan.finish)
-	writeJSON(w, http.StatusOK, textChunk{
+	writeJSON(w, http.StatusOK, streamChunk[textChoice]{ // a whole text completion has a chunk's fields
 		ID:      g.id,
 		Object:  "text_completion",
 		Created: time.Now().Unix(),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,5 +217,51 @@ func TestFaultsCountCompletions(t *testing.T) {
 	}
 	if status, body := postJSON(t, s.URL()+"/v1/completions", `{"model": "tiny-sim", "prompt": "hi", "max_tokens": 1}`); status != 500 {
 		t.Errorf("request 2 (completions): %d %v, want the injected 500", status, body)
+	}
+}
+
+// rawTextStream posts a streaming completions request and returns its data payloads as
+// sent, and the read error a broken connection gives.
+func rawTextStream(t *testing.T, s *Server, maxTokens int) ([]string, error) {
+	t.Helper()
+	data, _ := json.Marshal(map[string]any{"model": "tiny-sim", "prompt": "hi", "max_tokens": maxTokens, "ignore_eos": true, "stream": true})
+	resp, err := http.Post(s.URL()+"/v1/completions", "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var payloads []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			payloads = append(payloads, p)
+		}
+	}
+	return payloads, sc.Err()
+}
+
+// TestCompletionsStreamFaults: text completions carry the same stream faults as chat: a
+// cut after token 3 breaks the connection with no [DONE], and a malformed event comes
+// just before token 2.
+func TestCompletionsStreamFaults(t *testing.T) {
+	cut := startTiny(t, func(p *Profile) { p.CutStreamAfterTokens = 3 })
+	payloads, err := rawTextStream(t, cut, 10)
+	if err == nil || len(payloads) != 3 || slices.Contains(payloads, "[DONE]") {
+		t.Errorf("cut stream: %d events, read error %v; want 3 and a broken connection", len(payloads), err)
+	}
+	garbled := startTiny(t, func(p *Profile) { p.MalformedSSEAtToken = 2 })
+	payloads, err = rawTextStream(t, garbled, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var broken []int
+	for i, p := range payloads {
+		if p != "[DONE]" && !json.Valid([]byte(p)) {
+			broken = append(broken, i)
+		}
+	}
+	// token 1, the broken line, tokens 2 to 4, [DONE]
+	if !slices.Equal(broken, []int{1}) || len(payloads) != 6 || payloads[5] != "[DONE]" {
+		t.Errorf("broken lines at %v of %d events (last %q); want [1] of 6 ending in [DONE]", broken, len(payloads), payloads[len(payloads)-1])
 	}
 }
