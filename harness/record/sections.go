@@ -222,13 +222,8 @@ func sequenceSection(st Step, artifact string) SequenceSection {
 		s.StoreTokensDelta = c.Delta(metrics.StoreTokens)
 		s.StoreProven = s.GPUToCPUBytesDelta != nil && *s.GPUToCPUBytesDelta > 0 ||
 			s.StoreTokensDelta != nil && *s.StoreTokensDelta > 0
-		s.CountersValid = c.Valid
-		s.InvalidReasons = c.InvalidReasons
 	}
-	if st.SpanError != "" {
-		s.CountersValid = false
-		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.SpanError)
-	}
+	s.CountersValid, s.InvalidReasons = st.SpanValidity()
 	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
 	return s
 }

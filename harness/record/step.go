@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
@@ -84,4 +85,18 @@ func SpanOf(steps []Step) *Counters {
 		out.InvalidateAll(metrics.InvalidScrapeFailed, "counters not read during "+u)
 	}
 	return out
+}
+
+// SpanValidity is whether the step's counters can be trusted and, if not, why: the span's
+// own reasons, or why no span was read.
+func (st *Step) SpanValidity() (bool, []string) {
+	switch {
+	case st.SpanError != "" && st.Span != nil:
+		return false, append(slices.Clip(st.Span.InvalidReasons), "counters not read: "+st.SpanError)
+	case st.SpanError != "":
+		return false, []string{"counters not read: " + st.SpanError}
+	case st.Span != nil:
+		return st.Span.Valid, st.Span.InvalidReasons
+	}
+	return false, nil
 }

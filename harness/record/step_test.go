@@ -90,6 +90,26 @@ func TestAssembleStepScope(t *testing.T) {
 	}
 }
 
+// TestSpanValidity: a step's counters count only when a span was read and is valid; an
+// unread span says why, after the span's own reasons.
+func TestSpanValidity(t *testing.T) {
+	good := Assemble(isolated("seq", Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10})}))
+	if ok, why := good.SpanValidity(); !ok || len(why) != 0 {
+		t.Errorf("a read span: %v %q", ok, why)
+	}
+	unread := Assemble(isolated("seq", Request{CountersError: "before the request: 500"}))
+	if ok, why := unread.SpanValidity(); ok || len(why) != 1 || !strings.HasPrefix(why[0], "counters not read: no request's counters were read") {
+		t.Errorf("no span: %v %q", ok, why)
+	}
+	both := Step{Span: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10}), SpanError: "after the step: timeout"}
+	if ok, why := both.SpanValidity(); ok || len(why) != 1 || why[0] != "counters not read: after the step: timeout" {
+		t.Errorf("a span and an error: %v %q", ok, why)
+	}
+	if ok, why := (&Step{}).SpanValidity(); ok || len(why) != 0 {
+		t.Errorf("nothing: %v %q", ok, why)
+	}
+}
+
 // TestSpanOf: a run's change over its steps, which a reset between steps or an unread step
 // in the middle leaves unusable; unread steps outside the read ones do not matter.
 func TestSpanOf(t *testing.T) {

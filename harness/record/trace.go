@@ -212,13 +212,8 @@ func TraceOf(st Step, artifact string) TraceSection {
 		s.Preemptions = c.Delta(metrics.Preemptions)
 		s.StoreBytesDelta = c.Delta(metrics.StoreBytes)
 		s.LoadBytesDelta = c.Delta(metrics.LoadBytes)
-		s.CountersValid = c.Valid
-		s.InvalidReasons = c.InvalidReasons
 	}
-	if st.SpanError != "" {
-		s.CountersValid = false
-		s.InvalidReasons = append(s.InvalidReasons, "counters not read: "+st.SpanError)
-	}
+	s.CountersValid, s.InvalidReasons = st.SpanValidity()
 	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
 	s.Finding = TraceFinding(s.Tiers, s.CountersValid, s.Ideal, s.IdealUnavailable)
 	return s
