@@ -128,7 +128,9 @@ func (t TraceSource) Open() (*os.File, error) {
 		return nil, fmt.Errorf("%q is %w: a scenario may name only a trace beside it or below it; name any other trace yourself with --trace FILE", t.File, ErrTraceOutside)
 	default:
 		var root *os.Root
-		if root, err = os.OpenRoot(t.Dir); err != nil {
+		if root, err = os.OpenRoot(t.Dir); errors.Is(err, os.ErrNotExist) {
+			break // named below by the trace's whole path
+		} else if err != nil {
 			return nil, err
 		}
 		defer root.Close()
@@ -150,10 +152,23 @@ func (t TraceSource) Open() (*os.File, error) {
 		if errors.Is(err, errNotRegular) {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
+		if errors.Is(err, os.ErrNotExist) { // the whole path, not an os.Root call's relative one
+			return nil, &missingTrace{t.Name(), err}
+		}
 		return nil, err
 	}
 	return f, nil
 }
+
+// missingTrace is a trace that is not there, named by its whole path (an os.Root call's
+// error names it relative to the root, as "statat FILE").
+type missingTrace struct {
+	name string
+	err  error
+}
+
+func (e *missingTrace) Error() string { return e.name + ": no such file" }
+func (e *missingTrace) Unwrap() error { return e.err }
 
 var errNotRegular = errors.New("not a regular file: a trace is a JSONL file")
 

@@ -106,7 +106,7 @@ func TestCheckTrace(t *testing.T) {
 		is    error
 	}{
 		{"good", ptr(testTrace), "", nil},
-		{"missing", nil, "t.jsonl: no such file or directory", os.ErrNotExist},
+		{"missing", nil, "t.jsonl: no such file", os.ErrNotExist},
 		{"broken line", ptr(testTrace + "{\"timestamp\": 4000}\n"), "t.jsonl:6: missing field: input_length", trace.ErrMissingField},
 	}
 	for _, c := range cases {
