@@ -50,6 +50,14 @@ func TestCheckRefuses(t *testing.T) {
 			want:   `unknown backend "nope"`,
 		},
 		{
+			name: "a reload curve starting below its fixed text",
+			doc:  "name = \"x\"\n[server]\ngpu_kv_tokens = 100000\nmax_model_len = 4096\n[[step]]\nid = \"curve\"\nkind = \"reload-curve\"\nfrom_tokens = 8\nto_tokens = 64\nfactor = 2\n",
+			// No planned_context_tokens: the step's own line.
+			prefix: ":5: step[0]: ",
+			want:   "step curve_8: request 0: planned tokens too small: 8 tokens planned",
+			is:     prompts.ErrTooSmall,
+		},
+		{
 			name:   "shared prefix smaller than its fixed text",
 			doc:    "name = \"x\"\n[prompt]\nshared_prefix_tokens = 3\n[[step]]\nid = \"a\"\nplanned_context_tokens = [1000]\n",
 			prefix: ":3: prompt.shared_prefix_tokens: ",
@@ -59,9 +67,9 @@ func TestCheckRefuses(t *testing.T) {
 		{
 			name: "a request smaller than its fixed text",
 			doc:  "name = \"x\"\n[[step]]\nid = \"a\"\nplanned_context_tokens = [1000]\n[[step]]\nid = \"b\"\nplanned_context_tokens = [10]\n",
-			// The key has no line of its own: the error names the step by its id.
-			prefix: ":",
-			want:   "step: step b: request 1: planned tokens too small: 10 tokens planned",
+			// The second step's sizes, on line 7, and the step by its id.
+			prefix: ":7: step[1].planned_context_tokens: ",
+			want:   "step b: request 1: planned tokens too small: 10 tokens planned",
 			is:     prompts.ErrTooSmall,
 		},
 	}
@@ -126,9 +134,9 @@ func TestCheckTrace(t *testing.T) {
 			if err == nil {
 				t.Fatal("Check accepted it")
 			}
-			var te *TraceError
+			var te *ScenarioError
 			if !errors.As(err, &te) || !errors.Is(err, c.is) {
-				t.Errorf("error %v: want a *TraceError that is %v", err, c.is)
+				t.Errorf("error %v: want a *ScenarioError that is %v", err, c.is)
 			}
 			// Once: Check passes the trace's error on without naming the scenario again.
 			prefix := sc.Position("step[1].file") + ": step[1].file: "

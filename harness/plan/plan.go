@@ -96,7 +96,7 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 			if !ok {
 				var err error
 				if prompt, err = b.Build(ctx, pr.Ordinal, pr.PlannedTokens); err != nil {
-					return nil, fmt.Errorf("step %s: %w", st.ID, err)
+					return nil, buildError(sc, i, err)
 				}
 				built[pr.Ordinal] = prompt
 			}
@@ -174,15 +174,24 @@ func Check(ctx context.Context, sc *scenarios.Scenario) error {
 		return fmt.Errorf("%s: target.backend: %w", sc.Position("target.backend"), err)
 	}
 	if _, err := Make(ctx, sc, nil); err != nil {
-		var te *TraceError
-		if errors.As(err, &te) {
-			return err // it names the scenario's line and the trace's
+		var se *ScenarioError
+		if errors.As(err, &se) {
+			return err // it names the scenario's line
 		}
-		key := "step"
-		if errors.Is(err, prompts.ErrTooSmall) && strings.Contains(err.Error(), "shared prefix") {
-			key = "prompt.shared_prefix_tokens"
-		}
-		return fmt.Errorf("%s: %s: %w", sc.Position(key), key, err)
+		return fmt.Errorf("%s: %w", sc.Path, err)
 	}
 	return nil
+}
+
+// buildError places a prompt that cannot be built in the scenario: at the shared prefix when
+// the prefix is too small, else at step i's planned sizes.
+func buildError(sc *scenarios.Scenario, i int, err error) error {
+	key := fmt.Sprintf("step[%d].planned_context_tokens", i)
+	switch {
+	case errors.Is(err, prompts.ErrTooSmall) && strings.Contains(err.Error(), "shared prefix"):
+		key = "prompt.shared_prefix_tokens"
+	case sc.Position(key) == sc.Path: // sizes from elsewhere (a conversation, a curve)
+		key = fmt.Sprintf("step[%d]", i)
+	}
+	return &ScenarioError{Position: sc.Position(key), Key: key, Err: fmt.Errorf("step %s: %w", sc.Steps[i].ID, err)}
 }

@@ -94,7 +94,7 @@ func ScanTrace(sc *scenarios.Scenario, i int, def *engine.Definition) (*TracePla
 	st := &sc.Steps[i]
 	fail := func(err error) error {
 		key := fmt.Sprintf("step[%d].file", i)
-		return &TraceError{Position: sc.Position(key), Key: key, Err: err}
+		return &ScenarioError{Position: sc.Position(key), Key: key, Err: err}
 	}
 	sel, closeFile, sum, err := OpenTrace(st)
 	if err != nil {
@@ -143,14 +143,15 @@ func ScanTrace(sc *scenarios.Scenario, i int, def *engine.Definition) (*TracePla
 	return p, nil
 }
 
-// TraceError is a trace step whose trace cannot be replayed: the scenario's line naming it,
-// and why (the trace's own file and line when a line breaks the format).
-type TraceError struct {
+// ScenarioError is a scenario that cannot be planned: the scenario's line and key at fault,
+// and why (for a trace step's trace, the trace's own file and line when a line breaks the
+// format).
+type ScenarioError struct {
 	Position string
 	Key      string
 	Err      error
 }
 
-func (e *TraceError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Position, e.Key, e.Err) }
+func (e *ScenarioError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Position, e.Key, e.Err) }
 
-func (e *TraceError) Unwrap() error { return e.Err }
+func (e *ScenarioError) Unwrap() error { return e.Err }

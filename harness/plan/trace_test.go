@@ -169,9 +169,9 @@ func TestScanTraceNamedByUser(t *testing.T) {
 	}
 }
 
-// TestScanTraceErrors: a trace that cannot be replayed is a *TraceError naming the
+// TestScanScenarioErrors: a trace that cannot be replayed is a *ScenarioError naming the
 // scenario's line and key, wrapping the trace's own error with its file and line.
-func TestScanTraceErrors(t *testing.T) {
+func TestScanScenarioErrors(t *testing.T) {
 	cases := []struct {
 		name   string
 		trace  *string
@@ -198,9 +198,9 @@ func TestScanTraceErrors(t *testing.T) {
 				}
 			}
 			p, err := ScanTrace(sc, 1, vllm(t))
-			var te *TraceError
+			var te *ScenarioError
 			if !errors.As(err, &te) {
-				t.Fatalf("plan %+v, err %v: want a *TraceError", p, err)
+				t.Fatalf("plan %+v, err %v: want a *ScenarioError", p, err)
 			}
 			if te.Key != "step[1].file" || te.Position != fmt.Sprintf("%s:%d", sc.Path, traceFileLine) {
 				t.Errorf("position %q key %q, want %s:%d step[1].file", te.Position, te.Key, sc.Path, traceFileLine)
@@ -213,7 +213,7 @@ func TestScanTraceErrors(t *testing.T) {
 				t.Errorf("error %v is not %v", err, c.is)
 			}
 			if !errors.Is(err, te.Err) || errors.Unwrap(err) != te.Err {
-				t.Errorf("the TraceError does not unwrap to its cause %v", te.Err)
+				t.Errorf("the ScenarioError does not unwrap to its cause %v", te.Err)
 			}
 			var fe *trace.FormatError
 			if errors.Is(err, trace.ErrNotJSON) && (!errors.As(err, &fe) || fe.File != filepath.Join(dir, "t.jsonl") || fe.Line != 2) {
