@@ -183,6 +183,10 @@ func writeFindings(w io.Writer, a capacity.Assessment) {
 	case capacity.No:
 		fmt.Fprintf(w, "WARNING: this setup cannot prove a reload from the %s: %s\n", tierName(a.Setup), strings.Join(a.Reasons(), "; "))
 	case capacity.Unknown:
+		if a.Setup.Topology == capacity.SingleSlot { // no pool size or store counters to read
+			fmt.Fprintln(w, "NOTE: whether this setup can prove a reload is decided at run time, from the server's slots and the replay's cached tokens.")
+			return
+		}
 		fmt.Fprintln(w, "NOTE: whether this setup can prove a reload is decided at run time, from the server's token counts, pool size and store counters.")
 	}
 }

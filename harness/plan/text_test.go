@@ -389,6 +389,10 @@ func TestReplayWriteText(t *testing.T) {
 				if !strings.Contains(out, "NOTE: whether this setup can prove a reload is decided at run time") {
 					t.Errorf("no note in\n%s", out)
 				}
+				// A slot engine has no pool size or store counters for the run to read.
+				if single := c.setup.Topology == capacity.SingleSlot; single == strings.Contains(out, "store counters") {
+					t.Errorf("single slot %v, note in\n%s", single, out)
+				}
 			}
 		})
 	}
