@@ -169,9 +169,9 @@ func TestScanTraceNamedByUser(t *testing.T) {
 	}
 }
 
-// TestScanScenarioErrors: a trace that cannot be replayed is a *ScenarioError naming the
+// TestScanTraceErrors: a trace that cannot be replayed is a *ScenarioError naming the
 // scenario's line and key, wrapping the trace's own error with its file and line.
-func TestScanScenarioErrors(t *testing.T) {
+func TestScanTraceErrors(t *testing.T) {
 	cases := []struct {
 		name   string
 		trace  *string
