@@ -15,6 +15,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
+// The long tests (tens of seconds each: llama.cpp runs, sweeps, the nightly, repeated runs
+// of second-long requests) call t.Parallel. They spend most of their time waiting on their
+// own servers, so two at once barely move each other's timings, and the package's
+// `go test -count=2` stays within go test's 10-minute limit on a busy 2-core machine. The
+// other tests run one at a time, before them.
+
 // runCLI runs kvbench in-process and returns stdout, stderr and the exit code.
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()

@@ -136,6 +136,7 @@ func findings(res map[string]any) []string {
 // always a regression. Every timed effect is hundreds of milliseconds, far beyond the
 // lateness of a loaded machine.
 func TestRepeatCompareOnEmbeddedEngine(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	file := writeScenario(t, regressionScenario)
 	// 25% jitter: repetitions of a one-second request spread by hundreds of milliseconds.
 	jitter := func(seed uint64) func(*sim.Profile) {

@@ -249,6 +249,7 @@ func TestLoadRunDetectsChangedArtifact(t *testing.T) {
 // replay is a reload wherever the engine can tell, and a cache hit of unknown tier on
 // TensorRT-LLM; every gate of the engine's own scenarios passes.
 func TestDemoEngines(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	for engineName, want := range map[string]string{"sglang": "cpu_reload", "kvbm": "cpu_reload", "lmcache": "cpu_reload", "trtllm": "cache_hit_tier_unknown"} {
 		t.Run(engineName, func(t *testing.T) {
 			out := t.TempDir()

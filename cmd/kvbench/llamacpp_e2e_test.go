@@ -31,6 +31,7 @@ func requireLlama(t *testing.T) (server, model string) {
 // TestLlamaCppPromptCacheTiers runs the seed study's shape on a real engine: with a host-RAM
 // prompt cache the replay is restored from it, without one only the shared prefix is reused.
 func TestLlamaCppPromptCacheTiers(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	server, model := requireLlama(t)
 	cases := []struct {
 		scenario string
@@ -152,6 +153,7 @@ require_valid_setup = true
 // with an interpretation that agrees with the verdict, and --repeat 2 records both
 // repetitions.
 func TestLlamaCppEngineModel(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	server, model := requireLlama(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -232,6 +234,7 @@ func TestLlamaCppEngineModel(t *testing.T) {
 // TestLlamaCppTwoSlotsTierUnknown: with -np 2 the prompt the replay's slot held is unknown,
 // so the verdict stays cache_hit_tier_unknown and the setup is not claimed valid.
 func TestLlamaCppTwoSlotsTierUnknown(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	server, model := requireLlama(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -285,6 +285,7 @@ func TestNightlyScriptFlags(t *testing.T) {
 // not comparable); the script's default, a random salt, sends fresh bytes of the same shapes,
 // and the next night on the same warm server passes against the unsalted baseline.
 func TestNightlyScriptAsPrintedOnWarmCaches(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	script := readmeNightlyScript(t)
 	h := newNightlyHarness(t, []string{"/bin/sh"}, script)
 	h.server = startSim(t, sim.Options{Profile: "tiny", APIKey: h.key, Override: func(p *sim.Profile) {

@@ -183,6 +183,7 @@ func queryAny(t *testing.T, base, q string) []promSample {
 // series back through Prometheus's query API: the labels are the grouping key, the values the
 // run record's. Then kvbench push sends the same run under another label, as a retry would.
 func TestPushReachesPrometheus(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	promBin, gatewayBin := prometheusBinaries(t)
 	dir := t.TempDir()
 	gwAddr, promAddr := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)

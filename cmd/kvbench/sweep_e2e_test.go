@@ -43,6 +43,7 @@ func sweepJSON(t *testing.T, args ...string) (*record.Sweep, string) {
 // sizeable host share where the tier-off server recomputes. compare flags the tier-off
 // sweep as a capacity regression against the tier-on one (exit 4).
 func TestSweepOffloadGain(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	if testing.Short() {
 		t.Skip("runs two sweeps")
 	}

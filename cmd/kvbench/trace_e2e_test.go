@@ -277,6 +277,7 @@ func TestTraceStepBadInput(t *testing.T) {
 // One level each keeps the test short; record.TestSweepRequestRateCapacity and
 // compare.TestCompareRequestRateSweeps hold the decision over several levels.
 func TestSweepTraceOffloadGain(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
 	if testing.Short() {
 		t.Skip("runs two sweeps")
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,10 @@ func startOnce(ctx context.Context, opts Options) (*Server, error) {
 		"--metrics",
 		"--cache-ram", strconv.Itoa(opts.CacheRAMMiB),
 		"--no-webui",
+		// Half the machine: llama.cpp's threads spin at every barrier, and with the test's
+		// own client and engines (or busy loops) on the other cores, a thread descheduled
+		// mid-barrier stalls them all (on 2 busy cores, 2 threads ran 40% slower than 1).
+		"--threads", strconv.Itoa(max(1, runtime.NumCPU()/2)),
 	}
 	args = append(args, opts.ExtraArgs...)
 
