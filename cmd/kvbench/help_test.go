@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,20 @@ func TestCountersAcceptsFormatJSON(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, "counters", counterSample, "--format", "text"); code != exitUsage || !strings.Contains(stderr, "--format") {
 		t.Errorf("--format text: exit %d: %q", code, stderr)
+	}
+}
+
+// brokenWriter fails every write, as a closed pipe does.
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestHelpReportsAFailedWrite: 'kvbench help' whose output cannot be written is an error,
+// not exit 0 with nothing printed.
+func TestHelpReportsAFailedWrite(t *testing.T) {
+	var stderr strings.Builder
+	err := run(context.Background(), []string{"help"}, brokenWriter{}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "broken pipe") || exitCode(err, &stderr) != exitRuntime {
+		t.Errorf("help on a broken stdout: %v", err)
 	}
 }

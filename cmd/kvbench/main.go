@@ -13,6 +13,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/termsafe"
+	"github.com/anvil-serving/kvbench/harness/textout"
 	"github.com/anvil-serving/kvbench/internal/proc"
 )
 
@@ -59,11 +60,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return c.run(ctx, []string{"-h"}, stdout, stderr)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		printUsage(stdout)
+		err := printUsage(stdout)
 		if len(args) == 0 {
 			return usageErrorf("no command given")
 		}
-		return nil
+		return err
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -72,7 +73,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return c.run(ctx, args[1:], stdout, stderr)
 }
 
-func printUsage(w io.Writer) {
+// printUsage writes kvbench's help in one write, returning the write's error.
+func printUsage(out io.Writer) error {
+	return textout.Write(out, writeUsage)
+}
+
+func writeUsage(w io.Writer) {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
