@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anvil-serving/kvbench/harness/runner"
+	"github.com/anvil-serving/kvbench/internal/runner"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -7,9 +7,9 @@ import (
 	"io"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
-	"github.com/anvil-serving/kvbench/harness/export"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/export"
 )
 
 func init() {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/engine"
-	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/study"
+	"github.com/anvil-serving/kvbench/internal/runner"
+	"github.com/anvil-serving/kvbench/internal/study"
 	"github.com/anvil-serving/kvbench/scenarios"
 	"github.com/anvil-serving/kvbench/sim"
 )

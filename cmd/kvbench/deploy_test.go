@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
-	"github.com/anvil-serving/kvbench/harness/export"
+	"github.com/anvil-serving/kvbench/internal/export"
 	"github.com/anvil-serving/kvbench/sim"
 )
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 
-	"github.com/anvil-serving/kvbench/harness/export"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/export"
 )
 
 func init() {

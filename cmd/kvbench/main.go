@@ -12,9 +12,9 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
-	"github.com/anvil-serving/kvbench/harness/termsafe"
 	"github.com/anvil-serving/kvbench/harness/textout"
 	"github.com/anvil-serving/kvbench/internal/proc"
+	"github.com/anvil-serving/kvbench/internal/termsafe"
 )
 
 // Exit codes. A failed gate or regression is a result, not a crash, so each has its own code;

@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/anvil-serving/kvbench/harness/plan"
-	"github.com/anvil-serving/kvbench/harness/runner"
-	"github.com/anvil-serving/kvbench/harness/target"
-	"github.com/anvil-serving/kvbench/harness/termsafe"
+	"github.com/anvil-serving/kvbench/internal/runner"
+	"github.com/anvil-serving/kvbench/internal/target"
+	"github.com/anvil-serving/kvbench/internal/termsafe"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

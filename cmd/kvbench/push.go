@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/anvil-serving/kvbench/harness/export"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/export"
 )
 
 func init() {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
-	"github.com/anvil-serving/kvbench/harness/report"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/report"
 )
 
 func init() {

@@ -10,11 +10,11 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
-	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/target"
-	"github.com/anvil-serving/kvbench/harness/termsafe"
 	"github.com/anvil-serving/kvbench/internal/proc"
+	"github.com/anvil-serving/kvbench/internal/runner"
+	"github.com/anvil-serving/kvbench/internal/target"
+	"github.com/anvil-serving/kvbench/internal/termsafe"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/study"
+	"github.com/anvil-serving/kvbench/internal/study"
 )
 
 func init() {

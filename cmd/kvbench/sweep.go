@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/harness/runs"
-	"github.com/anvil-serving/kvbench/harness/sweep"
+	"github.com/anvil-serving/kvbench/internal/runner"
+	"github.com/anvil-serving/kvbench/internal/sweep"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/engine"
-	"github.com/anvil-serving/kvbench/harness/target"
+	"github.com/anvil-serving/kvbench/internal/target"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

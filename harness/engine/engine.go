@@ -18,7 +18,6 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/llamacpp"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
@@ -329,7 +328,7 @@ func (d *Definition) ReloadNeverMoved(s metrics.Snapshot) bool {
 type Server struct {
 	Def  *Definition
 	chat *client.Client
-	ids  *llamacpp.TokenClient // TokenizeIDs engines only
+	ids  *LlamaTokenClient // TokenizeIDs engines only
 }
 
 // Connect returns the engine's calls on the server behind chat; callTimeout bounds each
@@ -341,7 +340,7 @@ func (d *Definition) Connect(chat *client.Client, callTimeout time.Duration) *Se
 		if d.OneConnectionPerRequest {
 			hc.Transport = noKeepAlive()
 		}
-		s.ids = llamacpp.NewTokenClient(chat.RootURL(), hc)
+		s.ids = NewLlamaTokenClient(chat.RootURL(), hc)
 	}
 	return s
 }

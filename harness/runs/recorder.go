@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/internal/events"
 )
 
 // Recorder is the run directory's sink: it makes a run durable as it goes. Each step's

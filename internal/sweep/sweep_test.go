@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

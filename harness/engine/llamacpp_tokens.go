@@ -1,7 +1,8 @@
-// Package llamacpp is what kvbench uses of llama.cpp's llama-server at run time: counting
-// prompt tokens and reading token ids through the server's own chat template and tokenizer,
-// and reading its slot count. Starting a server for tests lives in internal/llamacpptest.
-package llamacpp
+package engine
+
+// This file is what kvbench uses of llama.cpp's llama-server at run time: counting prompt
+// tokens and reading token ids through the server's own chat template and tokenizer, and
+// reading its slot count. Starting a server for tests lives in internal/llamacpptest.
 
 import (
 	"bytes"
@@ -16,36 +17,36 @@ import (
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
-var _ prompts.TokenCounter = (*TokenClient)(nil)
+var _ prompts.TokenCounter = (*LlamaTokenClient)(nil)
 
-// TokenClient tokenizes chat messages exactly as llama-server will for a chat completion:
+// LlamaTokenClient tokenizes chat messages exactly as llama-server will for a chat completion:
 // POST /apply-template renders them with the model's chat template and generation prompt,
 // then POST /tokenize turns the text into token ids with special tokens added and parsed,
 // as the completion path does.
-type TokenClient struct {
+type LlamaTokenClient struct {
 	baseURL string
 	http    *http.Client
 	calls   atomic.Int64
 }
 
-// NewTokenClient returns a client for the server at baseURL (e.g. Server.URL()); a nil hc
+// NewLlamaTokenClient returns a client for the server at baseURL (e.g. Server.URL()); a nil hc
 // means http.DefaultClient.
-func NewTokenClient(baseURL string, hc *http.Client) *TokenClient {
+func NewLlamaTokenClient(baseURL string, hc *http.Client) *LlamaTokenClient {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &TokenClient{baseURL: strings.TrimRight(baseURL, "/"), http: hc}
+	return &LlamaTokenClient{baseURL: strings.TrimRight(baseURL, "/"), http: hc}
 }
 
 // CountTokens returns the number of prompt tokens msgs become, which llama-server reports
 // as usage.prompt_tokens.
-func (c *TokenClient) CountTokens(ctx context.Context, msgs []prompts.Message) (int, error) {
+func (c *LlamaTokenClient) CountTokens(ctx context.Context, msgs []prompts.Message) (int, error) {
 	ids, err := c.TokenIDs(ctx, msgs)
 	return len(ids), err
 }
 
 // TokenIDs returns the prompt token ids msgs become.
-func (c *TokenClient) TokenIDs(ctx context.Context, msgs []prompts.Message) ([]int, error) {
+func (c *LlamaTokenClient) TokenIDs(ctx context.Context, msgs []prompts.Message) ([]int, error) {
 	c.calls.Add(1)
 	var tmpl struct {
 		Prompt string `json:"prompt"`
@@ -66,7 +67,7 @@ func (c *TokenClient) TokenIDs(ctx context.Context, msgs []prompts.Message) ([]i
 // CountTextTokens counts the tokens a plain prompt becomes on a completions endpoint, no
 // template applied (prompts.TextTokenCounter): POST /tokenize with special tokens added, as
 // the completion path adds them.
-func (c *TokenClient) CountTextTokens(ctx context.Context, text string) (int, error) {
+func (c *LlamaTokenClient) CountTextTokens(ctx context.Context, text string) (int, error) {
 	c.calls.Add(1)
 	var tok struct {
 		Tokens []int `json:"tokens"`
@@ -80,9 +81,9 @@ func (c *TokenClient) CountTextTokens(ctx context.Context, text string) (int, er
 
 // Calls returns how many CountTokens and TokenIDs calls were made; each costs two HTTP
 // requests.
-func (c *TokenClient) Calls() int64 { return c.calls.Load() }
+func (c *LlamaTokenClient) Calls() int64 { return c.calls.Load() }
 
-func (c *TokenClient) post(ctx context.Context, path string, in, out any) error {
+func (c *LlamaTokenClient) post(ctx context.Context, path string, in, out any) error {
 	url := c.baseURL + path
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -112,8 +113,8 @@ func (c *TokenClient) post(ctx context.Context, path string, in, out any) error 
 	return nil
 }
 
-// Props is what kvbench reads of GET /props.
-type Props struct {
+// LlamaProps is what kvbench reads of GET /props.
+type LlamaProps struct {
 	// Slots is total_slots (-np): with one slot, the prompt a replay's slot held before is
 	// known, which is what tier attribution needs.
 	Slots int
@@ -122,20 +123,20 @@ type Props struct {
 	SlotContext int
 }
 
-// Props reads the server's slot count and per-slot context from GET /props.
-func (c *TokenClient) Props(ctx context.Context) (Props, error) {
+// LlamaProps reads the server's slot count and per-slot context from GET /props.
+func (c *LlamaTokenClient) Props(ctx context.Context) (LlamaProps, error) {
 	url := c.baseURL + "/props"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return Props{}, fmt.Errorf("building request to %s: %w", url, err)
+		return LlamaProps{}, fmt.Errorf("building request to %s: %w", url, err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Props{}, fmt.Errorf("GET %s: %w", url, err)
+		return LlamaProps{}, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Props{}, fmt.Errorf("GET %s: status %s", url, resp.Status)
+		return LlamaProps{}, fmt.Errorf("GET %s: status %s", url, resp.Status)
 	}
 	var props struct {
 		TotalSlots int `json:"total_slots"`
@@ -144,13 +145,13 @@ func (c *TokenClient) Props(ctx context.Context) (Props, error) {
 		} `json:"default_generation_settings"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&props); err != nil {
-		return Props{}, fmt.Errorf("decoding response of %s: %w", url, err)
+		return LlamaProps{}, fmt.Errorf("decoding response of %s: %w", url, err)
 	}
-	return Props{Slots: props.TotalSlots, SlotContext: props.Defaults.NCtx}, nil
+	return LlamaProps{Slots: props.TotalSlots, SlotContext: props.Defaults.NCtx}, nil
 }
 
 // Slots returns the server's slot count from GET /props (total_slots).
-func (c *TokenClient) Slots(ctx context.Context) (int, error) {
+func (c *LlamaTokenClient) Slots(ctx context.Context) (int, error) {
 	p, err := c.Props(ctx)
 	return p.Slots, err
 }

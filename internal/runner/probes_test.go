@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/events"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/internal/events"
 )
 
 type lockedBuffer struct {

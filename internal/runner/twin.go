@@ -6,9 +6,9 @@ import (
 	"maps"
 
 	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/internal/events"
 )
 
 // A replay's cold twin: its prompt bytes sent again right after it, with the engine's field

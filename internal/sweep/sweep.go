@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/runner"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/runner"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

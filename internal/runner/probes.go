@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

@@ -1,4 +1,4 @@
-package llamacpp
+package engine
 
 import (
 	"bufio"
@@ -61,7 +61,7 @@ func TestPromptCacheReplay(t *testing.T) {
 					t.Logf("llama-server log tail:\n%s", srv.LogTail(30))
 				}
 			})
-			tc := NewTokenClient(srv.URL(), nil)
+			tc := NewLlamaTokenClient(srv.URL(), nil)
 
 			ids := make([][]int, len(msgs))
 			for i, m := range msgs {
@@ -365,7 +365,7 @@ func TestProps(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			p, err := NewTokenClient(srv.URL(), &http.Client{Timeout: 30 * time.Second}).Props(ctx)
+			p, err := NewLlamaTokenClient(srv.URL(), &http.Client{Timeout: 30 * time.Second}).Props(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/termsafe"
 	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/internal/events"
+	"github.com/anvil-serving/kvbench/internal/termsafe"
 )
 
 // Console is the sink that reports a run to a person as it goes: on a terminal one live line

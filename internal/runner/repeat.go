@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 

@@ -16,12 +16,12 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anvil-serving/kvbench/harness/events"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )

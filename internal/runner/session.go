@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
-	"github.com/anvil-serving/kvbench/harness/target"
+	"github.com/anvil-serving/kvbench/internal/target"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
