@@ -44,7 +44,8 @@ func cliReference(t *testing.T) string {
 	sub := regexp.MustCompile(`'kvbench (\S+) (\S+) -h'`)
 	for _, n := range names {
 		help := commandHelp(t, n)
-		fmt.Fprintf(&b, "\n## kvbench %s\n\n%s.\n\n```text\n%s```\n", n, commands[n].summary, help)
+		summary := commands[n].summary
+		fmt.Fprintf(&b, "\n## kvbench %s\n\n%s%s.\n\n```text\n%s```\n", n, strings.ToUpper(summary[:1]), summary[1:], help)
 		for _, m := range sub.FindAllStringSubmatch(help, -1) {
 			if m[1] != n {
 				continue
@@ -104,6 +105,9 @@ func TestDocsLinksResolve(t *testing.T) {
 		t.Fatalf("%d Markdown pages: the docs moved", len(pages))
 	}
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	// A path in backquotes that names one of the repository's top-level code directories
+	// must exist: a package that moved leaves no stale path behind in the docs.
+	repoPath := regexp.MustCompile("`((?:harness|internal|cmd|sim|scenarios|prompts|deploy)/[A-Za-z0-9_./-]*[A-Za-z0-9_])/?`")
 	checked := 0
 	for _, page := range pages {
 		data, err := os.ReadFile(page)
@@ -129,6 +133,15 @@ func TestDocsLinksResolve(t *testing.T) {
 				t.Errorf("%s: link %s: %s has no heading #%s", page, target, file, anchor)
 			}
 		}
+		for _, m := range repoPath.FindAllStringSubmatch(string(data), -1) {
+			if strings.ContainsAny(m[1], "*<") {
+				continue // a pattern, not a path
+			}
+			checked++
+			if _, err := os.Stat(filepath.Join(root, m[1])); err != nil {
+				t.Errorf("%s: `%s` does not exist", page, m[1])
+			}
+		}
 	}
 	if checked == 0 {
 		t.Fatal("no relative links found")
@@ -152,4 +165,41 @@ func hasAnchor(t *testing.T, file, anchor string) bool {
 		}
 	}
 	return false
+}
+
+// TestDocsHoldNoCopyOfNightlyScript: the README and docs/nightly.md link
+// deploy/kubernetes/nightly.sh, and no Markdown page copies four of its lines in a row, so
+// there is one text to keep right: the file the CronJob runs and the nightly tests run.
+func TestDocsHoldNoCopyOfNightlyScript(t *testing.T) {
+	script := strings.Split(nightlyScript(t), "\n")
+	pages := map[string]string{}
+	for _, glob := range []string{"../../*.md", "../../docs/*.md", "../../scenarios/*.md"} {
+		found, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range found {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages[p] = string(data)
+		}
+	}
+	for page, link := range map[string]string{"../../README.md": "(deploy/kubernetes/nightly.sh)", "../../docs/nightly.md": "(../deploy/kubernetes/nightly.sh)"} {
+		if !strings.Contains(pages[page], link) {
+			t.Errorf("%s does not link %s", page, link)
+		}
+	}
+	for i := 0; i+4 <= len(script); i++ {
+		chunk := strings.Join(script[i:i+4], "\n")
+		if len(strings.TrimSpace(chunk)) < 40 {
+			continue // blank or trivial lines say nothing of a copy
+		}
+		for page, text := range pages {
+			if strings.Contains(text, chunk) {
+				t.Errorf("%s copies nightly.sh's lines %d-%d; link the file instead", page, i+1, i+4)
+			}
+		}
+	}
 }
