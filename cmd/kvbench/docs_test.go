@@ -168,8 +168,9 @@ func hasAnchor(t *testing.T, file, anchor string) bool {
 }
 
 // TestDocsHoldNoCopyOfNightlyScript: the README and docs/nightly.md link
-// deploy/kubernetes/nightly.sh, and no Markdown page copies four of its lines in a row, so
-// there is one text to keep right: the file the CronJob runs and the nightly tests run.
+// deploy/kubernetes/nightly.sh, docs/nightly.md names each of its settings, and no Markdown
+// page copies four of its lines in a row, so there is one text to keep right: the file the
+// CronJob runs and the nightly tests run.
 func TestDocsHoldNoCopyOfNightlyScript(t *testing.T) {
 	script := strings.Split(nightlyScript(t), "\n")
 	pages := map[string]string{}
@@ -189,6 +190,16 @@ func TestDocsHoldNoCopyOfNightlyScript(t *testing.T) {
 	for page, link := range map[string]string{"../../README.md": "(deploy/kubernetes/nightly.sh)", "../../docs/nightly.md": "(../deploy/kubernetes/nightly.sh)"} {
 		if !strings.Contains(pages[page], link) {
 			t.Errorf("%s does not link %s", page, link)
+		}
+	}
+	// The page names every setting the script reads, by its environment variable.
+	flags := regexp.MustCompile(`(?m)^\t--([a-z-]+)\) `).FindAllStringSubmatch(strings.Join(script, "\n"), -1)
+	if len(flags) < 5 {
+		t.Fatalf("nightly.sh's flags: %v", flags)
+	}
+	for _, f := range flags {
+		if env := strings.ToUpper(strings.ReplaceAll(f[1], "-", "_")); !strings.Contains(pages["../../docs/nightly.md"], "`"+env+"`") {
+			t.Errorf("docs/nightly.md does not name nightly.sh's setting %s (--%s)", env, f[1])
 		}
 	}
 	for i := 0; i+4 <= len(script); i++ {
