@@ -214,3 +214,49 @@ func TestDocsHoldNoCopyOfNightlyScript(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsReadmeIsTheFrontDoor: the README stays a front door (at most 300 lines, the
+// reference lives in docs/), links the docs index, and keeps the two quick-start commands
+// verbatim in a shell block: CI and users run them as written.
+func TestDocsReadmeIsTheFrontDoor(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	if n := strings.Count(readme, "\n"); n > 300 {
+		t.Errorf("README.md has %d lines, at most 300: move reference sections to docs/", n)
+	}
+	if !strings.Contains(readme, "(docs/README.md)") {
+		t.Error("README.md does not link docs/README.md, the index of docs/")
+	}
+	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(readme, -1)
+	for _, cmd := range []string{"go run ./cmd/kvbench demo", "go test ./..."} {
+		found := false
+		for _, b := range block {
+			for _, line := range strings.Split(b[1], "\n") {
+				found = found || strings.HasPrefix(line, cmd+" ") || line == cmd
+			}
+		}
+		if !found {
+			t.Errorf("README.md's shell blocks lack the quick-start command %q", cmd)
+		}
+	}
+}
+
+// TestDocsIndexListsEveryPage: docs/README.md links every page of docs/.
+func TestDocsIndexListsEveryPage(t *testing.T) {
+	index, err := os.ReadFile("../../docs/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		if name := filepath.Base(p); name != "README.md" && !strings.Contains(string(index), "]("+name+")") {
+			t.Errorf("docs/README.md does not link %s", name)
+		}
+	}
+}
