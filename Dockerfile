@@ -3,7 +3,7 @@
 # A traceable image says what it was built from: VERSION (the image has no .git to read it
 # from) is what `kvbench version`, every run record and kvbench_run_info report, and the
 # build refuses to run without it; the base images are pinned by digest, which no later
-# push to their tags can move. Build it so (README, "Running nightly on a fleet"):
+# push to their tags can move. Build it so (docs/nightly.md, "Container and CronJob"):
 #
 #   VERSION=$(git describe --tags --always --dirty)
 #   digest() { docker buildx imagetools inspect "$1" --format '{{.Manifest.Digest}}'; }

@@ -43,7 +43,7 @@ func dockerfileFroms(text string) (froms []string, args map[string]string) {
 }
 
 // TestDockerfileIsTraceable: every base image is pinned by digest (a FROM by tag alone is
-// refused), the build needs a VERSION and links it into the binary, and the README's build
+// refused), the build needs a VERSION and links it into the binary, and docs/nightly.md's build
 // line passes git describe's output and each base image's digest.
 func TestDockerfileIsTraceable(t *testing.T) {
 	text := string(mustRead(t, "../Dockerfile"))
@@ -72,20 +72,20 @@ func TestDockerfileIsTraceable(t *testing.T) {
 	if strings.Contains(text, "VERSION=devel") {
 		t.Error("Dockerfile still defaults VERSION to devel")
 	}
-	readme := string(mustRead(t, "../README.md"))
+	readme := string(mustRead(t, "../docs/nightly.md"))
 	build := regexp.MustCompile(`(?m)^docker build (?:.*\\\n)*.*`).FindAllString(readme, -1)
 	if len(build) == 0 {
-		t.Fatal("README has no docker build line")
+		t.Fatal("docs/nightly.md has no docker build line")
 	}
 	for _, b := range build {
 		for _, want := range []string{"--build-arg VERSION=", "--build-arg GO_IMAGE=", "--build-arg NIGHTLY_BASE=", "--build-arg BASE="} {
 			if !strings.Contains(b, want) {
-				t.Errorf("README's build line %q lacks %s", b, want)
+				t.Errorf("docs/nightly.md's build line %q lacks %s", b, want)
 			}
 		}
 	}
 	if !strings.Contains(readme, "VERSION=$(git describe --tags --always --dirty)") {
-		t.Error("README's build does not take VERSION from git describe")
+		t.Error("docs/nightly.md's build does not take VERSION from git describe")
 	}
 }
 

@@ -326,7 +326,7 @@ func pushedSeries(t *testing.T) map[string][]map[string]string {
 }
 
 // TestDeployQueriesFindSeriesARunExports: every series selector of the Grafana dashboard, the
-// alert rules and the README's fleet section names a series that a run and a comparison on
+// alert rules and docs/fleet.md's PromQL names a series that a run and a comparison on
 // the embedded engine really push, and its label matchers find such a series (a matcher on a
 // label the series lacks, or on a value kvbench never writes, finds nothing in production
 // either). The kube-state-metrics selectors name series of its documented Job metrics.
@@ -345,17 +345,16 @@ func TestDeployQueriesFindSeriesARunExports(t *testing.T) {
 	for name, e := range alertExprs(t) {
 		exprs["alert "+name] = e
 	}
-	readme, err := os.ReadFile("../../README.md")
+	fleet, err := os.ReadFile("../../docs/fleet.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, fleet, ok := strings.Cut(string(readme), "## Running nightly on a fleet")
-	if !ok {
-		t.Fatal(`README has no "## Running nightly on a fleet" section`)
+	blocks := regexp.MustCompile("(?s)```promql\n(.*?)```").FindAllStringSubmatch(string(fleet), -1)
+	if len(blocks) == 0 {
+		t.Fatal("docs/fleet.md has no promql block")
 	}
-	fleet, _, _ = strings.Cut(fleet, "\n## ")
-	for i, block := range regexp.MustCompile("(?s)```promql\n(.*?)```").FindAllStringSubmatch(fleet, -1) {
-		exprs[fmt.Sprintf("README promql block %d", i)] = block[1]
+	for i, block := range blocks {
+		exprs[fmt.Sprintf("docs/fleet.md promql block %d", i)] = block[1]
 	}
 	if len(alertExprs(t)) < 10 || len(panels) < 15 {
 		t.Fatalf("%d alert rules, %d panels: the readers changed", len(alertExprs(t)), len(panels))

@@ -15,30 +15,18 @@ import (
 	"github.com/anvil-serving/kvbench/sim"
 )
 
-// readmeNightlyScript returns the script the README's nightly section prints, and checks it
-// is deploy/kubernetes/nightly.sh to the byte: the CronJob runs the file, a reader the text.
-func readmeNightlyScript(t *testing.T) string {
+// nightlyScript returns deploy/kubernetes/nightly.sh, the file the CronJob runs and
+// docs/nightly.md links (without copying it: a reader follows the link to this very text).
+func nightlyScript(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+	script := readDeploy(t, "kubernetes/nightly.sh")
+	if !strings.HasPrefix(script, "#!/bin/sh\n") {
+		t.Fatal("deploy/kubernetes/nightly.sh does not start with #!/bin/sh")
 	}
-	_, section, ok := strings.Cut(string(readme), "## Nightly capacity regression\n")
-	if !ok {
-		t.Fatal(`README has no "## Nightly capacity regression" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	m := regexp.MustCompile("(?s)```sh\n(#!/bin/sh\n.*?)```").FindStringSubmatch(section)
-	if m == nil {
-		t.Fatal("the README's nightly section prints no #!/bin/sh script")
-	}
-	if file := readDeploy(t, "kubernetes/nightly.sh"); m[1] != file {
-		t.Fatalf("the README's nightly script differs from deploy/kubernetes/nightly.sh")
-	}
-	return m[1]
+	return script
 }
 
-// nightlyHarness runs the printed script as a user would: kvbench on PATH (this test binary,
+// nightlyHarness runs the script as a user would: kvbench on PATH (this test binary,
 // re-executed as kvbench), in a working directory of its own.
 type nightlyHarness struct {
 	t *testing.T
@@ -65,7 +53,7 @@ func newNightlyHarness(t *testing.T, shell []string, script string) *nightlyHarn
 	if err := os.WriteFile(h.script, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h.results = "results" // relative, as the README runs it
+	h.results = "results" // relative, as docs/nightly.md runs it
 	return h
 }
 
@@ -113,14 +101,14 @@ func (h *nightlyHarness) night(env []string, args ...string) (int, string, strin
 	return code, string(data), m[1]
 }
 
-// TestNightlyScriptAsPrinted runs the README's nightly script, as printed, with the shells a
+// TestNightlyScriptAsPrinted runs deploy/kubernetes/nightly.sh, as shipped, with the shells a
 // user's machine and the nightly image have, against the embedded engine: the first night has
 // no baseline and says how to promote one (exit 2); its own instructions promote it; the next
 // nights pass (0) with a log the script's own output never corrupts, each in its own
 // directory with its own report, a rerun the same second included; a failed gate is a failed
 // night (3) though compare finds nothing; the API key and the push go where they are sent.
 func TestNightlyScriptAsPrinted(t *testing.T) {
-	script := readmeNightlyScript(t)
+	script := nightlyScript(t)
 	shells := map[string][]string{"sh": {"/bin/sh"}}
 	for _, bb := range []string{"/bin/busybox", "/usr/bin/busybox"} {
 		if _, err := os.Stat(bb); err == nil {
@@ -278,7 +266,7 @@ func TestNightlyScriptFlags(t *testing.T) {
 	}
 }
 
-// TestNightlyScriptAsPrintedOnWarmCaches runs the README's nightly script, as printed,
+// TestNightlyScriptAsPrintedOnWarmCaches runs deploy/kubernetes/nightly.sh, as shipped,
 // night after night against one long-lived embedded engine whose CPU tier (1 GiB) holds far
 // more than a night sends: the same bytes a second night come back cached (the cold sequence
 // stores nothing, its TTFT falls), and the night fails loudly, naming warm caches (exit 2:
@@ -286,7 +274,7 @@ func TestNightlyScriptFlags(t *testing.T) {
 // and the next night on the same warm server passes against the unsalted baseline.
 func TestNightlyScriptAsPrintedOnWarmCaches(t *testing.T) {
 	t.Parallel() // a long test (see cli_test.go)
-	script := readmeNightlyScript(t)
+	script := nightlyScript(t)
 	h := newNightlyHarness(t, []string{"/bin/sh"}, script)
 	h.server = startSim(t, sim.Options{Profile: "tiny", APIKey: h.key, Override: func(p *sim.Profile) {
 		slowTiny(p)

@@ -62,14 +62,14 @@ type Definition struct {
 	Topology     capacity.Topology
 	HostTierFlag string
 	HostTierUnit string
-	// Sizes says where the capacity figures come from, in words (README and plan).
+	// Sizes says where the capacity figures come from, in words (docs/engines.md and plan).
 	Sizes string
 	// Tokenize is the /tokenize dialect; CachedTokens says how a request reports its cached
 	// prompt tokens.
 	Tokenize     Dialect
 	CachedTokens string
 	Attribution  Attribution
-	// Verdicts lists what the engine can prove and with what; Proves sums it up for the README.
+	// Verdicts lists what the engine can prove and with what; Proves sums it up (docs/engines.md).
 	Verdicts []Support
 	Proves   string
 	// Diagnoses lists the causes a recompute or partial replay can be traced to (see Diagnose).
@@ -80,7 +80,7 @@ type Definition struct {
 	// ReadsSlots: the server's slot count (/props total_slots) decides attribution.
 	ReadsSlots bool
 	// Evidence names the counters and fields a verdict reads; Pitfalls the known upstream
-	// traps (README).
+	// traps (docs/domain.md).
 	Evidence string
 	Pitfalls string
 	// TierUnknown, when set, says plainly why the engine cannot tell a host hit from a GPU
