@@ -11,6 +11,8 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/events"
+	"github.com/anvil-serving/kvbench/internal/export"
 	"github.com/anvil-serving/kvbench/internal/proc"
 	"github.com/anvil-serving/kvbench/internal/runner"
 	"github.com/anvil-serving/kvbench/internal/target"
@@ -31,7 +33,8 @@ type runOptions struct {
 	repeat                                     int
 	salt                                       string // overrides prompt.salt ("random": a fresh one)
 	cpuProfile, memProfile                     string
-	engineInProcess                            bool // the server is the demo's engine, in this process
+	engineInProcess                            bool          // the server is the demo's engine, in this process
+	sinks                                      []events.Sink // after the run directory and the console (a push)
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -96,6 +99,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	var pusher *export.Pusher
+	if push.url != "" { // after the run directory's sink: it pushes the final run.json
+		pusher = export.NewPusher(ctx, push.opts, stderr)
+		o.sinks = append(o.sinks, pusher)
+	}
 	outcome, err := runScenario(ctx, sc, o, stdout, stderr)
 	if perr := stopProfiles(); err == nil && perr != nil {
 		return perr
@@ -103,8 +111,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if push.url != "" {
-		return pushAfterRun(ctx, &push, outcome.Dir, outcomeError(outcome), stderr)
+	if pusher != nil {
+		return pushResult(pusher.Err(), outcomeError(outcome))
 	}
 	return outcomeError(outcome)
 }
@@ -127,8 +135,9 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	}
 	consoleW := consoleFor(o.format, stdout, stderr)
 	con := runner.NewConsole(consoleW, proc.IsTerminal(consoleW))
+	sinks := append([]events.Sink{runs.NewRunDirSink(o.out), con}, o.sinks...)
 	outcome, err := runner.RunScenario(ctx, sc, key, o.force, runner.Settings{
-		ResultsDir: o.out, KvbenchVersion: kvbenchVersion(), Console: con,
+		Sinks: sinks, KvbenchVersion: kvbenchVersion(), Console: con,
 		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,
 		EngineInProcess: o.engineInProcess,
 	})
