@@ -65,17 +65,12 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 
 // scenario loads the one scenario args name and applies the target flags.
 func (o *runOptions) scenario(cmd string, args []string) (*scenarios.Scenario, error) {
-	if len(args) != 1 {
-		return nil, usageErrorf("%s: want one scenario file or built-in name, got %d", cmd, len(args))
+	if len(args) == 1 {
+		if err := runs.CheckOutputDir(o.out); err != nil {
+			return nil, usageErrorf("%s: --out: %w", cmd, err)
+		}
 	}
-	if err := runs.CheckOutputDir(o.out); err != nil {
-		return nil, usageErrorf("%s: --out: %w", cmd, err)
-	}
-	sc, err := loadScenario(args[0])
-	if err != nil {
-		return nil, err
-	}
-	return sc, o.target.apply(sc)
+	return o.target.scenario(cmd, args)
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -203,14 +198,8 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("preflight: want one scenario file or built-in name, got %d", len(args))
-	}
-	sc, err := loadScenario(args[0])
+	sc, err := o.target.scenario("preflight", args)
 	if err != nil {
-		return err
-	}
-	if err := o.target.apply(sc); err != nil {
 		return err
 	}
 	if err := o.target.consent(sc); err != nil {
@@ -220,14 +209,9 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usageError(err)
 	}
-	t, err := runner.Connect(sc, key)
+	rep, err := runner.PreflightServer(ctx, sc, key, consoleFor(o.format, stdout, stderr))
 	if err != nil {
-		return usageError(err)
-	}
-	fmt.Fprintln(consoleFor(o.format, stdout, stderr), target.Destination(sc))
-	rep, _, err := runner.Preflight(ctx, sc, t)
-	if err != nil {
-		return preflightError(ctx, err)
+		return setupError(err)
 	}
 	if err := emit(stdout, o.format, rep, func(w io.Writer) error { return rep.WriteText(w, sc.Name) }); err != nil {
 		return err
