@@ -152,17 +152,10 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	return outcome, nil
 }
 
-// admit is everything a run checks before it sends a request, each refusal bad input (exit
-// 2): the user's consent to where requests go and which key goes with them, to the
-// scenario's probes, and the key itself. It returns the key.
+// admit is everything a run checks before it sends a request (see Resolved.Admit), each
+// refusal bad input (exit 2). It returns the key.
 func (o *runOptions) admit(sc *scenarios.Scenario) (string, error) {
-	if err := o.target.consent(sc); err != nil {
-		return "", err
-	}
-	if err := target.ProbeConsent(sc, o.allowProbes, o.noProbes); err != nil {
-		return "", usageError(err)
-	}
-	key, err := target.APIKey(sc)
+	key, err := o.target.resolved.Admit(sc, o.allowProbes, o.noProbes)
 	return key, usageError(err)
 }
 

@@ -51,3 +51,16 @@ func (r *Resolved) WriteTarget(w io.Writer, sc *scenarios.Scenario, headed bool)
 	}
 	return WriteProbes(w, sc)
 }
+
+// Admit is everything a run checks before it sends a request, each refusal bad input: the
+// user's consent to where requests go and which key goes with them (Consent), to the
+// scenario's probes (ProbeConsent), and the key itself (APIKey), which it returns.
+func (r *Resolved) Admit(sc *scenarios.Scenario, allowProbes, noProbes bool) (string, error) {
+	if err := r.Consent(sc); err != nil {
+		return "", err
+	}
+	if err := ProbeConsent(sc, allowProbes, noProbes); err != nil {
+		return "", err
+	}
+	return APIKey(sc)
+}
