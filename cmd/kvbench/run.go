@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -94,12 +95,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// The push sink comes after the run directory's, so it pushes the final run.json; its
+	// line is shown after the run's summary and records line, where it always was.
 	var pusher *export.Pusher
-	if push.url != "" { // after the run directory's sink: it pushes the final run.json
-		pusher = export.NewPusher(ctx, push.opts, stderr)
+	var pushed bytes.Buffer
+	if push.url != "" {
+		pusher = export.NewPusher(ctx, push.opts, &pushed)
 		o.sinks = append(o.sinks, pusher)
 	}
 	outcome, err := runScenario(ctx, sc, o, stdout, stderr)
+	stderr.Write(pushed.Bytes())
 	if perr := stopProfiles(); err == nil && perr != nil {
 		return perr
 	}
