@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/engine"
-	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
 func init() {
@@ -35,19 +33,12 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	if len(sources) == 0 {
 		return usageErrorf("counters: give at least one /metrics URL or saved exposition file")
 	}
-	profile, err := engine.CounterProfile(*backend, overrides)
+	snap, err := engine.ReadCounters(ctx, *backend, overrides, *timeout, sources)
 	if err != nil {
-		return usageError(err)
-	}
-	client := &http.Client{Timeout: *timeout}
-	exps := make([]metrics.Exposition, len(sources))
-	for i, src := range sources {
-		if exps[i], err = metrics.Read(ctx, client, src); err != nil {
-			return usageError(err) // a server or file that is not an exposition, or none there
-		}
+		return usageError(err) // an engine, override or source that is not what it must be
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(profile.Snapshot(exps...))
+	return enc.Encode(snap)
 }

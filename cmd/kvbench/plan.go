@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -45,32 +44,7 @@ func runValidate(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	if len(files) == 0 {
 		return usageErrorf("validate: name at least one scenario file")
 	}
-	var errs []error
-	for _, f := range files {
-		sc, err := scenarios.Resolve(f)
-		if err == nil {
-			err = plan.Check(ctx, sc) // what run would refuse before sending anything
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Fprintf(stdout, "%s: ok (%d steps)\n", sc.Path, len(sc.Steps))
-		// Where a run would send requests, and with which key: the file's own choices.
-		var tf targetFlags
-		resolved := *sc
-		if err := tf.apply(&resolved); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := writeTrust(stdout, tf, &resolved, false); err != nil {
-			return err
-		}
-	}
-	if len(errs) > 0 {
-		return usageError(errors.Join(errs...))
-	}
-	return nil
+	return usageError(target.Validate(ctx, stdout, files))
 }
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -84,14 +58,8 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("plan: want one scenario file or built-in name, got %d", len(args))
-	}
-	sc, err := loadScenario(args[0])
+	sc, err := tf.scenario("plan", args)
 	if err != nil {
-		return err
-	}
-	if err := tf.apply(sc); err != nil {
 		return err
 	}
 	if err := sc.ResolveSalt(); err != nil { // a random salt: the plan shows one draw
@@ -123,17 +91,5 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stdout, "\ntarget (kvbench run sends requests here):\n")
-	return writeTrust(stdout, tf, sc, true)
-}
-
-// writeTrust writes where sc's requests would go and who chose it, then its probe commands
-// (headed: a plan's), so a stranger's scenario can be read before it runs.
-func writeTrust(w io.Writer, tf targetFlags, sc *scenarios.Scenario, headed bool) error {
-	if err := tf.resolved.WriteTrust(w, sc); err != nil {
-		return err
-	}
-	if headed && len(sc.Probes) > 0 {
-		fmt.Fprintf(w, "\nprobe commands (kvbench run needs --allow-probes or --no-probes):\n")
-	}
-	return target.WriteProbes(w, sc)
+	return tf.resolved.WriteTarget(stdout, sc, true)
 }

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 
-	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/redact"
-	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/export"
 )
 
@@ -51,29 +47,17 @@ func pushError(err error) error {
 	return &exitError{code: exitPushFailed, err: err}
 }
 
-// pushAfterRun pushes a finished run and folds the push's failure into the run's own result:
-// a failed push exits 5 and names the run's failed gates too, whose records are on disk.
-func pushAfterRun(ctx context.Context, p *pushFlags, dir string, runErr error, stderr io.Writer) error {
-	var r *runs.Run
-	err := ctx.Err()
-	if err != nil { // a stop signal: the run is interrupted, and kvbench push would refuse it
-		err = &export.UnfinishedError{Dir: dir, Status: record.StatusInterrupted, Reason: context.Cause(ctx).Error()}
-	} else if r, err = runs.Load(dir); err == nil {
-		err = export.CheckPushable(r, false)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, err) // refused: the run's own result says what it did
+// pushResult folds a run's failed push into the run's own result: a failed push exits 5
+// and names the run's failed gates too, whose records are on disk.
+func pushResult(pushErr, runErr error) error {
+	if pushErr == nil {
 		return runErr
 	}
-	if err := export.Push(ctx, r, p.opts); err != nil {
-		msg := fmt.Sprintf("%v (the records are in %s; retry: kvbench push %s %s)", err, dir, dir, redact.URL(p.url))
-		if runErr != nil {
-			msg += "; also: " + runErr.Error()
-		}
-		return pushError(errors.New(msg))
+	msg := pushErr.Error()
+	if runErr != nil {
+		msg += "; also: " + runErr.Error()
 	}
-	fmt.Fprintf(stderr, "pushed %s to %s\n", dir, redact.URL(p.url))
-	return runErr
+	return pushError(errors.New(msg))
 }
 
 func runPush(ctx context.Context, args []string, stdout, _ io.Writer) error {

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/events"
+	"github.com/anvil-serving/kvbench/internal/export"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -153,12 +155,16 @@ func TestPushRefusesUnfinishedRuns(t *testing.T) {
 		t.Fatalf("refused runs reached the gateway: %v", p)
 	}
 
-	// run --push's path refuses the same run with the same words, though no signal came.
-	p := pushFlags{url: pg.URL}
+	// run --push's path (its push sink at the run's end) refuses the same run with the same
+	// words, though no signal came, and the run's own error stands.
 	var stderr strings.Builder
+	pusher := export.NewPusher(context.Background(), export.PushOptions{URL: pg.URL}, &stderr)
+	if err := pusher.Handle(events.RunDone{Dir: interrupted}); err != nil || pusher.Err() != nil {
+		t.Errorf("the push sink: %v, %v; want a refusal on stderr only", err, pusher.Err())
+	}
 	runErr := errors.New("interrupted: what was measured is in " + interrupted)
-	if err := pushAfterRun(context.Background(), &p, interrupted, runErr, &stderr); err != runErr {
-		t.Errorf("pushAfterRun: %v, want the run's own error", err)
+	if err := pushResult(pusher.Err(), runErr); err != runErr {
+		t.Errorf("pushResult: %v, want the run's own error", err)
 	}
 	if !strings.Contains(stderr.String(), "not pushed: "+interrupted+" is interrupted") {
 		t.Errorf("run --push of an interrupted run: %q", stderr.String())

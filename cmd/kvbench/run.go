@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/events"
+	"github.com/anvil-serving/kvbench/internal/export"
 	"github.com/anvil-serving/kvbench/internal/proc"
 	"github.com/anvil-serving/kvbench/internal/runner"
 	"github.com/anvil-serving/kvbench/internal/target"
@@ -31,7 +34,8 @@ type runOptions struct {
 	repeat                                     int
 	salt                                       string // overrides prompt.salt ("random": a fresh one)
 	cpuProfile, memProfile                     string
-	engineInProcess                            bool // the server is the demo's engine, in this process
+	engineInProcess                            bool          // the server is the demo's engine, in this process
+	sinks                                      []events.Sink // after the run directory and the console (a push)
 }
 
 func (o *runOptions) register(fsName string, stdout io.Writer, usage, example string) *flag.FlagSet {
@@ -62,17 +66,12 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 
 // scenario loads the one scenario args name and applies the target flags.
 func (o *runOptions) scenario(cmd string, args []string) (*scenarios.Scenario, error) {
-	if len(args) != 1 {
-		return nil, usageErrorf("%s: want one scenario file or built-in name, got %d", cmd, len(args))
+	if len(args) == 1 {
+		if err := runs.CheckOutputDir(o.out); err != nil {
+			return nil, usageErrorf("%s: --out: %w", cmd, err)
+		}
 	}
-	if err := runs.CheckOutputDir(o.out); err != nil {
-		return nil, usageErrorf("%s: --out: %w", cmd, err)
-	}
-	sc, err := loadScenario(args[0])
-	if err != nil {
-		return nil, err
-	}
-	return sc, o.target.apply(sc)
+	return o.target.scenario(cmd, args)
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -96,15 +95,24 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// The push sink comes after the run directory's, so it pushes the final run.json; its
+	// line is shown after the run's summary and records line, where it always was.
+	var pusher *export.Pusher
+	var pushed bytes.Buffer
+	if push.url != "" {
+		pusher = export.NewPusher(ctx, push.opts, &pushed)
+		o.sinks = append(o.sinks, pusher)
+	}
 	outcome, err := runScenario(ctx, sc, o, stdout, stderr)
+	stderr.Write(pushed.Bytes())
 	if perr := stopProfiles(); err == nil && perr != nil {
 		return perr
 	}
 	if err != nil {
 		return err
 	}
-	if push.url != "" {
-		return pushAfterRun(ctx, &push, outcome.Dir, outcomeError(outcome), stderr)
+	if pusher != nil {
+		return pushResult(pusher.Err(), outcomeError(outcome))
 	}
 	return outcomeError(outcome)
 }
@@ -127,8 +135,9 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	}
 	consoleW := consoleFor(o.format, stdout, stderr)
 	con := runner.NewConsole(consoleW, proc.IsTerminal(consoleW))
+	sinks := append([]events.Sink{runs.NewRunDirSink(o.out), con}, o.sinks...)
 	outcome, err := runner.RunScenario(ctx, sc, key, o.force, runner.Settings{
-		ResultsDir: o.out, KvbenchVersion: kvbenchVersion(), Console: con,
+		Sinks: sinks, KvbenchVersion: kvbenchVersion(), Console: con,
 		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,
 		EngineInProcess: o.engineInProcess,
 	})
@@ -148,17 +157,10 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	return outcome, nil
 }
 
-// admit is everything a run checks before it sends a request, each refusal bad input (exit
-// 2): the user's consent to where requests go and which key goes with them, to the
-// scenario's probes, and the key itself. It returns the key.
+// admit is everything a run checks before it sends a request (see Resolved.Admit), each
+// refusal bad input (exit 2). It returns the key.
 func (o *runOptions) admit(sc *scenarios.Scenario) (string, error) {
-	if err := o.target.consent(sc); err != nil {
-		return "", err
-	}
-	if err := target.ProbeConsent(sc, o.allowProbes, o.noProbes); err != nil {
-		return "", usageError(err)
-	}
-	key, err := target.APIKey(sc)
+	key, err := o.target.resolved.Admit(sc, o.allowProbes, o.noProbes)
 	return key, usageError(err)
 }
 
@@ -194,14 +196,8 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("preflight: want one scenario file or built-in name, got %d", len(args))
-	}
-	sc, err := loadScenario(args[0])
+	sc, err := o.target.scenario("preflight", args)
 	if err != nil {
-		return err
-	}
-	if err := o.target.apply(sc); err != nil {
 		return err
 	}
 	if err := o.target.consent(sc); err != nil {
@@ -211,14 +207,9 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return usageError(err)
 	}
-	t, err := runner.Connect(sc, key)
+	rep, err := runner.PreflightServer(ctx, sc, key, consoleFor(o.format, stdout, stderr))
 	if err != nil {
-		return usageError(err)
-	}
-	fmt.Fprintln(consoleFor(o.format, stdout, stderr), target.Destination(sc))
-	rep, _, err := runner.Preflight(ctx, sc, t)
-	if err != nil {
-		return preflightError(ctx, err)
+		return setupError(err)
 	}
 	if err := emit(stdout, o.format, rep, func(w io.Writer) error { return rep.WriteText(w, sc.Name) }); err != nil {
 		return err

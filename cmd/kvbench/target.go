@@ -40,6 +40,18 @@ func (t *targetFlags) consent(sc *scenarios.Scenario) error {
 	return usageError(t.resolved.Consent(sc))
 }
 
+// scenario loads the one scenario args name (for command cmd) and applies the flags.
+func (t *targetFlags) scenario(cmd string, args []string) (*scenarios.Scenario, error) {
+	if len(args) != 1 {
+		return nil, usageErrorf("%s: want one scenario file or built-in name, got %d", cmd, len(args))
+	}
+	sc, err := loadScenario(args[0])
+	if err != nil {
+		return nil, err
+	}
+	return sc, t.apply(sc)
+}
+
 // loadScenario resolves a name or file and maps its problems to a usage error.
 func loadScenario(nameOrPath string) (*scenarios.Scenario, error) {
 	sc, err := scenarios.Resolve(nameOrPath)

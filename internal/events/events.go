@@ -1,8 +1,9 @@
-// Package events is what a run tells its sinks as it goes: a step started, a request went
-// out, made progress or finished, a step or the run ended. The runner emits every event to
-// each sink in order, from the one goroutine that consumes the requests' results; the run
-// directory (durability), the console and any other sink (a trace's interval series, a
-// test's recorder) plug in without touching the runner's loop.
+// Package events is what a run tells its sinks as it goes: the run started, a step started,
+// a request went out, made progress or finished, a step or the run ended. The runner emits
+// every event to each sink in the order its caller listed them, from the one goroutine that
+// consumes the requests' results. The caller chooses the sinks (k6's outputs are the model):
+// the run directory (durability), the console, a push to a Pushgateway, a test's recorder;
+// each plugs in without touching the runner's loop.
 package events
 
 import (
@@ -18,12 +19,28 @@ type Sink interface {
 	Handle(Event) error
 }
 
+// Durable is a sink that keeps the run in a directory of its own, made when it handles
+// RunStarted; the runner reports the first such sink's Dir as the run's directory.
+type Durable interface {
+	Sink
+	Dir() string
+}
+
 // Event is one of the types below.
 type Event interface{ event() }
 
 // Note is a line for people (a repetition begins, a probe ran); sinks that keep records
 // ignore it.
 type Note struct{ Text string }
+
+// RunStarted is the first event: the run of Scenario began at Started, and Record is its
+// run record so far (status running, no step yet). The run directory is created on it; a
+// sink's error here means the run never started.
+type RunStarted struct {
+	Scenario string
+	Started  time.Time
+	Record   *record.Run
+}
 
 // StepStarted: repetition Repetition's step Index (from 0) begins; its file will be Artifact.
 type StepStarted struct {
@@ -92,15 +109,55 @@ type StepDone struct {
 	Record     *record.Run
 }
 
-// RunDone: the run ended; Record is its final record.
+// RunDone is the last event: the run ended; Record is its final record, and Dir the run's
+// directory (the Durable sink's; "" without one). Sinks listed after the run directory's see
+// the final run.json already on disk.
 type RunDone struct {
 	Record *record.Run
+	Dir    string
 }
 
 func (Note) event()            {}
+func (RunStarted) event()      {}
 func (StepStarted) event()     {}
 func (RequestProgress) event() {}
 func (TraceProgress) event()   {}
 func (RequestDone) event()     {}
 func (StepDone) event()        {}
 func (RunDone) event()         {}
+
+// Sinks fans events out to several sinks in order, as the runner does with its caller's.
+type Sinks []Sink
+
+// Handle gives e to every sink in order and returns the first error. The run's two
+// lifecycle events stop at the first sink that fails: a run whose directory could not be
+// made never started for the sinks after it, and a run whose final record could not be
+// written is not pushed or shown as done. The events in between reach every sink, so the
+// console still shows what the run directory failed to keep.
+func (s Sinks) Handle(e Event) error {
+	_, lifecycle := e.(RunStarted)
+	if _, ok := e.(RunDone); ok {
+		lifecycle = true
+	}
+	var first error
+	for _, k := range s {
+		err := k.Handle(e)
+		if err != nil && lifecycle {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Dir is the run's directory: the first Durable sink's ("" without one).
+func (s Sinks) Dir() string {
+	for _, k := range s {
+		if d, ok := k.(Durable); ok {
+			return d.Dir()
+		}
+	}
+	return ""
+}

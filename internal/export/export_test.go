@@ -32,7 +32,7 @@ import (
 // baseline); singleRun is the demo's seed study, one repetition.
 const (
 	repeatedRun = "../../cmd/kvbench/testdata/compare/baseline"
-	singleRun   = "../study/testdata/demo/eviction-6x150k-replay-20261201T060008Z"
+	singleRun   = "../../internal/study/testdata/demo/eviction-6x150k-replay-20261201T060008Z"
 )
 
 func load(t *testing.T, dir string) *runs.Run {

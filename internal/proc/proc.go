@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"golang.org/x/term"
 )
 
 // StopSignals end a run the way Ctrl-C does: the context is cancelled, what was measured is
@@ -60,12 +62,9 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
-// IsTerminal reports whether w is a terminal (live console lines).
+// IsTerminal reports whether w is a terminal (live console lines). Asking the terminal
+// driver, not the file mode, tells a terminal from other character devices (/dev/null).
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0 && isTTY(f.Fd())
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -24,10 +24,3 @@ func BrokenPipe(fds ...int) bool {
 	}
 	return false
 }
-
-// isTTY tells a terminal from other character devices (/dev/null reads as one too): only a
-// terminal answers TCGETS.
-func isTTY(fd uintptr) bool {
-	_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
-	return err == nil
-}

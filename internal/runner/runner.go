@@ -1,8 +1,8 @@
 // Package runner runs a planned scenario against a server: it isolates each measured request
 // (waiting for an idle server), scrapes the counters right before and after it, samples the
 // KV usage while it runs, gathers a replay's evidence for verdict.Decide, runs probes and
-// gates, and emits every request and step to its sinks as it goes (events): the run
-// directory's recorder first, so an interrupted run keeps what it measured.
+// gates, and emits every request and step to the sinks its caller gives it (events): the
+// run directory first, so an interrupted run keeps what it measured.
 package runner
 
 import (
@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -38,8 +39,7 @@ type Config struct {
 	// Completions sends a trace step's requests; nil means Chat, when it can.
 	Completions CompletionStreamer
 	Metrics     MetricsSource
-	// ResultsDir is the parent of the run directory (results/ by default).
-	ResultsDir     string
+	// KvbenchVersion, ServerVersion and ModelRoot go into the record's header.
 	KvbenchVersion string
 	ServerVersion  string
 	ModelRoot      string
@@ -58,8 +58,9 @@ type Config struct {
 	NoProbes bool
 	// ProbeSecrets passes probes the variables whose names look secret (see ProbeEnv).
 	ProbeSecrets bool
-	Console      *Console
-	// Sinks receive every event after the run directory's recorder and the console.
+	// Sinks receive every event, in this order: the caller chooses them (the run directory,
+	// runs.RunDirSink, first, so what was measured is on disk before anyone else hears of it;
+	// the console; a push). An error from one stops the run.
 	Sinks []events.Sink
 	// EngineInProcess: the server runs in this process (the demo's embedded engine), whose
 	// CPU time is then not the client's alone, so steps record no client cost.
@@ -101,8 +102,7 @@ type runner struct {
 	cfg    Config
 	traits verdict.Engine
 	origin time.Time
-	dir    string
-	sinks  []events.Sink
+	sinks  events.Sinks
 	// info is the run record's header as the run goes; reps the repetitions finished so
 	// far, cur the one running.
 	info    *record.RunInfo
@@ -155,14 +155,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 			return nil, fmt.Errorf("encoding the preflight report: %w", err)
 		}
 	}
-	dir, err := runs.CreateRunDir(cfg.ResultsDir, cfg.Scenario.Name, started, record.NewRun(info))
-	if err != nil {
-		return nil, err
+	r.sinks = cfg.Sinks
+	begin := events.RunStarted{Scenario: cfg.Scenario.Name, Started: started, Record: record.NewRun(info)}
+	if err := r.sinks.Handle(begin); err != nil {
+		return nil, err // no run directory, or a sink that cannot follow this run
 	}
-	r.dir = dir
-	rec := runs.NewRecorder(dir)
-	r.sinks = append([]events.Sink{rec, cfg.Console}, cfg.Sinks...)
-	out := &Outcome{Dir: dir, RecordPath: rec.RecordPath()}
+	out := &Outcome{Dir: r.sinks.Dir(), RecordPath: filepath.Join(r.sinks.Dir(), runs.RunFile)}
 	if !cfg.NoProbes {
 		info.Probes = append(info.Probes, r.runProbes(ctx, "before")...)
 	}
@@ -192,13 +190,11 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if len(final.Repetitions) > 0 {
 		out.Steps = final.Repetitions[0].Steps
 	}
-	for _, s := range r.sinks {
-		if err := s.Handle(events.RunDone{Record: final}); err != nil {
-			if r.failure() != nil {
-				err = fmt.Errorf("%w (after %s)", err, info.StopReason)
-			}
-			return out, err
+	if err := r.sinks.Handle(events.RunDone{Record: final, Dir: out.Dir}); err != nil {
+		if r.failure() != nil {
+			err = fmt.Errorf("%w (after %s)", err, info.StopReason)
 		}
+		return out, err
 	}
 	return out, nil
 }
@@ -217,10 +213,8 @@ func (r *runner) record() *record.Run {
 
 // emit hands e to every sink in order; a sink's error stops the run.
 func (r *runner) emit(e events.Event) {
-	for _, s := range r.sinks {
-		if err := s.Handle(e); err != nil {
-			r.fail(err)
-		}
+	if err := r.sinks.Handle(e); err != nil {
+		r.fail(err)
 	}
 }
 

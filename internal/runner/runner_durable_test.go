@@ -12,6 +12,8 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/events"
 )
 
 // TestRunRecordsAsItGoes: while a request is being sent, every request before it is already
@@ -21,10 +23,12 @@ func TestRunRecordsAsItGoes(t *testing.T) {
 	m := newFakeMetrics()
 	chat := &fakeChat{m: m}
 	cfg := newConfig(t, unitScenario, chat, m)
+	parent := t.TempDir()
+	cfg.Sinks = []events.Sink{runs.NewRunDirSink(parent)}
 	base := offloadServer(m)
 	var seen []string
 	chat.reply = func(n int, req client.ChatRequest, p func(client.Progress)) client.Result {
-		dirs, _ := filepath.Glob(filepath.Join(cfg.ResultsDir, "unit-*"))
+		dirs, _ := filepath.Glob(filepath.Join(parent, "unit-*"))
 		if len(dirs) != 1 {
 			t.Errorf("call %d: run directories %v", n, dirs)
 			return base(n, req, p)
@@ -58,6 +62,8 @@ func TestConcurrentStepJournalsEachRequestAsItEnds(t *testing.T) {
 	chat := &fakeChat{m: m}
 	src := strings.Replace(unitScenario, "requests = 3\n", "requests = 4\nconcurrency = 2\n", 1)
 	cfg := newConfig(t, src, chat, m)
+	parent := t.TempDir()
+	cfg.Sinks = []events.Sink{runs.NewRunDirSink(parent)}
 	journaled := -1
 	chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
 		if n != 3 {
@@ -65,7 +71,7 @@ func TestConcurrentStepJournalsEachRequestAsItEnds(t *testing.T) {
 		}
 		// The fourth call starts only once two of the first three have ended: wait (bounded)
 		// for their journal lines.
-		dirs, _ := filepath.Glob(filepath.Join(cfg.ResultsDir, "unit-*"))
+		dirs, _ := filepath.Glob(filepath.Join(parent, "unit-*"))
 		if len(dirs) != 1 {
 			t.Errorf("run directories %v", dirs)
 			return okResult(300, nil)

@@ -16,6 +16,8 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -234,16 +236,19 @@ func newConfig(t *testing.T, src string, chat ChatStreamer, m MetricsSource) Con
 		t.Fatal(err)
 	}
 	return Config{
-		Scenario:   sc,
-		Plan:       p,
-		Chat:       chat,
-		Metrics:    m,
-		ResultsDir: t.TempDir(),
-		BlockSize:  16,
-		NoProbes:   true,
-		Now:        func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) },
+		Scenario:  sc,
+		Plan:      p,
+		Chat:      chat,
+		Metrics:   m,
+		Sinks:     runDir(t),
+		BlockSize: 16,
+		NoProbes:  true,
+		Now:       func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) },
 	}
 }
+
+// runDir is a test run's sinks: its run directory, under a fresh temporary parent.
+func runDir(t testing.TB) []events.Sink { return []events.Sink{runs.NewRunDirSink(t.TempDir())} }
 
 // run runs cfg and fails the test when nothing could be recorded.
 func run(t *testing.T, ctx context.Context, cfg Config) *Outcome {

@@ -637,7 +637,7 @@ func TestRunSlotAttribution(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			chat.calls = nil
-			cfg.ResultsDir = t.TempDir()
+			cfg.Sinks = runDir(t)
 			cfg.Engine = engine.LlamaCpp // attributes a replay by its single slot
 			cfg.Slots = 1
 			cfg.TokenIDs = func(_ context.Context, msgs []prompts.Message) ([]int, error) {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/redact"
@@ -40,6 +41,21 @@ func RunScenario(ctx context.Context, sc *scenarios.Scenario, apiKey string, for
 		return nil, &SetupError{fmt.Errorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))}
 	}
 	return Run(ctx, NewConfig(sc, t, rep, p, s))
+}
+
+// PreflightServer connects to sc's server and preflights it, saying first on w where the
+// requests go (the preflight command). A failure is a *SetupError, unless ctx ended.
+func PreflightServer(ctx context.Context, sc *scenarios.Scenario, apiKey string, w io.Writer) (*PreflightReport, error) {
+	t, err := Connect(sc, apiKey)
+	if err != nil {
+		return nil, &SetupError{err}
+	}
+	fmt.Fprintln(w, target.Destination(sc))
+	rep, _, err := Preflight(ctx, sc, t)
+	if err != nil && ctx.Err() == nil {
+		err = &SetupError{err}
+	}
+	return rep, err
 }
 
 // GateSummary names each failed gate and why ("" when every gate passed).

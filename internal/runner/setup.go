@@ -13,6 +13,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/textout"
 	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -110,11 +111,13 @@ func expandCurvesOnServer(ctx context.Context, sc *scenarios.Scenario, t Target)
 
 // Settings are the run's own choices, beside what preflight found out.
 type Settings struct {
-	ResultsDir     string
 	KvbenchVersion string
 	NoProbes       bool
 	ProbeSecrets   bool
-	Console        *Console
+	// Console shows the preflight before the run; list it among Sinks to show the run too.
+	Console *Console
+	// Sinks are the run's (see Config.Sinks).
+	Sinks []events.Sink
 	// EngineInProcess: see Config.EngineInProcess.
 	EngineInProcess bool
 }
@@ -128,7 +131,6 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Chat:            t.Client,
 		Completions:     t.Client,
 		Metrics:         t.Metrics,
-		ResultsDir:      s.ResultsDir,
 		KvbenchVersion:  s.KvbenchVersion,
 		ServerVersion:   rep.ServerVersion,
 		ModelRoot:       rep.ModelRoot,
@@ -140,7 +142,7 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Slots:           rep.Slots,
 		NoProbes:        s.NoProbes,
 		ProbeSecrets:    s.ProbeSecrets,
-		Console:         s.Console,
+		Sinks:           s.Sinks,
 		EngineInProcess: s.EngineInProcess,
 		Repeat:          sc.Repeat,
 		Replan:          RepetitionPlanner(sc, t),

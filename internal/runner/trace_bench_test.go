@@ -118,7 +118,7 @@ block_tokens = %d
 		b.Fatal(err)
 	}
 	c := client.New(client.Config{BaseURL: srv.URL + "/v1"})
-	return Config{Scenario: sc, Plan: p, Chat: c, Completions: c, Metrics: newFakeMetrics(), ResultsDir: b.TempDir(), BlockSize: 16, NoProbes: true,
+	return Config{Scenario: sc, Plan: p, Chat: c, Completions: c, Metrics: newFakeMetrics(), Sinks: runDir(b), BlockSize: 16, NoProbes: true,
 		Capacity: []capacity.Figures{plan.ScenarioFigures(sc)}}
 }
 

@@ -107,7 +107,7 @@ scrape_interval = "10ms"
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{Scenario: sc, Plan: p, Chat: &fakeChat{m: newFakeMetrics()}, Completions: c, Metrics: m, ResultsDir: t.TempDir(), BlockSize: 4, NoProbes: true,
+	return Config{Scenario: sc, Plan: p, Chat: &fakeChat{m: newFakeMetrics()}, Completions: c, Metrics: m, Sinks: runDir(t), BlockSize: 4, NoProbes: true,
 		Capacity: []capacity.Figures{plan.ScenarioFigures(sc)}}
 }
 
@@ -134,7 +134,7 @@ func TestTraceStepOpenLoop(t *testing.T) {
 	}
 	cfg := traceConfig(t, lines, "time_scale = 0.5\nmax_input_tokens = 100", f, m)
 	var con bytes.Buffer
-	cfg.Console = NewConsole(&con, false)
+	cfg.Sinks = append(cfg.Sinks, NewConsole(&con, false))
 	out := run(t, context.Background(), cfg)
 	if out.Record.Status != record.StatusCompleted {
 		t.Fatalf("status %s: %s", out.Record.Status, out.Record.StopReason)

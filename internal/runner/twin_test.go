@@ -53,7 +53,7 @@ func TestColdTwinFollowsTheReplay(t *testing.T) {
 	chat := &fakeChat{m: m, reply: twinServer(m, []int{7, 8, 9, 10})}
 	cfg := newConfig(t, twinScenario, chat, m)
 	var console bytes.Buffer
-	cfg.Console = NewConsole(&console, false)
+	cfg.Sinks = append(cfg.Sinks, NewConsole(&console, false))
 	out := run(t, context.Background(), cfg)
 
 	calls := chat.Calls()
@@ -115,7 +115,7 @@ func TestDivergingReplayIsAFindingAndFailsItsGate(t *testing.T) {
 	chat := &fakeChat{m: m, reply: twinServer(m, []int{7, 8, 99, 10})}
 	cfg := newConfig(t, twinScenario, chat, m)
 	var console bytes.Buffer
-	cfg.Console = NewConsole(&console, false)
+	cfg.Sinks = append(cfg.Sinks, NewConsole(&console, false))
 	out := run(t, context.Background(), cfg)
 	failed := out.GatesFailed()
 	if len(failed) != 1 || !strings.Contains(failed[0].Reason, "output not identical: the replay's output differs from its original's from token 2 on") ||

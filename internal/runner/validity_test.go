@@ -168,7 +168,7 @@ func TestRunConcurrentStepScrapeFails(t *testing.T) {
 	src := strings.Replace(unitScenario, "requests = 3\n", "requests = 4\nconcurrency = 2\n", 1)
 	cfg := newConfig(t, src, chat, m)
 	var console strings.Builder
-	cfg.Console = NewConsole(&console, false)
+	cfg.Sinks = append(cfg.Sinks, NewConsole(&console, false))
 	out := run(t, context.Background(), cfg)
 
 	a := out.Steps[0]
@@ -322,7 +322,7 @@ func TestConsoleSaysNotExposed(t *testing.T) {
 	}
 	cfg := newConfig(t, unitScenario, chat, m)
 	var console strings.Builder
-	cfg.Console = NewConsole(&console, false)
+	cfg.Sinks = append(cfg.Sinks, NewConsole(&console, false))
 	run(t, context.Background(), cfg)
 	text := console.String()
 	if !strings.Contains(text, "verdict recompute: nothing beyond the 64-token shared prefix was reused (64 GPU hits, external hits not exposed)") || strings.Contains(text, "0 external") {

@@ -45,7 +45,7 @@ func TestRunWarmCachesInvalidateTheSetup(t *testing.T) {
 	chat := &fakeChat{m: m, reply: warmServer(m)}
 	cfg := newConfig(t, unitScenario+warmGates, chat, m)
 	var console bytes.Buffer
-	cfg.Console = NewConsole(&console, false)
+	cfg.Sinks = append(cfg.Sinks, NewConsole(&console, false))
 	out := run(t, context.Background(), cfg)
 
 	w := out.Record.Sequence("sequence").WarmCaches
