@@ -57,8 +57,8 @@ func TestNewRunDirNeverReuses(t *testing.T) {
 // demoRuns are a `kvbench demo` output written before the run record was typed (the study
 // package's fixture): a primary run with a sequence and a replay, and a control run.
 var demoRuns = []string{
-	"../study/testdata/demo/eviction-6x150k-replay-20261201T060008Z",
-	"../study/testdata/demo/offload8-control-20261201T060010Z",
+	"../../internal/study/testdata/demo/eviction-6x150k-replay-20261201T060008Z",
+	"../../internal/study/testdata/demo/offload8-control-20261201T060010Z",
 }
 
 // TestRunRecordRoundTrip: run.json decodes into its Go type and encodes back to the same
