@@ -34,7 +34,8 @@ type Scaler struct {
 	Unit Unit
 	// Prec is the number of decimal places.
 	Prec int
-	// Factor divides a value before it is written (0.01 for a percentage, 2^30 for GiB).
+	// Factor divides a value before it is written (2^30 for GiB); one below 1 multiplies by
+	// its inverse (0.01: a percentage is 100*v, as it was always computed).
 	Factor float64
 	// Suffix follows the number: what the scale makes of the unit ("%", " GiB", " GB/s");
 	// "" where the unit is named by the sentence or the column header (ms, tokens, /s).
@@ -113,8 +114,8 @@ func (s Scaler) Format(v float64) string {
 		f = 1
 	}
 	x := v / f
-	if s.Unit == TokenCount {
-		x = math.Round(x) // half away from zero, as Count always rounded
+	if f < 1 {
+		x = v * (1 / f)
 	}
 	out := strconv.FormatFloat(x, 'f', s.Prec, 64)
 	if s.Signed && x >= 0 {
@@ -139,3 +140,10 @@ func Sec(v float64) string { return Fixed(Seconds).Format(v) }
 
 // GiBs writes a size in bytes in GiB to two decimals (1.50 GiB).
 func GiBs(bytes float64) string { return Fixed(ByteSize).Format(bytes) }
+
+// Places is s writing n decimal places: for a figure whose sentence has always shown more
+// (a warm-cache share to two) than its unit's own.
+func (s Scaler) Places(n int) Scaler {
+	s.Prec = n
+	return s
+}

@@ -12,7 +12,8 @@ func TestFixed(t *testing.T) {
 		{Milliseconds, 38.96, "39.0"},
 		{Seconds, 12.54, "12.5"},
 		{Percentage, 0.125, "12.5%"},
-		{TokenCount, 2.5, "3"},
+		{TokenCount, 2.5, "2"}, // half to even, as %.0f wrote it
+		{TokenCount, 3.5, "4"},
 		{TokenCount, 15143103360, "15143103360"},
 		{ByteSize, 1.5 * (1 << 30), "1.50 GiB"},
 		{Bandwidth, 12.34e9, "12.3 GB/s"},

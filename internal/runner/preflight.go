@@ -16,6 +16,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -289,8 +290,8 @@ func preflightTraces(ctx context.Context, sc *scenarios.Scenario, t Target, p *p
 		}
 		rep.TraceTextBlocks[st.ID] = d
 		if !d.Exact() {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: text blocks are not exact under the server's tokenizer: %d of %d blocks are %d tokens (mean deviation %.1f, largest %d, %d across boundaries, %d added to a prompt); shared prefixes stay shared, block alignment does not (prompt_form = \"token_ids\" is exact)",
-				st.ID, d.ExactBlocks, d.Blocks, d.BlockTokens, d.MeanAbsDeviation, d.MaxAbsDeviation, d.JoinDeviation, d.AddedTokens))
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: text blocks are not exact under the server's tokenizer: %d of %d blocks are %d tokens (mean deviation %s, largest %d, %d across boundaries, %d added to a prompt); shared prefixes stay shared, block alignment does not (prompt_form = \"token_ids\" is exact)",
+				st.ID, d.ExactBlocks, d.Blocks, d.BlockTokens, units.Number(d.MeanAbsDeviation), d.MaxAbsDeviation, d.JoinDeviation, d.AddedTokens))
 		}
 	}
 }

@@ -157,8 +157,8 @@ func (rep *PreflightReport) WriteBrief(con *Console) {
 		con.Printf("  %d slot(s), slot context %d tokens (%s), %s; tokenize: %s; cached_tokens reported: %s",
 			rep.Slots, rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
 	} else {
-		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
-			rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %s GiB; tokenize: %s; cached_tokens reported: %s",
+			rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.BlockSize, units.Exact(rep.Setup.CPUOffloadGiB), rep.Tokenize, rep.CachedTokensReported)
 	}
 	for _, rp := range rep.Capacity {
 		line := fmt.Sprintf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)
