@@ -1,7 +1,9 @@
 // Package units writes kvbench's numbers for people, each kind one way: token and byte
 // counts, milliseconds, rates, fractions and percentages, and a value nothing measured as
-// "absent", never as 0 or a dash. Records keep the numbers themselves; this is only how
-// consoles, tables and sentences show them. Pure formatting, no I/O.
+// "absent", never as 0 or a dash. A Unit's Scaler (scale.go) is its one way; a table's
+// column takes one Scaler chosen from its values (Scale), as benchstat's benchunit does.
+// Records keep the numbers themselves; this is only how consoles, tables and sentences show
+// them. Pure formatting, no I/O.
 package units
 
 import (
