@@ -20,8 +20,8 @@ const (
 	TokenCount
 	// ByteSize is a size in bytes written in binary units, GiB to two decimals (1.50 GiB).
 	ByteSize
-	// Bandwidth is bytes per second written in GB/s (10^9 bytes) to three significant
-	// digits (12.3 GB/s).
+	// Bandwidth is bytes per second written in GB/s (10^9 bytes): one decimal on its own
+	// (12.3 GB/s), a column to three significant digits of its smallest value.
 	Bandwidth
 	// PerSecond is a rate (tokens/s, requests/s) to one decimal (117.7).
 	PerSecond
