@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -23,45 +24,96 @@ const recordPerm fs.FileMode = 0o600
 // renamed over the file there. The temp file never outlives the call. It returns the sha256
 // of the bytes written; errors name path, not the hidden temp file.
 func atomicWrite(path string, replace bool, perm fs.FileMode, write func(io.Writer) error) (string, error) {
-	fail := func(err error) (string, error) {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
+	p, err := createPending(path, replace, perm)
+	if err != nil {
+		return "", err
 	}
+	if err := write(p); err != nil {
+		p.Abort()
+		return "", p.fail(err)
+	}
+	return p.Commit()
+}
+
+// Pending is a file atomicWrite is writing, for a writer that streams over a long time (a
+// CPU profile of a whole run): written under a temp name beside its path, it is put in
+// place by Commit or removed by Abort.
+type Pending struct {
+	f       *os.File
+	path    string
+	replace bool
+	perm    fs.FileMode
+	sum     hash.Hash
+	done    bool
+}
+
+func createPending(path string, replace bool, perm fs.FileMode) (*Pending, error) {
+	p := &Pending{path: path, replace: replace, perm: perm, sum: sha256.New()}
 	if !replace {
 		if _, err := os.Lstat(path); err == nil {
-			return "", fmt.Errorf("writing %s: %w", path, fs.ErrExist)
+			return nil, fmt.Errorf("writing %s: %w", path, fs.ErrExist)
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fail(err)
+		return nil, p.fail(err)
 	}
-	defer os.Remove(tmp.Name()) // after a link the temp name goes; after a rename, a no-op
-	sum := sha256.New()
-	err = write(io.MultiWriter(tmp, sum))
+	p.f = f
+	return p, nil
+}
+
+func (p *Pending) fail(err error) error {
+	return fmt.Errorf("writing %s: %w", p.path, withoutTempName(err))
+}
+
+// Write writes to the temp file.
+func (p *Pending) Write(b []byte) (int, error) {
+	p.sum.Write(b)
+	return p.f.Write(b)
+}
+
+// Abort removes the temp file; path stays as it was. It is a no-op after Commit.
+func (p *Pending) Abort() {
+	if p.done {
+		return
+	}
+	p.done = true
+	p.f.Close()
+	os.Remove(p.f.Name())
+}
+
+// Commit gives the file its mode, fsyncs it, moves it to its path (link or rename) and
+// fsyncs the directory; the temp file is gone afterwards whatever happened. It returns the
+// sha256 of the bytes written.
+func (p *Pending) Commit() (string, error) {
+	if p.done {
+		return "", p.fail(os.ErrClosed)
+	}
+	p.done = true
+	tmp := p.f.Name()
+	defer os.Remove(tmp) // after a link the temp name goes; after a rename, a no-op
+	err := p.f.Chmod(p.perm)
 	if err == nil {
-		err = tmp.Chmod(perm)
+		err = p.f.Sync()
 	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
+	if cerr := p.f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fail(err)
+		return "", p.fail(err)
 	}
-	if replace {
-		err = os.Rename(tmp.Name(), path)
+	if p.replace {
+		err = os.Rename(tmp, p.path)
 	} else {
-		err = os.Link(tmp.Name(), path)
+		err = os.Link(tmp, p.path)
 	}
 	if err != nil {
-		return fail(err)
+		return "", p.fail(err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return fail(err)
+	if err := syncDir(filepath.Dir(p.path)); err != nil {
+		return "", p.fail(err)
 	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
+	return hex.EncodeToString(p.sum.Sum(nil)), nil
 }
 
 // renameDir moves the directory tmp to dir and fsyncs parent, where both live. rename

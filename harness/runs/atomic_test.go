@@ -178,3 +178,47 @@ func TestRecordsArePrivate(t *testing.T) {
 		t.Errorf("WriteJSON over an existing record: got %v, want fs.ErrExist", err)
 	}
 }
+
+// TestPendingStream: a streamed file is absent (or as it was) until Commit puts it in place
+// whole; Abort leaves the path as it was and no temp file; a second Commit fails.
+func TestPendingStream(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu.pprof")
+	if err := os.WriteFile(path, []byte("last run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ReplaceOutputStream(path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p, "this ")
+	if got, _ := os.ReadFile(path); string(got) != "last run" {
+		t.Errorf("mid-stream the path holds %q, want the old file", got)
+	}
+	io.WriteString(p, "run")
+	sum, err := p.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256([]byte("this run"))
+	if got, _ := os.ReadFile(path); string(got) != "this run" || sum != hex.EncodeToString(want[:]) {
+		t.Errorf("after Commit %q (sha256 %s)", got, sum)
+	}
+	if _, err := p.Commit(); err == nil {
+		t.Error("a second Commit succeeded")
+	}
+
+	p, err = ReplaceOutputStream(path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p, "half")
+	p.Abort()
+	p.Abort() // twice is harmless
+	if got, _ := os.ReadFile(path); string(got) != "this run" {
+		t.Errorf("after Abort %q, want the committed file", got)
+	}
+	if names := entries(t, dir); len(names) != 1 {
+		t.Errorf("directory holds %v, want only cpu.pprof", names)
+	}
+}

@@ -195,3 +195,13 @@ func ReplaceOutput(path string, data []byte, perm fs.FileMode) error {
 	})
 	return err
 }
+
+// ReplaceOutputStream is ReplaceOutput for a file written over a long time (a CPU profile):
+// what is written to the Pending lands at path only at its Commit, whole; Abort leaves path
+// as it was.
+func ReplaceOutputStream(path string, perm fs.FileMode) (*Pending, error) {
+	if err := CheckOutput(path, true); err != nil {
+		return nil, err
+	}
+	return createPending(path, true, perm)
+}
