@@ -53,8 +53,8 @@ type Capacity struct {
 // CapacityOf builds the capacity sources of sc against srv in def's topology.
 func CapacityOf(sc *scenarios.Scenario, def *engine.Definition, srv Server) Capacity {
 	c := Capacity{Sources: []capacity.Figures{ScenarioFigures(sc)},
-		BlockSize: sc.Server.BlockSize.Value, BlockSizeSource: "scenario",
 		MaxModelLen: srv.MaxModelLen, MaxModelLenSource: "server (/v1/models)"}
+	c.BlockSize, c.BlockSizeSource = BlockSizeOf(sc, srv.Cache)
 	if sc.Server.MaxModelLen.Known() {
 		c.MaxModelLen, c.MaxModelLenSource = sc.Server.MaxModelLen.Value, "scenario"
 	}
@@ -70,15 +70,21 @@ func CapacityOf(sc *scenarios.Scenario, def *engine.Definition, srv Server) Capa
 		if cc.HostTierTokens > 0 {
 			c.Sources = append(c.Sources, capacity.Figures{Source: "server (" + cc.HostTierSource + ")", HostTierTokens: cc.HostTierTokens})
 		}
-		if cc.Present && cc.BlockSize > 0 {
-			c.BlockSize, c.BlockSizeSource = cc.BlockSize, "server ("+cc.Source+")"
-		}
 	}
 	if z := srv.Sizes; z.SlotContext > 0 || z.Slots > 0 {
 		c.Sources = append(c.Sources, capacity.Figures{Source: "server (" + z.Source + ")", GPUKVTokens: z.SlotContext, Slots: z.Slots})
 	}
 	c.Setup = def.Resolve(c.Sources...)
 	return c
+}
+
+// BlockSizeOf is the KV block size: the server's cache config's where it reports one, else
+// the scenario's; and where it came from.
+func BlockSizeOf(sc *scenarios.Scenario, cc metrics.CacheConfig) (int, string) {
+	if cc.Present && cc.BlockSize > 0 {
+		return cc.BlockSize, "server (" + cc.Source + ")"
+	}
+	return sc.Server.BlockSize.Value, "scenario"
 }
 
 // CurveBounds are the sizes a reload curve expands to: the resolved GPU KV pool, the

@@ -342,16 +342,13 @@ func RecordCache(sc *scenarios.Scenario, rep *PreflightReport) record.Cache {
 		GPUKVCacheTokens:       rep.Setup.GPUKVTokens,
 		GPUKVCacheTokensSource: rep.Setup.GPUKVTokensSource,
 		BlockSize:              rep.BlockSize,
-		BlockSizeSource:        "scenario",
 		CPUOffloadGiB:          rep.Setup.CPUOffloadGiB,
 		CPUOffloadGiBSource:    rep.Setup.CPUOffloadGiBSource,
 	}
 	if c.CPUOffloadGiBSource == "" {
 		c.CPUOffloadGiBSource = "scenario"
 	}
-	if rep.Cache.Present && rep.Cache.BlockSize > 0 {
-		c.BlockSizeSource = "server (" + rep.Cache.Source + ")"
-	}
+	_, c.BlockSizeSource = plan.BlockSizeOf(sc, rep.Cache)
 	if len(rep.Cache.Engines) > 0 {
 		if dt := rep.Cache.Engines[0].CacheDtype; dt != "" {
 			c.KVDtype = &dt
