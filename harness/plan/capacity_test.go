@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -127,5 +128,28 @@ func TestMeasured(t *testing.T) {
 	}
 	if got := Measured(base, nil); !reflect.DeepEqual(got, base) {
 		t.Errorf("Measured(nil) = %+v", got)
+	}
+}
+
+// TestServerOf: a scrape of vLLM's LMCache multi-process connector, whose cache config
+// names a kv_offloading_size it does not pass on, is read as a host tier the server does
+// not report, so the scenario's tier stands; a plain vLLM scrape is not.
+func TestServerOf(t *testing.T) {
+	snap := func(def *engine.Definition, file string) metrics.Snapshot {
+		e, err := metrics.ParseFile(filepath.Join("..", "engine", "testdata", "dialects", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return def.Profile().Snapshot(e)
+	}
+	mp := ServerOf(engine.LMCache, snap(engine.LMCache, "lmcache-mp.prom"))
+	if !mp.Scraped || !mp.HostTierUnreported || !mp.Cache.Present {
+		t.Errorf("lmcache mp: %+v, want a scraped cache config whose host tier is unreported", mp)
+	}
+	if s := CapacityOf(capacityScenario(), engine.LMCache, mp).Setup; s.CPUOffloadGiB != 2 || s.CPUOffloadGiBSource != "scenario" {
+		t.Errorf("lmcache mp setup: CPU tier %g (%s), want the scenario's 2", s.CPUOffloadGiB, s.CPUOffloadGiBSource)
+	}
+	if v := ServerOf(engine.LMCache, snap(engine.LMCache, "lmcache-roles-tp2.prom")); v.HostTierUnreported {
+		t.Error("LMCache v1 read as a host tier the server does not report")
 	}
 }
