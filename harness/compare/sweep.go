@@ -142,9 +142,9 @@ func levelWords(l record.SweepLevel) string {
 	case l.TimeScale == nil:
 		return fmt.Sprintf("%d users", l.Users)
 	case l.RequestsPerSecond == nil:
-		return fmt.Sprintf("time_scale %g", *l.TimeScale)
+		return "time_scale " + units.Exact(*l.TimeScale)
 	}
-	return fmt.Sprintf("%s requests/s (time_scale %g)", rate(l.RequestsPerSecond), *l.TimeScale)
+	return fmt.Sprintf("%s requests/s (time_scale %s)", rate(l.RequestsPerSecond), units.Exact(*l.TimeScale))
 }
 
 func loadWord(load string) string {

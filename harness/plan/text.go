@@ -104,7 +104,7 @@ func (t *TracePlan) WriteText(w io.Writer, st Step) {
 	if c.ClosedLoop() {
 		fmt.Fprintf(w, "  closed loop: in trace order, %d in flight\n", c.Concurrency)
 	} else {
-		fmt.Fprintf(w, "  open loop: at the trace's timestamps x %g, %s s of trace time in %s s\n", c.TimeScale, units.Sec(t.SpanSeconds), units.Sec(t.SpanSeconds*c.TimeScale))
+		fmt.Fprintf(w, "  open loop: at the trace's timestamps x %s, %s s of trace time in %s s\n", units.Exact(c.TimeScale), units.Sec(t.SpanSeconds), units.Sec(t.SpanSeconds*c.TimeScale))
 	}
 }
 
