@@ -77,7 +77,7 @@ func (s Setup) tierWords() string {
 	if s.HostTierTokens > 0 {
 		return fmt.Sprintf("host tier of %s tokens (%s)", units.Grouped(s.HostTierTokens), s.HostTierTokensSource)
 	}
-	return fmt.Sprintf("%g GiB CPU tier", s.CPUOffloadGiB)
+	return fmt.Sprintf("%s GiB CPU tier", units.Exact(s.CPUOffloadGiB))
 }
 
 // Sequence is the requests sent up to and including the replayed one's successors.
@@ -178,7 +178,7 @@ func Assess(s Setup, seq Sequence) Assessment {
 		a.add("No CPU offload tier is configured: a replay can only be a GPU hit or a recompute.")
 	case perTok <= 0 && s.HostTierTokens <= 0:
 		a.TierLargerThanGPU, a.TierHoldsSequence = Unknown, Unknown
-		a.add("Bytes per stored token are unknown, so the %g GiB CPU tier cannot be compared with the GPU pool; a run measures them from the store counters.", s.CPUOffloadGiB)
+		a.add("Bytes per stored token are unknown, so the %s GiB CPU tier cannot be compared with the GPU pool; a run measures them from the store counters.", units.Exact(s.CPUOffloadGiB))
 	default:
 		a.TierLargerThanGPU = answer(s.GPUKVTokens > 0, a.CPUTierTokens > float64(s.GPUKVTokens))
 		a.TierHoldsSequence = answer(true, float64(a.UniqueTokens) <= a.CPUTierTokens)
@@ -186,7 +186,7 @@ func Assess(s Setup, seq Sequence) Assessment {
 			// An estimate that overflows may still fit once the server counts (seed 001 did).
 			a.TierHoldsSequence = Unknown
 		}
-		at := fmt.Sprintf("At %s bytes per stored token (%s), the %g GiB CPU tier holds about %s tokens,", units.Grouped(int(perTok)), s.StoreBytesSource, s.CPUOffloadGiB, units.Grouped(int(a.CPUTierTokens)))
+		at := fmt.Sprintf("At %s bytes per stored token (%s), the %s GiB CPU tier holds about %s tokens,", units.Grouped(int(perTok)), s.StoreBytesSource, units.Exact(s.CPUOffloadGiB), units.Grouped(int(a.CPUTierTokens)))
 		if s.HostTierTokens > 0 {
 			at = "The server reports a " + s.tierWords() + ","
 		}
@@ -234,7 +234,7 @@ func (a *Assessment) Conclusion() string {
 	}
 	switch {
 	case a.TierLargerThanGPU == No && s.CPUOffloadGiB > 0:
-		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), units.Grouped(s.GPUKVTokens))
+		return fmt.Sprintf("At the %s bytes per stored token (%s), the %s GiB CPU tier (about %s tokens) was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), units.Exact(s.CPUOffloadGiB), g(a.CPUTierTokens), units.Grouped(s.GPUKVTokens))
 	case a.TierLargerThanGPU == No:
 		return "No CPU offload tier was configured, so the run could not prove a reload."
 	case a.EvictionPressure == No:
@@ -242,7 +242,7 @@ func (a *Assessment) Conclusion() string {
 	case a.TierHoldsSequence == No:
 		return fmt.Sprintf("The sequence's %s unique tokens overflowed the CPU tier's %s, so the replayed prompt could not survive there until the replay.", units.Grouped(a.UniqueTokens), g(a.CPUTierTokens))
 	case a.CanProveReload == Yes:
-		return fmt.Sprintf("At the %s bytes per stored token (%s), the %g GiB CPU tier (about %s tokens) was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), s.CPUOffloadGiB, g(a.CPUTierTokens), units.Grouped(s.GPUKVTokens), units.Grouped(a.UniqueTokens))
+		return fmt.Sprintf("At the %s bytes per stored token (%s), the %s GiB CPU tier (about %s tokens) was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", per, g(s.StoreBytesPerToken), units.Exact(s.CPUOffloadGiB), g(a.CPUTierTokens), units.Grouped(s.GPUKVTokens), units.Grouped(a.UniqueTokens))
 	default:
 		return "Whether the setup could prove a reload is unknown: " + joinFindings(a.Findings)
 	}

@@ -102,7 +102,7 @@ func (s Setup) HostTierWords() string {
 	if s.HostTierUnit == "MiB" {
 		return fmt.Sprintf("%s MiB host tier", units.Grouped(int(math.Round(s.CPUOffloadGiB*1024))))
 	}
-	return fmt.Sprintf("%g GiB host tier", s.CPUOffloadGiB)
+	return fmt.Sprintf("%s GiB host tier", units.Exact(s.CPUOffloadGiB))
 }
 
 // singleSlotConclusion is Conclusion for a SingleSlot setup.

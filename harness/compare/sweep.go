@@ -58,7 +58,7 @@ func CompareSweeps(base, cand *record.Sweep, baseName, candName string, toleranc
 		return nil, fmt.Errorf("%w: a sweep without --ttft-p90-ms has no capacity to compare", ErrMismatch)
 	}
 	if *base.TTFTP90ThresholdMS != *cand.TTFTP90ThresholdMS {
-		mism = append(mism, fmt.Sprintf("threshold %.0f ms vs %.0f ms", *base.TTFTP90ThresholdMS, *cand.TTFTP90ThresholdMS))
+		mism = append(mism, fmt.Sprintf("threshold %s ms vs %s ms", units.Exact(*base.TTFTP90ThresholdMS), units.Exact(*cand.TTFTP90ThresholdMS)))
 	}
 	if len(mism) > 0 && !allowMismatch {
 		return nil, fmt.Errorf("%w: %s (--allow-mismatch to compare anyway)", ErrMismatch, mism[0])
@@ -110,10 +110,10 @@ func CompareSweeps(base, cand *record.Sweep, baseName, candName string, toleranc
 		res.Findings = append(res.Findings, fmt.Sprintf("%s: at %s the candidate had %d failed requests (status %s)", lost, at, c.FailedRequests, c.Status))
 		res.Regression = true
 	case *c.TTFTMS.P90 > th*(1+tolerance):
-		res.Findings = append(res.Findings, fmt.Sprintf("%s: at %s TTFT p90 is %.1f ms, beyond the %.0f ms threshold by more than %.0f%%", lost, at, *c.TTFTMS.P90, th, tolerance*100))
+		res.Findings = append(res.Findings, fmt.Sprintf("%s: at %s TTFT p90 is %s ms, beyond the %s ms threshold by more than %s", lost, at, units.MS(c.TTFTMS.P90), units.Exact(th), units.Percent(&tolerance)))
 		res.Regression = true
 	default:
-		res.Findings = append(res.Findings, fmt.Sprintf("%s, but at %s TTFT p90 is %.1f ms, within %.0f%% of the %.0f ms threshold: noise, not a regression", lost, at, *c.TTFTMS.P90, tolerance*100, th))
+		res.Findings = append(res.Findings, fmt.Sprintf("%s, but at %s TTFT p90 is %s ms, within %s of the %s ms threshold: noise, not a regression", lost, at, units.MS(c.TTFTMS.P90), units.Percent(&tolerance), units.Exact(th)))
 	}
 	return res, nil
 }
@@ -142,9 +142,9 @@ func levelWords(l record.SweepLevel) string {
 	case l.TimeScale == nil:
 		return fmt.Sprintf("%d users", l.Users)
 	case l.RequestsPerSecond == nil:
-		return fmt.Sprintf("time_scale %g", *l.TimeScale)
+		return "time_scale " + units.Exact(*l.TimeScale)
 	}
-	return fmt.Sprintf("%.3g requests/s (time_scale %g)", *l.RequestsPerSecond, *l.TimeScale)
+	return fmt.Sprintf("%s requests/s (time_scale %s)", rate(l.RequestsPerSecond), units.Exact(*l.TimeScale))
 }
 
 func loadWord(load string) string {
@@ -161,10 +161,11 @@ func (r *SweepResult) WriteText(w io.Writer) error {
 
 // writeText writes what WriteText writes.
 func (r *SweepResult) writeText(w io.Writer) {
-	fmt.Fprintf(w, "sweep %s: baseline %s, candidate %s (TTFT p90 threshold %.0f ms)\n", r.Scenario, r.Baseline, r.Candidate, r.ThresholdMS)
+	fmt.Fprintf(w, "sweep %s: baseline %s, candidate %s (TTFT p90 threshold %s ms)\n", r.Scenario, r.Baseline, r.Candidate, units.Exact(r.ThresholdMS))
 	fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", r.loadHeader(), "base p90 ms", "cand p90 ms", "change", "base host", "cand host", "base recmp", "cand recmp")
+	rs := r.rateScale()
 	for _, l := range r.Levels {
-		fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", l.load(), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
+		fmt.Fprintf(w, "%6s  %12s  %12s  %8s  %10s  %10s  %10s  %10s\n", l.load(rs), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
 			units.Percent(l.BaselineHostShare), units.Percent(l.CandidateHostShare), units.Percent(l.BaselineRecompute), units.Percent(l.CandidateRecompute))
 	}
 	fmt.Fprintf(w, "capacity: %s\n", r.capacityLine())
@@ -176,17 +177,35 @@ func (r *SweepResult) writeText(w io.Writer) {
 	}
 }
 
+// rate writes one request rate on its own, as units.Scale chooses for it.
 func rate(p *float64) string {
 	if p == nil {
 		return units.Absent
 	}
-	return fmt.Sprintf("%.3g", *p)
+	return units.Scale(units.PerSecond, *p).Format(*p)
+}
+
+// rateScale is one scaler for the rates of a table's load column and capacity line.
+func (r *SweepResult) rateScale() units.Scaler {
+	var vs []float64
+	for _, p := range []*float64{r.BaselineCapacityRate, r.CandidateCapacityRate} {
+		if p != nil {
+			vs = append(vs, *p)
+		}
+	}
+	for _, l := range r.Levels {
+		if l.RequestsPerSecond != nil {
+			vs = append(vs, *l.RequestsPerSecond)
+		}
+	}
+	return units.Scale(units.PerSecond, vs...)
 }
 
 // capacityLine is the two capacities: "16 -> 32 users", "2.1 -> 4.2 requests/s".
 func (r *SweepResult) capacityLine() string {
 	if r.Load == record.SweepRequestRate {
-		return fmt.Sprintf("%s -> %s requests/s", rate(r.BaselineCapacityRate), rate(r.CandidateCapacityRate))
+		s := r.rateScale()
+		return fmt.Sprintf("%s -> %s requests/s", s.Value(r.BaselineCapacityRate), s.Value(r.CandidateCapacityRate))
 	}
 	return fmt.Sprintf("%s -> %s users", units.Int(r.BaselineCapacity), units.Int(r.CandidateCapacity))
 }
@@ -198,12 +217,12 @@ func (r *SweepResult) loadHeader() string {
 	return "users"
 }
 
-// load is the level's users or request rate.
-func (d SweepDelta) load() string {
+// load is the level's users or request rate, at the column's scale.
+func (d SweepDelta) load(s units.Scaler) string {
 	if d.TimeScale == nil {
 		return fmt.Sprint(d.Users)
 	}
-	return rate(d.RequestsPerSecond)
+	return s.Value(d.RequestsPerSecond)
 }
 
 // WriteMarkdown prints the comparison as a Markdown table (for a CI job summary).
@@ -213,11 +232,12 @@ func (r *SweepResult) WriteMarkdown(w io.Writer) error {
 
 // writeMarkdown writes what WriteMarkdown writes.
 func (r *SweepResult) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "### kvbench sweep %s: capacity %s (TTFT p90 within %.0f ms)\n\n", r.Scenario, r.capacityLine(), r.ThresholdMS)
+	fmt.Fprintf(w, "### kvbench sweep %s: capacity %s (TTFT p90 within %s ms)\n\n", r.Scenario, r.capacityLine(), units.Exact(r.ThresholdMS))
 	fmt.Fprintf(w, "| %s | baseline p90 ms | candidate p90 ms | change | baseline host | candidate host | baseline recompute | candidate recompute |\n", r.loadHeader())
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+	rs := r.rateScale()
 	for _, l := range r.Levels {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.load(), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.load(rs), units.MS(l.BaselineP90MS), units.MS(l.CandidateP90MS), change(l.P90Change),
 			units.Percent(l.BaselineHostShare), units.Percent(l.CandidateHostShare), units.Percent(l.BaselineRecompute), units.Percent(l.CandidateRecompute))
 	}
 	fmt.Fprintln(w)

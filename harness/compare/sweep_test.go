@@ -109,12 +109,12 @@ func TestCompareRequestRateSweeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Regression || len(res.Findings) != 1 || res.Findings[0] != "capacity 20 requests/s (time_scale 0.5) -> 10 requests/s (time_scale 1): at 20 requests/s (time_scale 0.5) TTFT p90 is 400.0 ms, beyond the 100 ms threshold by more than 10%" {
+	if !res.Regression || len(res.Findings) != 1 || res.Findings[0] != "capacity 20.0 requests/s (time_scale 0.5) -> 10.0 requests/s (time_scale 1): at 20.0 requests/s (time_scale 0.5) TTFT p90 is 400.0 ms, beyond the 100 ms threshold by more than 10%" {
 		t.Fatalf("loss: %+v", res)
 	}
 	var b bytes.Buffer
 	res.WriteText(&b)
-	if !strings.Contains(b.String(), "capacity: 20 -> 10 requests/s") || !strings.Contains(b.String(), " req/s   base p90 ms") {
+	if !strings.Contains(b.String(), "capacity: 20.0 -> 10.0 requests/s") || !strings.Contains(b.String(), " req/s   base p90 ms") {
 		t.Errorf("text:\n%s", b.String())
 	}
 	if _, err := CompareSweeps(on, sweepOf(20, 40), "on", "users", DefaultTolerance, false); !errors.Is(err, ErrMismatch) {

@@ -105,7 +105,7 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 		p.Steps = append(p.Steps, sp)
 	}
 	p.PrefixCountCalls = b.PrefixCountCalls()
-	p.Replays = AssessReplays(sc, ScenarioSetup(sc, def), p.Tokens(), p.TokenCounting)
+	p.Replays = AssessReplays(sc, CapacityOf(sc, def, Server{}).Setup, p.Tokens(), p.TokenCounting)
 	return p, nil
 }
 
@@ -118,21 +118,6 @@ func (p *Plan) Tokens() map[int]int {
 		}
 	}
 	return tokens
-}
-
-// ScenarioFigures is what the scenario's [server] table says of the server's capacity (zero
-// where it says "server" or nothing): the lowest layer of capacity.Resolve.
-func ScenarioFigures(sc *scenarios.Scenario) capacity.Figures {
-	f := capacity.Figures{Source: "scenario", CPUOffloadGiB: sc.Server.CPUOffloadGiB, StoreBytesPerToken: sc.Server.StoreBytesPerToken}
-	if sc.Server.GPUKVTokens.Known() {
-		f.GPUKVTokens = sc.Server.GPUKVTokens.Value
-	}
-	return f
-}
-
-// ScenarioSetup is the capacity setup the scenario alone states, in its engine's topology.
-func ScenarioSetup(sc *scenarios.Scenario, def *engine.Definition) capacity.Setup {
-	return def.Resolve(ScenarioFigures(sc))
 }
 
 // AssessReplays does the capacity math of every replay step. tokens holds each prompt's

@@ -104,7 +104,7 @@ func (t *TracePlan) WriteText(w io.Writer, st Step) {
 	if c.ClosedLoop() {
 		fmt.Fprintf(w, "  closed loop: in trace order, %d in flight\n", c.Concurrency)
 	} else {
-		fmt.Fprintf(w, "  open loop: at the trace's timestamps x %g, %.1f s of trace time in %.1f s\n", c.TimeScale, t.SpanSeconds, t.SpanSeconds*c.TimeScale)
+		fmt.Fprintf(w, "  open loop: at the trace's timestamps x %s, %s s of trace time in %s s\n", units.Exact(c.TimeScale), units.Sec(t.SpanSeconds), units.Sec(t.SpanSeconds*c.TimeScale))
 	}
 }
 
@@ -127,17 +127,17 @@ func (rp Replay) writeText(w io.Writer) {
 	if s.GPUKVTokens > 0 {
 		bytes := ""
 		if a.GPUPoolBytes > 0 {
-			bytes = fmt.Sprintf(" = %.2f GiB at %.0f bytes/token", a.GPUPoolBytes/capacity.GiB, s.StoreBytesPerToken)
+			bytes = fmt.Sprintf(" = %s at %s bytes/token", units.GiBs(a.GPUPoolBytes), units.Whole(s.StoreBytesPerToken))
 		}
 		fmt.Fprintf(tw, "  GPU KV pool\t%d tokens (%s)%s\n", s.GPUKVTokens, s.GPUKVTokensSource, bytes)
 	} else {
 		fmt.Fprintf(tw, "  GPU KV pool\tunknown until the server reports it\n")
 	}
-	tier := fmt.Sprintf("%g GiB = %.0f bytes", s.CPUOffloadGiB, a.CPUTierBytes)
+	tier := fmt.Sprintf("%s GiB = %s bytes", units.Exact(s.CPUOffloadGiB), units.Whole(a.CPUTierBytes))
 	if s.HostTierTokens > 0 {
 		tier = fmt.Sprintf("%d tokens (%s)", s.HostTierTokens, s.HostTierTokensSource)
 	} else if a.CPUTierTokens > 0 {
-		tier += fmt.Sprintf(" = about %.0f tokens", a.CPUTierTokens)
+		tier += fmt.Sprintf(" = about %s tokens", units.Whole(a.CPUTierTokens))
 	}
 	fmt.Fprintf(tw, "  CPU tier\t%s\n", tier)
 	fmt.Fprintf(tw, "  unique tokens\t%d from the replayed request on\n", a.UniqueTokens)
@@ -161,9 +161,9 @@ func writeSingleSlot(tw *tabwriter.Writer, a capacity.Assessment) {
 	if s.GPUKVTokens > 0 {
 		fmt.Fprintf(tw, "  slot context\t%d tokens (%s)\n", s.GPUKVTokens, s.GPUKVTokensSource)
 	}
-	tier := fmt.Sprintf("%s = %.0f bytes", strings.TrimSuffix(s.HostTierWords(), " host tier"), a.CPUTierBytes)
+	tier := fmt.Sprintf("%s = %s bytes", strings.TrimSuffix(s.HostTierWords(), " host tier"), units.Whole(a.CPUTierBytes))
 	if a.CPUTierTokens > 0 {
-		tier += fmt.Sprintf(" = about %.0f tokens", a.CPUTierTokens)
+		tier += fmt.Sprintf(" = about %s tokens", units.Whole(a.CPUTierTokens))
 	}
 	fmt.Fprintf(tw, "  host tier\t%s\n", tier)
 	fmt.Fprintf(tw, "  saved prompt state\t%d tokens from the replayed request on\n", a.HostTokensNeeded)

@@ -80,7 +80,7 @@ const SyncInterval = 100 * time.Millisecond
 
 // OpenJournal creates the journal at path; it never opens an existing one.
 func OpenJournal(path string) (*Journal, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600) // as private as the records
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, recordPerm) // as private as the records
 	if err != nil {
 		return nil, fmt.Errorf("creating journal: %w", err)
 	}
@@ -203,14 +203,4 @@ func ReadJournal(path string) ([]record.Request, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return out, nil
-}
-
-// syncDir fsyncs a directory, so a file created or renamed in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -183,32 +183,25 @@ func WriteOutputJSON(path string, v any) (string, error) {
 }
 
 // ReplaceOutput writes data to a file a user named, replacing the one there (a textfile
-// collector's file, rewritten each night), after CheckOutput: through a temp file in the same
-// directory and a rename, so a reader never sees half a file. perm is the file's mode.
+// collector's file, rewritten each night), after CheckOutput, atomically (atomicWrite), so a
+// reader never sees half a file. perm is the file's mode.
 func ReplaceOutput(path string, data []byte, perm fs.FileMode) error {
 	if err := CheckOutput(path, true); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, withoutTempName(err))
+	_, err := atomicWrite(path, true, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	return err
+}
+
+// ReplaceOutputStream is ReplaceOutput for a file written over a long time (a CPU profile):
+// what is written to the Pending lands at path only at its Commit, whole; Abort leaves path
+// as it was.
+func ReplaceOutputStream(path string, perm fs.FileMode) (*Pending, error) {
+	if err := CheckOutput(path, true); err != nil {
+		return nil, err
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), perm)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		return fmt.Errorf("writing %s: %w", path, withoutTempName(werr))
-	}
-	return nil
+	return createPending(path, true, perm)
 }

@@ -47,8 +47,8 @@ func safeName(s string) string {
 	}, s)
 }
 
-// WriteJSON writes v as indented JSON to path atomically (temp file, fsync, rename), refusing
-// to replace an existing file: nothing a run measured is ever overwritten. It returns the
+// WriteJSON writes v as indented JSON to path atomically (atomicWrite), refusing to replace
+// an existing file: nothing a run measured is ever overwritten. It returns the
 // sha256 of the bytes written.
 func WriteJSON(path string, v any) (string, error) {
 	data, err := json.MarshalIndent(v, "", "  ")
@@ -67,48 +67,10 @@ func WriteFile(path string, data []byte) (string, error) {
 	})
 }
 
-// writeNew writes what write produces to path through a temp file in its directory, synced,
-// then linked into place, so path is either absent or complete and an existing file is never
-// replaced. It returns the sha256 of the bytes written.
+// writeNew writes what write produces to path atomically, never over an existing file, with
+// the records' mode. It returns the sha256 of the bytes written.
 func writeNew(path string, write func(io.Writer) error) (string, error) {
-	if _, err := os.Lstat(path); err == nil {
-		return "", fmt.Errorf("writing %s: %w", path, fs.ErrExist)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	defer os.Remove(tmp.Name()) // no-op after the link
-	sum := sha256.New()
-	err = write(io.MultiWriter(tmp, sum))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	// Link fails if path appeared meanwhile, where rename would silently replace it.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
-}
-
-// withoutTempName drops the operation and file names of err, which name the hidden temp file
-// rather than the path the user gave; the cause (no such directory, permission denied) stays.
-func withoutTempName(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
+	return atomicWrite(path, false, recordPerm, write)
 }
 
 // FileSHA256 returns the sha256 of a file's bytes.
@@ -160,13 +122,8 @@ func CreateRunDir(parent, scenario string, start time.Time, record any) (string,
 		if _, err := os.Lstat(dir); err == nil {
 			continue
 		}
-		// rename replaces only an empty directory: one another run filled meanwhile
-		// fails with ENOTEMPTY or EEXIST, and the next name is tried.
-		err := os.Rename(tmp, dir)
+		err := renameDir(tmp, dir, parent)
 		if err == nil {
-			if err := syncDir(parent); err != nil {
-				return "", fmt.Errorf("creating run directory: %w", err)
-			}
 			return dir, nil
 		}
 		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, syscall.ENOTEMPTY) {
@@ -178,8 +135,7 @@ func CreateRunDir(parent, scenario string, start time.Time, record any) (string,
 	return "", fmt.Errorf("creating run directory: %s-* all taken", base)
 }
 
-// ReplaceJSON writes v to path atomically (temp file, fsync, rename, fsync of the directory),
-// replacing the file there. Only run.json is ever replaced, and only while its run is live:
+// ReplaceJSON writes v to path atomically (atomicWrite), replacing the file there. Only run.json is ever replaced, and only while its run is live:
 // it says how far the run got. Everything measured goes through WriteJSON, which never
 // replaces.
 func ReplaceJSON(path string, v any) (string, error) {
@@ -188,28 +144,8 @@ func ReplaceJSON(path string, v any) (string, error) {
 		return "", fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
 	}
 	data = append(data, '\n')
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, withoutTempName(err))
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
+	return atomicWrite(path, true, recordPerm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 }

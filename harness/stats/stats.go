@@ -180,7 +180,7 @@ func (s Summary) Text() string {
 	}
 	text := units.Number(*s.Median)
 	if s.N > 1 && s.RelativeSpread != nil {
-		text += fmt.Sprintf(" (spread %.1f%%, n=%d)", *s.RelativeSpread*100, s.N)
+		text += fmt.Sprintf(" (spread %s, n=%d)", units.Share(*s.RelativeSpread), s.N)
 	}
 	return text
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // DefaultBlockTokens is the block size of the public Mooncake traces: one hash id per 512
@@ -377,5 +379,5 @@ func firstBytes(b []byte) string {
 }
 
 func formatMillis(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
+	return units.Exact(float64(d) / float64(time.Millisecond))
 }

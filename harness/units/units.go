@@ -1,11 +1,12 @@
 // Package units writes kvbench's numbers for people, each kind one way: token and byte
 // counts, milliseconds, rates, fractions and percentages, and a value nothing measured as
-// "absent", never as 0 or a dash. Records keep the numbers themselves; this is only how
-// consoles, tables and sentences show them. Pure formatting, no I/O.
+// "absent", never as 0 or a dash. A Unit's Scaler (scale.go) is its one way; a table's
+// column takes one Scaler chosen from its values (Scale), as benchstat's benchunit does.
+// Records keep the numbers themselves; this is only how consoles, tables and sentences show
+// them. Pure formatting, no I/O.
 package units
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 )
@@ -61,27 +62,29 @@ func Grouped(n int) string {
 func GroupedFloat(v float64) string { return Grouped(int(math.Round(v))) }
 
 // MS writes a duration in milliseconds to one decimal (39.0).
-func MS(p *float64) string { return fixed(p, 1) }
+func MS(p *float64) string { return Fixed(Milliseconds).Value(p) }
 
-// Rate writes a rate (tokens per second) to one decimal.
-func Rate(p *float64) string { return fixed(p, 1) }
+// Rate writes a rate (tokens or requests per second) to one decimal.
+func Rate(p *float64) string { return Fixed(PerSecond).Value(p) }
 
 // Fraction writes a fraction of 1 to four places (0.9999).
 func Fraction(p *float64) string { return fixed(p, 4) }
 
-// Percent writes a fraction of 1 as a whole percentage (27%).
-func Percent(p *float64) string {
-	if p == nil {
-		return Absent
-	}
-	return fmt.Sprintf("%.0f%%", *p*100)
-}
+// Percent writes a fraction of 1 as a whole percentage (27%), as a table's column shows it.
+func Percent(p *float64) string { return WholePercent.Value(p) }
+
+// WholePercent is the Percentage scaler without decimals (27%).
+var WholePercent = Scaler{Unit: Percentage, Prec: 0, Factor: 0.01, Suffix: "%"}
 
 // Share writes a fraction of 1 as a percentage to one decimal (12.5%).
-func Share(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
+func Share(f float64) string { return Fixed(Percentage).Format(f) }
 
 // SignedShare writes a relative change as a signed percentage to one decimal (+12.5%).
-func SignedShare(f float64) string { return fmt.Sprintf("%+.1f%%", f*100) }
+func SignedShare(f float64) string {
+	s := Fixed(Percentage)
+	s.Signed = true
+	return s.Format(f)
+}
 
 func fixed(p *float64, places int) string {
 	if p == nil {

@@ -3,6 +3,8 @@ package verdict
 import (
 	"fmt"
 	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // WarmShare is the part of a cold request's fresh tokens (those no earlier request of the
@@ -57,14 +59,14 @@ type WarmCaches struct {
 func (w *WarmCaches) Reason() string {
 	share := 0.0
 	if w.Prompt > 0 {
-		share = 100 * w.Cached / w.Prompt
+		share = w.Cached / w.Prompt
 	}
 	who := fmt.Sprintf("%d of its %d requests came back", w.Requests, w.Of)
 	if w.By == ByStepHits {
 		who = fmt.Sprintf("its %d requests came back", w.Of)
 	}
-	return fmt.Sprintf("warm caches: step %s is a cold sequence, yet %s %.2f%% cached (%.0f of %.0f prompt tokens, %.0f beyond what the run itself could have cached; %s): the server's caches held these prompts before the run, so the step measured cache hits, not stores and evictions. Start from cold caches: restart the server, or give each run fresh bytes (kvbench run --salt random)",
-		w.Step, who, share, w.Cached, w.Prompt, w.Beyond, w.By)
+	return fmt.Sprintf("warm caches: step %s is a cold sequence, yet %s %s cached (%s of %s prompt tokens, %s beyond what the run itself could have cached; %s): the server's caches held these prompts before the run, so the step measured cache hits, not stores and evictions. Start from cold caches: restart the server, or give each run fresh bytes (kvbench run --salt random)",
+		w.Step, who, units.Fixed(units.Percentage).Places(2).Format(share), units.Whole(w.Cached), units.Whole(w.Prompt), units.Whole(w.Beyond), w.By)
 }
 
 // Where ColdStep's Cached figures come from.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // hitEvidence is what the counter rules weigh: the GPU and host hits (from the counters, or
@@ -43,7 +44,7 @@ func decideByCounters(e Evidence) Decision {
 			h.ext = host
 			d.note("external hits read from cached tokens by source (host): the server serves no external prefix-cache hit counter")
 		case abs(*host+value(c.Delta(metrics.CachedFromDisk))-*h.ext) > tolerance(e):
-			d.note("cached tokens by source (host) moved by %.0f but external hits by %.0f", *host, *h.ext)
+			d.note("cached tokens by source (host) moved by %s but external hits by %s", units.Whole(*host), units.Whole(*h.ext))
 		}
 	}
 	unknown := d.crossCheckConnector(e, &h)
@@ -81,12 +82,12 @@ func (d *Decision) countersCaughtUp(e Evidence) (unknown string) {
 	tol := tolerance(e)
 	ok := *pt >= float64(*e.PromptTokens)-tol
 	d.check(CheckPromptCounter, tol, ok, "neither: the window closed before the server counted the request",
-		fmt.Sprintf("the prompt-token counter's %.0f", *pt), fmt.Sprintf("usage's %d prompt tokens", *e.PromptTokens))
+		fmt.Sprintf("the prompt-token counter's %s", units.Whole(*pt)), fmt.Sprintf("usage's %d prompt tokens", *e.PromptTokens))
 	if ok {
 		return ""
 	}
 	d.Notes = append(d.Notes, e.Engine.CountersLag)
-	return fmt.Sprintf("the prompt-token counter moved by %.0f but usage reports %d prompt tokens: the counters had not caught up with the request, so they cannot say which tier served it", *pt, *e.PromptTokens)
+	return fmt.Sprintf("the prompt-token counter moved by %s but usage reports %d prompt tokens: the counters had not caught up with the request, so they cannot say which tier served it", units.Whole(*pt), *e.PromptTokens)
 }
 
 // weigh applies the rules to the hits.
@@ -143,40 +144,40 @@ func (d *Decision) weigh(e Evidence, h hitEvidence) {
 	full := gpu+ext >= FullCoverage*prompt
 	switch {
 	case ext > 0 && h.load != nil && *h.load <= 0:
-		d.Verdict, d.Reason = Partial, fmt.Sprintf("%.0f external hits but no CPU->GPU bytes moved: the counters disagree", ext)
+		d.Verdict, d.Reason = Partial, fmt.Sprintf("%s external hits but no CPU->GPU bytes moved: the counters disagree", units.Whole(ext))
 	case ext > 0 && gpuBeyondPrefix:
-		d.Verdict, d.Reason = Partial, fmt.Sprintf("%.0f tokens came from GPU memory beyond the %d-token shared prefix and %.0f from the CPU tier", gpu, e.SharedPrefixTokens, ext)
+		d.Verdict, d.Reason = Partial, fmt.Sprintf("%s tokens came from GPU memory beyond the %d-token shared prefix and %s from the CPU tier", units.Whole(gpu), e.SharedPrefixTokens, units.Whole(ext))
 	case ext > 0 && !full:
-		d.Verdict, d.Reason = Partial, fmt.Sprintf("%.0f external + %.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", ext, gpu, 100*(gpu+ext)/prompt, *e.PromptTokens)
+		d.Verdict, d.Reason = Partial, fmt.Sprintf("%s external + %s GPU hits cover %s of the %d-token prompt, well below all of it", units.Whole(ext), units.Whole(gpu), units.Share((gpu+ext)/prompt), *e.PromptTokens)
 	case ext > 0:
 		d.Verdict = CPUReload
-		d.Reason = fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were reloaded from the CPU tier", ext, 100*ext/prompt)
+		d.Reason = fmt.Sprintf("%s tokens (%s of the prompt) were reloaded from the CPU tier", units.Whole(ext), units.Share(ext/prompt))
 		switch {
 		case h.load != nil:
-			d.Reason += fmt.Sprintf(", moving %.0f bytes CPU->GPU", *h.load)
+			d.Reason += fmt.Sprintf(", moving %s bytes CPU->GPU", units.Whole(*h.load))
 			if e.Engine.LoadBytesCaveat != "" {
 				d.Notes = append(d.Notes, e.Engine.LoadBytesCaveat)
 				if p := e.Counters.Delta(metrics.Preemptions); p != nil && *p > 0 {
-					d.note("%.0f preemptions during the replay: the load bytes may be a resumed request's, not this reload's", *p)
+					d.note("%s preemptions during the replay: the load bytes may be a resumed request's, not this reload's", units.Whole(*p))
 				}
 			}
 		case h.reload != nil && *h.reload > 0:
-			d.Reason += fmt.Sprintf(", with %.0f tokens moved host->GPU", *h.reload)
+			d.Reason += fmt.Sprintf(", with %s tokens moved host->GPU", units.Whole(*h.reload))
 		case h.reload == nil:
 			d.note("the server exposes no CPU->GPU byte counter: the reload rests on external hits alone")
 		}
 		if gpu > 0 {
-			d.Reason += fmt.Sprintf("; %.0f GPU hits stayed within the shared prefix", gpu)
+			d.Reason += fmt.Sprintf("; %s GPU hits stayed within the shared prefix", units.Whole(gpu))
 		}
 	case gpuBeyondPrefix && full:
-		d.Verdict, d.Reason = GPUHit, fmt.Sprintf("%.0f tokens (%.1f%% of the prompt) were hit in GPU memory", gpu, 100*gpu/prompt)
+		d.Verdict, d.Reason = GPUHit, fmt.Sprintf("%s tokens (%s of the prompt) were hit in GPU memory", units.Whole(gpu), units.Share(gpu/prompt))
 		if h.ext != nil {
 			d.Reason += "; nothing was loaded from the CPU tier"
 		} else {
 			d.Reason += "; external hits not exposed"
 		}
 	case gpuBeyondPrefix:
-		d.Verdict, d.Reason = Partial, fmt.Sprintf("%.0f GPU hits cover %.1f%% of the %d-token prompt, well below all of it", gpu, 100*gpu/prompt, *e.PromptTokens)
+		d.Verdict, d.Reason = Partial, fmt.Sprintf("%s GPU hits cover %s of the %d-token prompt, well below all of it", units.Whole(gpu), units.Share(gpu/prompt), *e.PromptTokens)
 	default:
 		d.Verdict, d.Reason = Recompute, fmt.Sprintf("nothing beyond the %d-token shared prefix was reused (%s)", e.SharedPrefixTokens, hits(h.gpu, h.ext, ", "))
 	}
@@ -199,10 +200,10 @@ func (d *Decision) crossCheckRequest(e Evidence, t TierTokens, h *hitEvidence) {
 		}
 		agree := abs(*p-want) <= tol
 		d.CrossChecks = append(d.CrossChecks, CrossCheck{Name: CheckRequestTier, Tolerance: tol, Agrees: agree,
-			Sources: []string{fmt.Sprintf("%s %.0f", what, *p), fmt.Sprintf("the response's %.0f %s tokens", want, whatWant)}})
+			Sources: []string{fmt.Sprintf("%s %s", what, units.Whole(*p)), fmt.Sprintf("the response's %s %s tokens", units.Whole(want), whatWant)}})
 		if !agree {
 			d.CrossChecks[len(d.CrossChecks)-1].Used = "the response's own tier split"
-			d.note("counters disagree with the request: %s moved by %.0f but the response reports %.0f %s tokens", what, *p, want, whatWant)
+			d.note("counters disagree with the request: %s moved by %s but the response reports %s %s tokens", what, units.Whole(*p), units.Whole(want), whatWant)
 		}
 	}
 	hostWords := "host"
@@ -229,13 +230,13 @@ func (d *Decision) crossCheckRequest(e Evidence, t TierTokens, h *hitEvidence) {
 func (d *Decision) crossCheckReload(e Evidence, c *Counters, h hitEvidence) {
 	staged := c.Delta(metrics.DiskStagedTokens)
 	if disk := c.Delta(metrics.DiskReloadTokens); disk != nil && *disk > 0 {
-		d.note("%.0f tokens were onboarded from the disk tier, not the host tier", *disk)
+		d.note("%s tokens were onboarded from the disk tier, not the host tier", units.Whole(*disk))
 	}
 	if staged != nil && *staged > 0 {
-		d.note("%.0f tokens came from the disk tier, staged through the host tier on their way to the GPU: they are counted in the host->GPU reload too, so only the rest came from host memory", *staged)
+		d.note("%s tokens came from the disk tier, staged through the host tier on their way to the GPU: they are counted in the host->GPU reload too, so only the rest came from host memory", units.Whole(*staged))
 	}
 	if obj := c.Delta(metrics.ObjectReloadTokens); obj != nil && *obj > 0 {
-		d.note("%.0f tokens were onboarded from object storage, not the host tier", *obj)
+		d.note("%s tokens were onboarded from object storage, not the host tier", units.Whole(*obj))
 	}
 	rt := h.reload
 	if rt == nil || e.RequestTier != nil || h.derived || h.ext == nil || *h.ext <= 0 {
@@ -246,7 +247,7 @@ func (d *Decision) crossCheckReload(e Evidence, c *Counters, h hitEvidence) {
 	tol := tolerance(e)
 	agree := abs(onboarded-ext) <= tol
 	cc := CrossCheck{Name: CheckOnboarded, Tolerance: tol, Agrees: agree,
-		Sources: []string{fmt.Sprintf("%.0f tokens onboarded to the GPU", onboarded), fmt.Sprintf("%.0f external hits", ext)}}
+		Sources: []string{fmt.Sprintf("%s tokens onboarded to the GPU", units.Whole(onboarded)), fmt.Sprintf("%s external hits", units.Whole(ext))}}
 	if !agree {
 		cc.Used = "the external hits"
 		if u := e.CachedPromptTokens; u != nil && h.gpu != nil && abs(float64(*u)-(*h.gpu+ext)) <= tol {
@@ -256,9 +257,9 @@ func (d *Decision) crossCheckReload(e Evidence, c *Counters, h hitEvidence) {
 	d.CrossChecks = append(d.CrossChecks, cc)
 	switch {
 	case *rt <= 0 && !agree:
-		d.note("the reload counter did not move while %.0f external hits were counted: the counters disagree", ext)
+		d.note("the reload counter did not move while %s external hits were counted: the counters disagree", units.Whole(ext))
 	case !agree:
-		d.note("the reload counter moved by %.0f tokens but external hits by %.0f", onboarded, ext)
+		d.note("the reload counter moved by %s tokens but external hits by %s", units.Whole(onboarded), units.Whole(ext))
 	}
 }
 
@@ -270,7 +271,7 @@ func hits(gpu, ext *float64, sep string) string {
 		if p == nil {
 			return what + " hits not exposed"
 		}
-		return fmt.Sprintf("%.0f %s hits", *p, what)
+		return fmt.Sprintf("%s %s hits", units.Whole(*p), what)
 	}
 	return say(gpu, "GPU") + sep + say(ext, "external")
 }

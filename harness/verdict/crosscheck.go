@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Names of the cross-checks: each compares one quantity that two independent sources give.
@@ -52,7 +53,7 @@ func (d *Decision) check(name string, tol float64, agrees bool, used string, sou
 	}
 	d.CrossChecks = append(d.CrossChecks, CrossCheck{Name: name, Sources: sources, Agrees: agrees, Tolerance: tol, Used: used})
 	if !agrees {
-		d.note("cross-check %s: %s disagree beyond %.0f of rounding; the verdict uses %s", name, strings.Join(sources, " and "), tol, used)
+		d.note("cross-check %s: %s disagree beyond %s of rounding; the verdict uses %s", name, strings.Join(sources, " and "), units.Whole(tol), used)
 	}
 }
 
@@ -66,7 +67,7 @@ func (d *Decision) crossCheckConnector(e Evidence, h *hitEvidence) (unknown stri
 		return ""
 	}
 	tol := tolerance(e)
-	sources := []string{fmt.Sprintf("external hits %.0f", *h.ext), fmt.Sprintf("the connector's own hit tokens %.0f", *conn)}
+	sources := []string{fmt.Sprintf("external hits %s", units.Whole(*h.ext)), fmt.Sprintf("the connector's own hit tokens %s", units.Whole(*conn))}
 	if abs(*conn-*h.ext) <= tol {
 		d.check(CheckConnectorHits, tol, true, "", sources...)
 		return ""
@@ -81,13 +82,13 @@ func (d *Decision) crossCheckConnector(e Evidence, h *hitEvidence) (unknown stri
 		used = fmt.Sprintf("the connector's hit tokens, which agree with usage's %d cached tokens", *usage)
 		h.ext = conn
 	case bySource != nil && abs(*bySource-*h.ext) <= tol:
-		used = fmt.Sprintf("the external hits, which agree with the prompt tokens by source (%.0f external)", *bySource)
+		used = fmt.Sprintf("the external hits, which agree with the prompt tokens by source (%s external)", units.Whole(*bySource))
 	case bySource != nil && abs(*bySource-*conn) <= tol:
-		used = fmt.Sprintf("the connector's hit tokens, which agree with the prompt tokens by source (%.0f external)", *bySource)
+		used = fmt.Sprintf("the connector's hit tokens, which agree with the prompt tokens by source (%s external)", units.Whole(*bySource))
 		h.ext = conn
 	default:
 		used = "neither: no third source (usage's cached tokens, the prompt tokens by source) agrees with one of them, so the host tier's hits are unknown"
-		unknown = fmt.Sprintf("the external hit counter (%.0f) and the connector's own hit tokens (%.0f) disagree, and no third source says which is right", *h.ext, *conn)
+		unknown = fmt.Sprintf("the external hit counter (%s) and the connector's own hit tokens (%s) disagree, and no third source says which is right", units.Whole(*h.ext), units.Whole(*conn))
 	}
 	d.check(CheckConnectorHits, tol, false, used, sources...)
 	if e.Engine.ConnectorHits != "" {
@@ -116,15 +117,15 @@ func (d *Decision) splitFromReload(e Evidence, h *hitEvidence) (unknown string) 
 		return ""
 	}
 	tol := tolerance(e)
-	sources := []string{fmt.Sprintf("%.0f tokens loaded back host->GPU", *h.reload), fmt.Sprintf("%s %.0f", from, *total)}
+	sources := []string{fmt.Sprintf("%s tokens loaded back host->GPU", units.Whole(*h.reload)), fmt.Sprintf("%s %s", from, units.Whole(*total))}
 	if *h.reload > *total+tol {
 		d.check(CheckLoadBack, tol, false, "neither: more tokens were loaded back than were cached, so the tier split is unknown", sources...)
-		return fmt.Sprintf("no counter splits the cached tokens by tier, and the load-back counter (%.0f) exceeds %s (%.0f)", *h.reload, from, *total)
+		return fmt.Sprintf("no counter splits the cached tokens by tier, and the load-back counter (%s) exceeds %s (%s)", units.Whole(*h.reload), from, units.Whole(*total))
 	}
 	d.check(CheckLoadBack, tol, true, "", sources...)
 	gpu := max(*total-*h.reload, 0)
 	h.gpu, h.ext, h.derived = &gpu, h.reload, true
-	d.note("no counter splits the cached tokens by tier (the server's cached-token counter has no cache_source label, and the response carried no cached_tokens_details): the host tier's %.0f tokens are the load-back counter's, the device's %.0f the rest of %s", *h.reload, gpu, from)
+	d.note("no counter splits the cached tokens by tier (the server's cached-token counter has no cache_source label, and the response carried no cached_tokens_details): the host tier's %s tokens are the load-back counter's, the device's %s the rest of %s", units.Whole(*h.reload), units.Whole(gpu), from)
 	return ""
 }
 
@@ -137,22 +138,22 @@ func (d *Decision) resolveUsage(e Evidence, h *hitEvidence) (unknown string) {
 	usage := float64(*e.CachedPromptTokens)
 	counted := *h.gpu + *h.ext
 	tol := tolerance(e)
-	sources := []string{fmt.Sprintf("usage's %.0f cached tokens", usage), fmt.Sprintf("the hit counters' %.0f (%.0f GPU + %.0f external)", counted, *h.gpu, *h.ext)}
+	sources := []string{fmt.Sprintf("usage's %s cached tokens", units.Whole(usage)), fmt.Sprintf("the hit counters' %s (%s GPU + %s external)", units.Whole(counted), units.Whole(*h.gpu), units.Whole(*h.ext))}
 	c := e.Counters
 	local, ext := c.Delta(metrics.PromptTokensLocalCacheHit), c.Delta(metrics.PromptTokensExternal)
 	cached := c.Delta(metrics.PromptTokensCached)
 	var used string
 	switch {
 	case local != nil && ext != nil && abs(*local+*ext-usage) <= tol:
-		used = fmt.Sprintf("the prompt tokens by source (%.0f local cache hits, %.0f external), which agree with usage", *local, *ext)
+		used = fmt.Sprintf("the prompt tokens by source (%s local cache hits, %s external), which agree with usage", units.Whole(*local), units.Whole(*ext))
 		h.gpu, h.ext = local, ext
 	case local != nil && ext != nil && abs(*local+*ext-counted) <= tol:
-		used = fmt.Sprintf("the hit counters, which agree with the prompt tokens by source (%.0f local, %.0f external)", *local, *ext)
+		used = fmt.Sprintf("the hit counters, which agree with the prompt tokens by source (%s local, %s external)", units.Whole(*local), units.Whole(*ext))
 	case (local == nil || ext == nil) && cached != nil && abs(*cached-counted) <= tol:
-		used = fmt.Sprintf("the hit counters, which agree with the cached-token counter (%.0f)", *cached)
+		used = fmt.Sprintf("the hit counters, which agree with the cached-token counter (%s)", units.Whole(*cached))
 	default:
 		used = "neither: no third source agrees with one of them, so the tier split is unknown"
-		unknown = fmt.Sprintf("usage's %.0f cached tokens and the hit counters' %.0f disagree, and no third source says which is right", usage, counted)
+		unknown = fmt.Sprintf("usage's %s cached tokens and the hit counters' %s disagree, and no third source says which is right", units.Whole(usage), units.Whole(counted))
 	}
 	d.check(CheckUsage, tol, false, used, sources...)
 	return unknown
@@ -171,7 +172,7 @@ func (d *Decision) crossCheckStore(e Evidence) {
 	tol := 0.01 * want // bytes per token are exact; 1% absorbs partial blocks
 	d.check(CheckStoreBytes, tol, abs(*o.StoreBytes-want) <= tol,
 		"the stated bytes per token for the capacity math; the store bytes say the tier holds a different number of tokens than it assumes",
-		fmt.Sprintf("%.0f bytes stored", *o.StoreBytes), fmt.Sprintf("%.0f tokens stored x %.0f bytes per token (%s) = %.0f", *o.StoreTokens, per, a.Setup.StoreBytesSource, want))
+		fmt.Sprintf("%s bytes stored", units.Whole(*o.StoreBytes)), fmt.Sprintf("%s tokens stored x %s bytes per token (%s) = %s", units.Whole(*o.StoreTokens), units.Whole(per), a.Setup.StoreBytesSource, units.Whole(want)))
 }
 
 // tolerance is the rounding two token counts may differ by: a block (a hit counter never

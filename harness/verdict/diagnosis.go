@@ -1,6 +1,10 @@
 package verdict
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/units"
+)
 
 // Causes a recompute or partial replay on a valid setup can be traced to.
 const (
@@ -64,16 +68,16 @@ func Diagnose(v Verdict, o OffloadEvidence) []Diagnosis {
 	}
 	stored := o.StoreBytes != nil && *o.StoreBytes > 0
 	if o.StoresSkipped != nil && *o.StoresSkipped > 0 {
-		add(DiagStoresSkipped, "the store_threshold reuse filter skipped %.0f stores (%s): blocks seen fewer times than the threshold were never offloaded", *o.StoresSkipped, bytesWords(o.StoreBytes))
+		add(DiagStoresSkipped, "the store_threshold reuse filter skipped %s stores (%s): blocks seen fewer times than the threshold were never offloaded", units.Whole(*o.StoresSkipped), bytesWords(o.StoreBytes))
 	}
 	if o.AllocationFailures != nil && *o.AllocationFailures > 0 {
-		add(DiagAllocationFailures, "the CPU tier had no room for %.0f stores (%s)", *o.AllocationFailures, bytesWords(o.StoreBytes))
+		add(DiagAllocationFailures, "the CPU tier had no room for %s stores (%s)", units.Whole(*o.AllocationFailures), bytesWords(o.StoreBytes))
 	}
 	if o.StoreBytes != nil && !stored && len(out) == 0 {
 		add(DiagNoStores, "no bytes were stored to the CPU tier during the run: the offload connector is not active")
 	}
 	if o.TierHoldsSequence == "no" {
-		add(DiagTierTooSmall, "the %d unique tokens since the replayed request overflowed the CPU tier's about %.0f tokens", o.UniqueTokens, o.TierTokens)
+		add(DiagTierTooSmall, "the %d unique tokens since the replayed request overflowed the CPU tier's about %s tokens", o.UniqueTokens, units.Whole(o.TierTokens))
 	}
 	return out
 }
@@ -83,5 +87,5 @@ func bytesWords(b *float64) string {
 	if b == nil {
 		return "store bytes not exposed"
 	}
-	return fmt.Sprintf("%.0f bytes stored", *b)
+	return fmt.Sprintf("%s bytes stored", units.Whole(*b))
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // decideSetup says whether the setup could prove a reload. Warm caches answer first: a
@@ -55,13 +56,13 @@ func reloadShown(e Evidence, d Decision) string {
 		}
 	default:
 		if b := e.Counters.Delta(metrics.LoadBytes); b != nil && *b > 0 {
-			return fmt.Sprintf("%.0f bytes were loaded CPU->GPU for the replay", *b)
+			return fmt.Sprintf("%s bytes were loaded CPU->GPU for the replay", units.Whole(*b))
 		}
 		if r := e.Counters.Delta(metrics.ReloadTokens); r != nil && *r > 0 {
-			return fmt.Sprintf("%.0f tokens were moved host->GPU for the replay", *r)
+			return fmt.Sprintf("%s tokens were moved host->GPU for the replay", units.Whole(*r))
 		}
 		if x := e.Counters.Delta(metrics.ExternalPrefixHits); x != nil && *x > 0 {
-			return fmt.Sprintf("%.0f external (host-tier) hits were counted for the replay", *x)
+			return fmt.Sprintf("%s external (host-tier) hits were counted for the replay", units.Whole(*x))
 		}
 	}
 	return ""

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // SlotEvidence is what slot attribution rests on, for an engine with a live slot cache and a
@@ -58,13 +59,13 @@ func decideBySlot(e Evidence) Decision {
 	if got := e.Counters.Delta(metrics.PromptTokensCached); got != nil && e.CachedPromptTokens != nil {
 		usage := float64(*e.CachedPromptTokens)
 		step := e.Counters.Resolution[metrics.PromptTokensCached]
-		sources := []string{fmt.Sprintf("the cached-token counter's %.0f", *got), fmt.Sprintf("usage's %d cached tokens", *e.CachedPromptTokens)}
+		sources := []string{fmt.Sprintf("the cached-token counter's %s", units.Whole(*got)), fmt.Sprintf("usage's %d cached tokens", *e.CachedPromptTokens)}
 		if step > 1 {
 			// Printed with too few digits, the counter moves in steps: usage decides.
-			d.note("the server prints its counters with 6 significant digits: at their size they move in steps of %.0f tokens, so the cached-token counter (moved by %.0f) cannot count one request, and the request's usage (%d cached tokens) decides", step, *got, *e.CachedPromptTokens)
+			d.note("the server prints its counters with 6 significant digits: at their size they move in steps of %s tokens, so the cached-token counter (moved by %s) cannot count one request, and the request's usage (%d cached tokens) decides", units.Whole(step), units.Whole(*got), *e.CachedPromptTokens)
 			d.check(CheckCachedCounter, step, abs(*got-usage) <= step, "usage's cached tokens", sources...)
 		} else if *got != usage {
-			d.note("the cached-tokens counter moved by %.0f but usage reports %d", *got, *e.CachedPromptTokens)
+			d.note("the cached-tokens counter moved by %s but usage reports %d", units.Whole(*got), *e.CachedPromptTokens)
 			d.check(CheckCachedCounter, 0, false, "usage's cached tokens", sources...)
 		} else {
 			d.check(CheckCachedCounter, 0, true, "", sources...)
@@ -82,10 +83,10 @@ func (d *Decision) attribute(prompt, cached, common, tolerance int) {
 	switch {
 	case host > tolerance && full:
 		d.Verdict = CPUReload
-		d.Reason = fmt.Sprintf("%d cached tokens (%.1f%% of the prompt) lie beyond the %d-token common prefix with the slot's previous prompt: they came from the host-RAM prompt cache", host, 100*float64(host)/float64(prompt), common)
+		d.Reason = fmt.Sprintf("%d cached tokens (%s of the prompt) lie beyond the %d-token common prefix with the slot's previous prompt: they came from the host-RAM prompt cache", host, units.Share(float64(host)/float64(prompt)), common)
 	case host > tolerance:
 		d.Verdict = Partial
-		d.Reason = fmt.Sprintf("%d tokens came from the host-RAM cache, but all hits cover only %.1f%% of the prompt", host, 100*cov)
+		d.Reason = fmt.Sprintf("%d tokens came from the host-RAM cache, but all hits cover only %s of the prompt", host, units.Share(cov))
 	case cached > common-tolerance && full:
 		d.Verdict = GPUHit
 		d.Reason = fmt.Sprintf("%d cached tokens lie within the common prefix with the slot's previous prompt: a live slot hit", cached)

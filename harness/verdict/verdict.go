@@ -11,6 +11,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Verdict is the judgement on one replayed request. Every package spells verdicts with
@@ -264,10 +265,10 @@ func (d *Decision) engineNotes(e Evidence) {
 	if e.Engine.TierUnknown != "" && d.Verdict == TierUnknown {
 		d.Notes = append(d.Notes, e.Engine.TierUnknown)
 		if v := c.Delta(metrics.PromptTokensCached); v != nil {
-			d.note("the cached prompt token counter moved by %.0f around the replay", *v)
+			d.note("the cached prompt token counter moved by %s around the replay", units.Whole(*v))
 		}
 		if b := c.Delta(metrics.LoadBytes); b != nil && *b > 0 {
-			d.note("%.0f bytes were onboarded host->GPU during the replay, a sign of a host-tier reload, but no counter says how many of its tokens came from which tier", *b)
+			d.note("%s bytes were onboarded host->GPU during the replay, a sign of a host-tier reload, but no counter says how many of its tokens came from which tier", units.Whole(*b))
 			if e.Engine.LoadBytesCaveat != "" {
 				d.Notes = append(d.Notes, e.Engine.LoadBytesCaveat)
 			}

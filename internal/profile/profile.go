@@ -46,13 +46,13 @@ func Start(cpu, mem File) (stop func() error, err error) {
 			}
 		}
 	}
-	var cpuOut *os.File
+	var cpuOut *runs.Pending // lands at cpu.Path, whole, when the run ends
 	if cpu.Path != "" {
-		if cpuOut, err = os.Create(cpu.Path); err != nil {
+		if cpuOut, err = runs.ReplaceOutputStream(cpu.Path, profilePerm); err != nil {
 			return nil, badInput(fmt.Errorf("%s: %v", cpu.Flag, err))
 		}
 		if err := pprof.StartCPUProfile(cpuOut); err != nil {
-			cpuOut.Close()
+			cpuOut.Abort()
 			return nil, fmt.Errorf("%s %s: %w", cpu.Flag, cpu.Path, err) // one already runs
 		}
 	}
@@ -60,7 +60,9 @@ func Start(cpu, mem File) (stop func() error, err error) {
 		var first error
 		if cpuOut != nil {
 			pprof.StopCPUProfile()
-			first = cpuOut.Close()
+			if _, err := cpuOut.Commit(); err != nil {
+				first = fmt.Errorf("%s: %w", cpu.Flag, err)
+			}
 		}
 		if mem.Path != "" {
 			runtime.GC() // the profile shows allocations up to the last GC
@@ -72,16 +74,22 @@ func Start(cpu, mem File) (stop func() error, err error) {
 	}, nil
 }
 
+// profilePerm is a profile's mode: it holds no prompts, only kvbench's own code paths.
+const profilePerm = 0o644
+
 func writeAllocs(mem File) error {
-	f, err := os.Create(mem.Path)
+	f, err := runs.ReplaceOutputStream(mem.Path, profilePerm)
 	if err != nil {
 		return fmt.Errorf("%s: %w", mem.Flag, err)
 	}
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
+		f.Abort()
 		return fmt.Errorf("%s %s: %w", mem.Flag, mem.Path, err)
 	}
-	return f.Close()
+	if _, err := f.Commit(); err != nil {
+		return fmt.Errorf("%s: %w", mem.Flag, err)
+	}
+	return nil
 }
 
 // inputError is an error that is bad input.

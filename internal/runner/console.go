@@ -130,7 +130,7 @@ func progressText(p events.RequestProgress, elapsed time.Duration) string {
 	case events.Sent:
 		return fmt.Sprintf("  [%d] %d/%d tokens  sent", p.IndexInStep, p.PlannedTokens, p.PromptTokens)
 	}
-	return fmt.Sprintf("  [%d] %d/%d tokens  %6.1fs  %-7s  %d tokens out", p.IndexInStep, p.PlannedTokens, p.PromptTokens, elapsed.Seconds(), p.State, p.Tokens)
+	return fmt.Sprintf("  [%d] %d/%d tokens  %6ss  %-7s  %d tokens out", p.IndexInStep, p.PlannedTokens, p.PromptTokens, units.Sec(elapsed.Seconds()), p.State, p.Tokens)
 }
 
 // traceProgress shows a trace step's progress: on a terminal a live line redrawn at each
@@ -166,10 +166,12 @@ func traceProgressText(p events.TraceProgress) string {
 	}
 	tiers := "tiers: no reading yet"
 	if t := p.Tiers; t.Source != "" {
-		tiers = fmt.Sprintf("GPU %s, host %s, recompute %s of prompt tokens", shareText(t.GPU), shareText(t.Host), shareText(t.Recompute))
+		sh := units.Fixed(units.Percentage) // absent where the server exposes no counter
+		tiers = fmt.Sprintf("GPU %s, host %s, recompute %s of prompt tokens", sh.Value(t.GPU), sh.Value(t.Host), sh.Value(t.Recompute))
 	}
-	return fmt.Sprintf("  trace %s: %d/%d done%s, %d in flight, %.0fs, dispatch lag p50 %.2f ms p99 %.2f ms, %s",
-		p.Step, p.Done, p.Total, failed, p.InFlight, p.Elapsed.Seconds(), p.LagP50MS, p.LagP99MS, tiers)
+	lag := units.Scale(units.Milliseconds, p.LagP50MS, p.LagP99MS)
+	return fmt.Sprintf("  trace %s: %d/%d done%s, %d in flight, %ss, dispatch lag p50 %s ms p99 %s ms, %s",
+		p.Step, p.Done, p.Total, failed, p.InFlight, units.Whole(p.Elapsed.Seconds()), lag.Format(p.LagP50MS), lag.Format(p.LagP99MS), tiers)
 }
 
 // shareText words a tier share; absent when the server does not expose its counter.
@@ -194,7 +196,7 @@ func (c *Console) requestDone(r record.Request) {
 		r.IndexInStep, r.PlannedTokens, units.Int(res.PromptTokens), units.Int(res.CachedPromptTokens),
 		units.MS(res.TimeToFirstOutputMS), units.MS(res.EndToEndMS), res.OutputTokens)
 	if res.InterTokenMS != nil {
-		line += fmt.Sprintf(", itl p50 %.2f ms", res.InterTokenMS.Median)
+		line += fmt.Sprintf(", itl p50 %s ms", units.Scale(units.Milliseconds, res.InterTokenMS.Median).Format(res.InterTokenMS.Median))
 	}
 	if res.BatchedChunks > 0 {
 		// Chunks that shared a read have no measurable gap: say so rather than time it as 0.
@@ -242,9 +244,9 @@ func (c *Console) stepDone(s record.Step) {
 	if cc := s.Client; cc != nil {
 		per := ""
 		if cc.CPUMSPer1kOutputTokens != nil {
-			per = fmt.Sprintf(", %.1f ms per 1k output tokens", *cc.CPUMSPer1kOutputTokens)
+			per = fmt.Sprintf(", %s ms per 1k output tokens", units.MS(cc.CPUMSPer1kOutputTokens))
 		}
-		c.Printf("  client (kvbench) CPU: %.0f ms, %.2f cores%s", cc.CPUMS, cc.Cores, per)
+		c.Printf("  client (kvbench) CPU: %s ms, %s cores%s", units.Whole(cc.CPUMS), units.Number(cc.Cores), per)
 	}
 }
 

@@ -219,7 +219,7 @@ func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
 	d := record.NewCounters(a, b)
 	p := record.SeriesPoint{AtMS: at}
 	if !d.Valid {
-		p.Invalid = fmt.Sprintf("interval ending at %.0f ms: %s", at, d.InvalidReasons[0])
+		p.Invalid = fmt.Sprintf("interval ending at %s ms: %s", units.Whole(at), d.InvalidReasons[0])
 	} else {
 		record.SplitTiers(d).Point(&p)
 		p.StoreBytes, p.LoadBytes, p.Preemptions = d.Delta(metrics.StoreBytes), d.Delta(metrics.LoadBytes), d.Delta(metrics.Preemptions)

@@ -74,11 +74,8 @@ func (r *runner) stepsWith(st plan.Step, q record.Request) []record.Step {
 // assess does the capacity math of the replay step st with the tokens the server counted,
 // and the bytes per stored token the run measured, on top of what preflight found.
 func (r *runner) assess(st plan.Step, steps []record.Step) *capacity.Assessment {
-	sources := slices.Clone(r.cfg.Capacity)
-	if store, _ := record.MeasuredBytesPerToken(steps[:len(steps)-1]); store != nil {
-		sources = append(sources, capacity.Figures{Source: "measured", StoreBytesPerToken: *store})
-	}
-	setup := r.cfg.Engine.Resolve(sources...)
+	store, _ := record.MeasuredBytesPerToken(steps[:len(steps)-1])
+	setup := r.cfg.Engine.Resolve(plan.Measured(r.cfg.Capacity, store)...)
 	tokens := map[int]int{}
 	counting := "measured"
 	for _, s := range steps {

@@ -10,6 +10,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // ChatStreamer sends one streamed chat request and measures it (client.Client).
@@ -186,11 +187,11 @@ func checkIsolation(w *record.Counters, res record.Result, iso record.Isolation,
 		case !ok:
 			unchecked = append(unchecked, fmt.Sprintf("no usable %s delta", c))
 		case d > float64(*usage+isolationSlack)+step:
-			foreign = append(foreign, fmt.Sprintf("%s moved by %.0f but the request's usage reports %d %s", c, d, *usage, what))
+			foreign = append(foreign, fmt.Sprintf("%s moved by %s but the request's usage reports %d %s", c, units.Whole(d), *usage, what))
 		case step > 1:
-			checked = append(checked, fmt.Sprintf("%s moved by %.0f, usage %d (the counter is printed in steps of %.0f)", c, d, *usage, step))
+			checked = append(checked, fmt.Sprintf("%s moved by %s, usage %d (the counter is printed in steps of %s)", c, units.Whole(d), *usage, units.Whole(step)))
 		default:
-			checked = append(checked, fmt.Sprintf("%s moved by %.0f, usage %d", c, d, *usage))
+			checked = append(checked, fmt.Sprintf("%s moved by %s, usage %d", c, units.Whole(d), *usage))
 		}
 	}
 	if res.Failed() {
@@ -212,7 +213,7 @@ func checkIsolation(w *record.Counters, res record.Result, iso record.Isolation,
 		foreign = append(foreign, "the running/waiting gauges never reached 0 after the request")
 	}
 	if samples.PeakRunning != nil && *samples.PeakRunning > 1 {
-		foreign = append(foreign, fmt.Sprintf("%.0f requests were running at once during it", *samples.PeakRunning))
+		foreign = append(foreign, fmt.Sprintf("%s requests were running at once during it", units.Whole(*samples.PeakRunning)))
 	}
 	switch {
 	case len(foreign) > 0:

@@ -16,6 +16,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -209,31 +210,19 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 		}
 		rep.Tokenize, counter = "available", tok
 	}
-	var sizes engine.Sizes
+	srv := plan.ServerOf(def, snap)
+	srv.MaxModelLen = rep.MaxModelLen
 	if z, ok, err := t.Engine.Sizes(ctx); ok {
-		sizes, rep.Slots = z, z.Slots
+		srv.Sizes, rep.Slots = z, z.Slots
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, "slot count unknown ("+redact.Text(err.Error())+"): replays get cache_hit_tier_unknown")
 		} else if rep.Slots != 1 {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the server has %d slots: run it with -np 1 so cached tokens can be attributed to the live slot or the host-RAM cache", rep.Slots))
 		}
 	}
-	rep.BlockSize = sc.Server.BlockSize.Value
-	if snap.Cache.Present && snap.Cache.BlockSize > 0 {
-		rep.BlockSize = snap.Cache.BlockSize
-	}
-	server := ServerFigures(snap.Cache)
-	for _, m := range dialects {
-		if m.HostTierUnreported && server[0].CPUOffloadGiB > 0 {
-			server[0].CPUOffloadGiB = 0 // configured, but not what sizes this dialect's tier
-		}
-	}
-	rep.CapacitySources = append([]capacity.Figures{plan.ScenarioFigures(sc)}, server...)
-	if f, ok := slotFigures(sizes, rep.Slots); ok {
-		rep.CapacitySources = append(rep.CapacitySources, f)
-	}
-	rep.Setup = def.Resolve(rep.CapacitySources...)
-	if err := expandCurves(sc, rep); err != nil {
+	capa := plan.CapacityOf(sc, def, srv)
+	rep.BlockSize, rep.CapacitySources, rep.Setup = capa.BlockSize, capa.Sources, capa.Setup
+	if err := expandCurves(sc, capa); err != nil {
 		return rep, nil, err
 	}
 	p, err := plan.Make(ctx, sc, counter)
@@ -301,8 +290,8 @@ func preflightTraces(ctx context.Context, sc *scenarios.Scenario, t Target, p *p
 		}
 		rep.TraceTextBlocks[st.ID] = d
 		if !d.Exact() {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: text blocks are not exact under the server's tokenizer: %d of %d blocks are %d tokens (mean deviation %.1f, largest %d, %d across boundaries, %d added to a prompt); shared prefixes stay shared, block alignment does not (prompt_form = \"token_ids\" is exact)",
-				st.ID, d.ExactBlocks, d.Blocks, d.BlockTokens, d.MeanAbsDeviation, d.MaxAbsDeviation, d.JoinDeviation, d.AddedTokens))
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: text blocks are not exact under the server's tokenizer: %d of %d blocks are %d tokens (mean deviation %s, largest %d, %d across boundaries, %d added to a prompt); shared prefixes stay shared, block alignment does not (prompt_form = \"token_ids\" is exact)",
+				st.ID, d.ExactBlocks, d.Blocks, d.BlockTokens, units.Number(d.MeanAbsDeviation), d.MaxAbsDeviation, d.JoinDeviation, d.AddedTokens))
 		}
 	}
 }
@@ -346,30 +335,6 @@ func cachedTokensReported(ctx context.Context, c *client.Client, model string) s
 	}
 }
 
-// ServerFigures is what the server says of its capacity: its cache config's GPU pool in
-// tokens and configured CPU tier (GiB), summed over engines, then the host tier in tokens
-// where a gauge reports it (a figure of its own, naming its own source).
-func ServerFigures(cc metrics.CacheConfig) []capacity.Figures {
-	f := capacity.Figures{Source: "server (" + cc.Source + ")", CPUOffloadGiB: offloadGiB(cc)}
-	if cc.Present {
-		f.GPUKVTokens = cc.GPUKVTokens
-	}
-	out := []capacity.Figures{f}
-	if cc.HostTierTokens > 0 {
-		out = append(out, capacity.Figures{Source: "server (" + cc.HostTierSource + ")", HostTierTokens: cc.HostTierTokens})
-	}
-	return out
-}
-
-// slotFigures is what a slot engine reports of itself: one slot's live context and the slot
-// count; ok is false when it reports neither.
-func slotFigures(z engine.Sizes, slots int) (capacity.Figures, bool) {
-	if z.SlotContext <= 0 && slots <= 0 {
-		return capacity.Figures{}, false
-	}
-	return capacity.Figures{Source: "server (" + z.Source + ")", GPUKVTokens: z.SlotContext, Slots: slots}, true
-}
-
 // RecordCache is the record's cache section for a resolved setup.
 func RecordCache(sc *scenarios.Scenario, rep *PreflightReport) record.Cache {
 	c := record.Cache{
@@ -377,16 +342,13 @@ func RecordCache(sc *scenarios.Scenario, rep *PreflightReport) record.Cache {
 		GPUKVCacheTokens:       rep.Setup.GPUKVTokens,
 		GPUKVCacheTokensSource: rep.Setup.GPUKVTokensSource,
 		BlockSize:              rep.BlockSize,
-		BlockSizeSource:        "scenario",
 		CPUOffloadGiB:          rep.Setup.CPUOffloadGiB,
 		CPUOffloadGiBSource:    rep.Setup.CPUOffloadGiBSource,
 	}
 	if c.CPUOffloadGiBSource == "" {
 		c.CPUOffloadGiBSource = "scenario"
 	}
-	if rep.Cache.Present && rep.Cache.BlockSize > 0 {
-		c.BlockSizeSource = "server (" + rep.Cache.Source + ")"
-	}
+	_, c.BlockSizeSource = plan.BlockSizeOf(sc, rep.Cache)
 	if len(rep.Cache.Engines) > 0 {
 		if dt := rep.Cache.Engines[0].CacheDtype; dt != "" {
 			c.KVDtype = &dt
@@ -406,26 +368,11 @@ func sourceOrAbsent(r metrics.Reading) string {
 	return r.Source
 }
 
-// offloadGiB is the CPU tier the cache config reports (vLLM's kv_offloading_size), summed
-// over engines; 0 when unset.
-func offloadGiB(cc metrics.CacheConfig) float64 {
-	total := 0.0
-	for _, e := range cc.Engines {
-		total += e.KVOffloadingSizeGiB
-	}
-	return total
-}
-
-// expandCurves expands the scenario's reload curves to the server's sizes: its max_model_len
-// (the scenario's when it states one) and the GPU KV pool preflight resolved.
-func expandCurves(sc *scenarios.Scenario, rep *PreflightReport) error {
+// expandCurves expands the scenario's reload curves to the server's sizes (plan.Capacity's
+// CurveBounds): its max_model_len (the scenario's when it states one) and its GPU KV pool.
+func expandCurves(sc *scenarios.Scenario, c plan.Capacity) error {
 	if !sc.HasCurves() {
 		return nil
 	}
-	b := scenarios.CurveBounds{MaxModelLen: rep.MaxModelLen, MaxModelLenSource: "server (/v1/models)",
-		GPUKVTokens: rep.Setup.GPUKVTokens, GPUKVTokensSource: rep.Setup.GPUKVTokensSource, BlockSize: max(rep.BlockSize, 1)}
-	if sc.Server.MaxModelLen.Known() {
-		b.MaxModelLen, b.MaxModelLenSource = sc.Server.MaxModelLen.Value, "scenario"
-	}
-	return sc.ExpandCurves(b)
+	return sc.ExpandCurves(c.CurveBounds())
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -96,7 +97,7 @@ func describe(st plan.Step) string {
 		return fmt.Sprintf("replay of %s[%d]", st.Step.Replay.Step, st.Step.Replay.Request)
 	case st.Trace != nil:
 		t := st.Trace
-		how := fmt.Sprintf("open loop at the trace's timestamps x %g", st.Step.TimeScale)
+		how := "open loop at the trace's timestamps x " + units.Exact(st.Step.TimeScale)
 		if st.Step.ClosedLoop() {
 			how = fmt.Sprintf("closed loop, %d in flight", st.Step.Concurrency)
 		}

@@ -41,14 +41,17 @@ func (t Target) TokenCounter(sc *scenarios.Scenario) prompts.TokenCounter {
 }
 
 // PlanOnServer plans sc with its prompts counted on the server, resolving the model when the
-// scenario names none (/tokenize needs it), and assesses its replays with the sizes the
-// engine reports of itself (a slot engine's slots and slot context), as preflight will.
+// scenario names none (/tokenize needs it), and sizes its curves and assesses its replays
+// with what the server says of itself (plan.CapacityOf, as preflight does): its cache
+// config, its slots, its max_model_len. A server without /metrics still gets its plan, on
+// the scenario's figures; run's preflight reports the failed scrape.
 func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*plan.Plan, error) {
 	t, err := Connect(sc, apiKey)
 	if err != nil {
 		return nil, err
 	}
-	if sc.Target.Model == "" {
+	maxModelLen := 0
+	if sc.Target.Model == "" || sc.HasCurves() {
 		models, err := t.Client.Models(ctx)
 		if err != nil {
 			return nil, err
@@ -56,57 +59,35 @@ func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*
 		if err := chooseModel(sc, models); err != nil {
 			return nil, err
 		}
-	}
-	if sc.HasCurves() {
-		if err := expandCurvesOnServer(ctx, sc, t); err != nil {
-			return nil, err
+		for _, m := range models {
+			if m.ID == sc.Target.Model {
+				maxModelLen = m.MaxModelLen
+			}
 		}
+	}
+	var srv plan.Server
+	var warnings []string
+	if snap, err := t.Metrics.Snapshot(ctx); err == nil {
+		srv = plan.ServerOf(t.Engine.Def, snap)
+		if w := ReplicaWarning(snap); w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	srv.MaxModelLen = maxModelLen
+	if z, ok, _ := t.Engine.Sizes(ctx); ok {
+		srv.Sizes = z // a failed read leaves zeros; preflight warns about the slot count
+	}
+	capa := plan.CapacityOf(sc, t.Engine.Def, srv)
+	if err := expandCurves(sc, capa); err != nil {
+		return nil, err
 	}
 	p, err := plan.Make(ctx, sc, t.TokenCounter(sc))
 	if err != nil {
 		return nil, err
 	}
-	// The counters are read only for what they say about the topology; a server without
-	// /metrics still gets its plan, and run's preflight reports the failed scrape.
-	if snap, err := t.Metrics.Snapshot(ctx); err == nil {
-		if w := ReplicaWarning(snap); w != "" {
-			p.Warnings = append(p.Warnings, w)
-		}
-	}
-	z, ok, err := t.Engine.Sizes(ctx)
-	if !ok || err != nil {
-		return p, nil // the scenario's figures stand; preflight warns about the slot count
-	}
-	sources := []capacity.Figures{plan.ScenarioFigures(sc)}
-	if f, ok := slotFigures(z, z.Slots); ok {
-		sources = append(sources, f)
-	}
-	p.Replays = plan.AssessReplays(sc, t.Engine.Def.Resolve(sources...), p.Tokens(), p.TokenCounting)
+	p.Warnings = append(p.Warnings, warnings...)
+	p.Replays = plan.AssessReplays(sc, capa.Setup, p.Tokens(), p.TokenCounting)
 	return p, nil
-}
-
-// expandCurvesOnServer expands sc's reload curves with what the server says of itself, as
-// preflight will: its max_model_len and its GPU KV pool.
-func expandCurvesOnServer(ctx context.Context, sc *scenarios.Scenario, t Target) error {
-	models, err := t.Client.Models(ctx)
-	if err != nil {
-		return err
-	}
-	rep := &PreflightReport{BlockSize: sc.Server.BlockSize.Value}
-	for _, m := range models {
-		if m.ID == sc.Target.Model {
-			rep.MaxModelLen = m.MaxModelLen
-		}
-	}
-	sources := []capacity.Figures{plan.ScenarioFigures(sc)}
-	if snap, err := t.Metrics.Snapshot(ctx); err == nil {
-		sources = append(sources, ServerFigures(snap.Cache)...)
-		if snap.Cache.Present && snap.Cache.BlockSize > 0 {
-			rep.BlockSize = snap.Cache.BlockSize
-		}
-	}
-	rep.Setup = t.Engine.Def.Resolve(sources...)
-	return expandCurves(sc, rep)
 }
 
 // Settings are the run's own choices, beside what preflight found out.
@@ -178,8 +159,8 @@ func (rep *PreflightReport) WriteBrief(con *Console) {
 		con.Printf("  %d slot(s), slot context %d tokens (%s), %s; tokenize: %s; cached_tokens reported: %s",
 			rep.Slots, rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
 	} else {
-		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %g GiB; tokenize: %s; cached_tokens reported: %s",
-			rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.BlockSize, rep.Setup.CPUOffloadGiB, rep.Tokenize, rep.CachedTokensReported)
+		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %s GiB; tokenize: %s; cached_tokens reported: %s",
+			rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.BlockSize, units.Exact(rep.Setup.CPUOffloadGiB), rep.Tokenize, rep.CachedTokensReported)
 	}
 	for _, rp := range rep.Capacity {
 		line := fmt.Sprintf("  %s: can prove a reload: %s", rp.Step, rp.Assessment.CanProveReload)

@@ -437,10 +437,10 @@ func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan) (*record.Ide
 			ideal.HostTokensSource += " (" + src + ")"
 		}
 	case setup.StoreBytesPerToken <= 0:
-		return nil, fmt.Sprintf("the host tier's %g GiB cannot be put in tokens: the stored bytes per token is unknown (set server.store_bytes_per_token; a trace's store counters cannot give it, since stores skip what the tier holds)", setup.CPUOffloadGiB)
+		return nil, fmt.Sprintf("the host tier's %s GiB cannot be put in tokens: the stored bytes per token is unknown (set server.store_bytes_per_token; a trace's store counters cannot give it, since stores skip what the tier holds)", units.Exact(setup.CPUOffloadGiB))
 	default:
 		ideal.HostTokens = int64(setup.CPUOffloadGiB * capacity.GiB / setup.StoreBytesPerToken)
-		ideal.HostTokensSource = fmt.Sprintf("%g GiB (%s) / %.0f bytes per stored token (%s)", setup.CPUOffloadGiB, units.Text(setup.CPUOffloadGiBSource), setup.StoreBytesPerToken, units.Text(setup.StoreBytesSource))
+		ideal.HostTokensSource = fmt.Sprintf("%s GiB (%s) / %s bytes per stored token (%s)", units.Exact(setup.CPUOffloadGiB), units.Text(setup.CPUOffloadGiBSource), units.Whole(setup.StoreBytesPerToken), units.Text(setup.StoreBytesSource))
 	}
 	sel, closeFile, _, err := plan.OpenTrace(ts)
 	if err != nil {

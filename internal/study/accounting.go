@@ -10,6 +10,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // AccountingSchema is seed 000's schema.
@@ -218,7 +219,7 @@ func limits(rs []*runs.Run, rows []Row, pool Pool) []string {
 	if pool.Status == "configured" {
 		out = append(out, fmt.Sprintf("GiB values are estimates multiplying the measured block fraction by the configured %d-GPU pool; the gauge does not split cache groups.", pool.GPUCount))
 	} else {
-		out = append(out, fmt.Sprintf("GiB values are estimates multiplying the measured block fraction by a pool derived from %d token slots at %.0f measured bytes per stored token; the gauge does not split cache groups.", pool.RuntimeReportedTokenSlots, pool.StoreBytesPerTokenMeasured))
+		out = append(out, fmt.Sprintf("GiB values are estimates multiplying the measured block fraction by a pool derived from %d token slots at %s measured bytes per stored token; the gauge does not split cache groups.", pool.RuntimeReportedTokenSlots, units.Whole(pool.StoreBytesPerTokenMeasured)))
 	}
 	out = append(out, "Pool usage includes shared-prefix blocks and block rounding; it is not a sum of live logical prompt tokens.")
 	var under []string
