@@ -14,7 +14,7 @@ import (
 // The fixtures: seed 001's claim and the demo's eviction+replay run it describes.
 var (
 	seedClaim = filepath.Join("..", "..", "cmd", "kvbench", "testdata", "claims", "seed001-replay.toml")
-	demoRun   = filepath.Join("..", "study", "testdata", "demo", "eviction-6x150k-replay-20261201T060008Z")
+	demoRun   = filepath.Join("..", "..", "internal", "study", "testdata", "demo", "eviction-6x150k-replay-20261201T060008Z")
 )
 
 // TestVerifyFilesIsVerifyOfWhatItLoads: the record of VerifyFiles is Verify's of the claim

@@ -2,13 +2,10 @@ package record
 
 import (
 	"encoding/json"
-	"fmt"
-	"maps"
-	"slices"
+
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Counters is the change of every normalized counter across one measured span: the scrapes
@@ -55,8 +52,8 @@ type CounterChange struct {
 	Resolution float64
 }
 
-// sourceBefore is the metric the before side was read from.
-func (cc CounterChange) sourceBefore() string {
+// BeforeSource is the metric the before side was read from.
+func (cc CounterChange) BeforeSource() string {
 	if cc.SourceBefore != "" {
 		return cc.SourceBefore
 	}
@@ -103,33 +100,6 @@ func (cc *CounterChange) UnmarshalJSON(data []byte) error {
 	*cc = CounterChange{Before: j.Before, After: j.After, Source: j.Source, SourceBefore: j.SourceBefore,
 		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason, Resolution: j.Resolution}
 	return nil
-}
-
-// NewCounters is the change from one snapshot to the next, for every counter in either.
-// Gauges are not differenced: they are sampled, not accumulated.
-func NewCounters(before, after metrics.Snapshot) *Counters {
-	c := &Counters{BeforeAt: before.TakenAt, AfterAt: after.TakenAt, Values: map[metrics.Counter]CounterChange{}, Valid: true}
-	union := maps.Clone(after.Counters)
-	maps.Copy(union, before.Counters)
-	for _, k := range slices.Sorted(maps.Keys(union)) {
-		b, a := before.Counters[k], after.Counters[k]
-		cc := CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
-		if b.Source != a.Source {
-			cc.SourceBefore = b.Source
-		}
-		switch {
-		case b.Unreadable != "":
-			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s before (%s)", k, b.Unreadable, b.Source)
-		case a.Unreadable != "":
-			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s after (%s)", k, a.Unreadable, a.Source)
-		case cc.Present() && a.Value < b.Value:
-			cc.Decreased = true
-			cc.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes", k, units.Exact(b.Value), units.Exact(a.Value), a.Source)
-			c.Invalidate(metrics.InvalidReset, cc.Reason)
-		}
-		c.Values[k] = cc
-	}
-	return c
 }
 
 // Value returns k's change and whether it can be used: read on both sides and usable.
@@ -241,72 +211,4 @@ func (c *Counters) FirstInvalid() (metrics.Invalidity, string) {
 		kind = c.InvalidKinds[0]
 	}
 	return kind, c.InvalidReasons[0]
-}
-
-// Join spans consecutive spans (the requests of a step, the steps of a run): from the
-// first's before to the last's after. Counters reset on a restart and may grow past their
-// old value again, so the endpoints alone cannot show a restart: the joined change is
-// usable only when every span is valid and every scrape, also from one span's after to the
-// next one's before, is monotone and read for each counter read at both ends. names[i]
-// names span i in the reasons. Join of no spans is nil.
-func Join(names []string, spans []*Counters) *Counters {
-	if len(spans) == 0 {
-		return nil
-	}
-	first, last := spans[0], spans[len(spans)-1]
-	out := &Counters{BeforeAt: first.BeforeAt, AfterAt: last.AfterAt, Values: map[metrics.Counter]CounterChange{}, Valid: true}
-	for i, s := range spans {
-		out.Contaminated = out.Contaminated || s.Contaminated
-		for j, reason := range s.InvalidReasons {
-			kind := metrics.InvalidReset
-			if j < len(s.InvalidKinds) {
-				kind = s.InvalidKinds[j]
-			}
-			out.Invalidate(kind, names[i]+": "+reason)
-		}
-	}
-	union := maps.Clone(last.Values)
-	maps.Copy(union, first.Values)
-	for _, k := range slices.Sorted(maps.Keys(union)) {
-		b, a := first.Values[k], last.Values[k]
-		cc := CounterChange{Before: b.Before, After: a.After, Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
-		if src := b.sourceBefore(); src != cc.Source {
-			cc.SourceBefore = src
-		}
-		if b.Unreadable && b.Before == nil {
-			cc.Unreadable, cc.Reason = true, b.Reason
-		} else if a.Unreadable && a.After == nil {
-			cc.Unreadable, cc.Reason = true, a.Reason
-		}
-		if cc.Present() {
-			out.joinChecks(k, &cc, names, spans)
-		}
-		out.Values[k] = cc
-	}
-	return out
-}
-
-// joinChecks marks cc unusable when a span or the gap between two spans could hide a
-// restart.
-func (out *Counters) joinChecks(k metrics.Counter, cc *CounterChange, names []string, spans []*Counters) {
-	for i, s := range spans {
-		switch r := s.Values[k]; {
-		case r.Decreased: // already among the reasons
-			cc.Decreased, cc.Reason = true, names[i]+": "+r.Reason
-		case !r.Present():
-			cc.Decreased = true // unusable: a restart could hide in the unread scrape
-			cc.Reason = fmt.Sprintf("%s was not read on both sides of %s", k, names[i])
-			out.Invalidate(metrics.InvalidMissing, cc.Reason)
-		}
-		if i == 0 {
-			continue
-		}
-		prev, next := spans[i-1].Values[k].After, s.Values[k].Before
-		if prev != nil && next != nil && *next < *prev {
-			cc.Decreased = true
-			cc.Reason = fmt.Sprintf("%s went down from %s after %s to %s before %s (%s): the server restarted between them",
-				k, units.Exact(*prev), names[i-1], units.Exact(*next), names[i], s.Values[k].Source)
-			out.Invalidate(metrics.InvalidReset, cc.Reason)
-		}
-	}
 }

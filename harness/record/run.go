@@ -49,11 +49,6 @@ type Run struct {
 	References []scenarios.Source
 	Kvbench    Kvbench
 	Scenario   *scenarios.Scenario
-	// Repetitions are the steps the derived parts were computed from (Derive); a record
-	// decoded from run.json alone has none.
-	Repetitions []Repetition
-	// repeated: more than one pass was asked for, so the record has a repeats section.
-	repeated bool
 }
 
 // Section is one step's section: exactly one of Sequence, Replay, Conversation and Trace is
@@ -76,6 +71,15 @@ func (s Section) value() any {
 		return s.Trace
 	}
 	return s.Sequence
+}
+
+// Repetition is one pass over a scenario's steps as the repeats section lists it;
+// repetition 0 is the run's main record.
+type Repetition struct {
+	Index     int      `json:"repetition"`
+	Seed      int64    `json:"seed"`
+	Artifacts []string `json:"artifacts"`
+	Status    string   `json:"status"`
 }
 
 // Kvbench names the kvbench that wrote a record.

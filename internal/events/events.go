@@ -8,6 +8,7 @@ package events
 import (
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 )
 
@@ -88,13 +89,13 @@ type StepDone struct {
 	Repetition int
 	Index      int
 	Artifact   string
-	Step       record.Step
-	Record     *record.Run
+	Step       derive.Step
+	Record     *derive.Run
 }
 
 // RunDone: the run ended; Record is its final record.
 type RunDone struct {
-	Record *record.Run
+	Record *derive.Run
 }
 
 func (Note) event()            {}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -74,7 +75,7 @@ func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, a
 		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
 	}
 	if art.CountersError == "" {
-		art.Counters = record.NewCounters(before, after)
+		art.Counters = derive.NewCounters(before, after)
 		if why := scr.reset(); why != "" {
 			art.Counters.InvalidateAll(metrics.InvalidReset, why)
 		}
@@ -216,12 +217,12 @@ func (s *scraper) reset() string { return s.resetWhy }
 
 // point is the interval from a to b.
 func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
-	d := record.NewCounters(a, b)
+	d := derive.NewCounters(a, b)
 	p := record.SeriesPoint{AtMS: at}
 	if !d.Valid {
 		p.Invalid = fmt.Sprintf("interval ending at %.0f ms: %s", at, d.InvalidReasons[0])
 	} else {
-		record.SplitTiers(d).Point(&p)
+		derive.SplitTiers(d).Point(&p)
 		p.StoreBytes, p.LoadBytes, p.Preemptions = d.Delta(metrics.StoreBytes), d.Delta(metrics.LoadBytes), d.Delta(metrics.Preemptions)
 	}
 	gauge := func(g metrics.Gauge) *float64 {

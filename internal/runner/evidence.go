@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -41,7 +42,7 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 	// The run so far, this request included: its steps' spans joined, so a counter reset
 	// anywhere in it leaves the offload evidence unknown rather than wrong.
 	steps := r.stepsWith(st, *q)
-	span := record.SpanOf(steps)
+	span := derive.SpanOf(steps)
 	e.Offload = verdict.OffloadEvidence{StoreBytes: span.Delta(metrics.StoreBytes), StoreTokens: span.Delta(metrics.StoreTokens),
 		StoresSkipped: span.Delta(metrics.StoresSkipped), AllocationFailures: span.Delta(metrics.AllocationFailures)}
 	a := r.assess(st, steps)
@@ -51,10 +52,10 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 }
 
 // warmCaches are the findings of the cold steps among steps that came back cached beyond
-// what the run could have cached, in step order (record.WarmSteps, as the record derives
+// what the run could have cached, in step order (derive.WarmSteps, as the record derives
 // them).
-func (r *runner) warmCaches(steps []record.Step) []verdict.WarmCaches {
-	found := record.WarmSteps(steps, record.PromptsOf(r.cfg.Scenario, r.cfg.BlockSize))
+func (r *runner) warmCaches(steps []derive.Step) []verdict.WarmCaches {
+	found := derive.WarmSteps(steps, derive.PromptsOf(r.cfg.Scenario, r.cfg.BlockSize))
 	var out []verdict.WarmCaches
 	for _, k := range slices.Sorted(maps.Keys(found)) {
 		out = append(out, *found[k])
@@ -63,19 +64,19 @@ func (r *runner) warmCaches(steps []record.Step) []verdict.WarmCaches {
 }
 
 // stepsWith is the running repetition's steps so far, and the current step holding q.
-func (r *runner) stepsWith(st plan.Step, q record.Request) []record.Step {
-	var steps []record.Step
+func (r *runner) stepsWith(st plan.Step, q record.Request) []derive.Step {
+	var steps []derive.Step
 	if r.cur != nil {
 		steps = slices.Clone(r.cur.Steps)
 	}
-	return append(steps, record.Assemble(record.StepArtifact{Step: st.ID, Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{q}}))
+	return append(steps, derive.Assemble(record.StepArtifact{Step: st.ID, Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{q}}))
 }
 
 // assess does the capacity math of the replay step st with the tokens the server counted,
 // and the bytes per stored token the run measured, on top of what preflight found.
-func (r *runner) assess(st plan.Step, steps []record.Step) *capacity.Assessment {
+func (r *runner) assess(st plan.Step, steps []derive.Step) *capacity.Assessment {
 	sources := slices.Clone(r.cfg.Capacity)
-	if store, _ := record.MeasuredBytesPerToken(steps[:len(steps)-1]); store != nil {
+	if store, _ := derive.MeasuredBytesPerToken(steps[:len(steps)-1]); store != nil {
 		sources = append(sources, capacity.Figures{Source: "measured", StoreBytesPerToken: *store})
 	}
 	setup := r.cfg.Engine.Resolve(sources...)

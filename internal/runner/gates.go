@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
@@ -126,7 +127,7 @@ func identicalOutput(f *record.ReloadFidelity) (pass, fail string) {
 // (an error, not a reasoning-only answer) in any repetition, unless a gate of the scenario
 // sets max_failed_requests for that step; and each replay whose measurement was invalid
 // (counters reset, unread or contaminated), unless a gate of the scenario names that step.
-func implicitGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
+func implicitGates(gates []scenarios.Gate, reps []derive.Repetition) []record.GateResult {
 	allowFailures, gated := map[string]bool{}, map[string]bool{}
 	for _, g := range gates {
 		gated[g.Step] = true

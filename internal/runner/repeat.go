@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -58,7 +59,7 @@ func (r *runner) runRepetitions(ctx context.Context) {
 // runRepetition runs every step of p once, emitting each step's start and end: the run
 // directory's recorder journals its requests and writes its file and run.json.
 func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.Plan) {
-	r.cur = &record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted, Artifacts: []string{}}
+	r.cur = &derive.Repetition{Repetition: record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted, Artifacts: []string{}}}
 	r.curPlan = p
 	for i, st := range p.Steps {
 		if ctx.Err() != nil {
@@ -107,7 +108,7 @@ func describe(st plan.Step) string {
 
 // EvaluateRepeatedGates checks the gates against every repetition's sections: a gate passes
 // only when it passes in all of them, and a failure names the repetition.
-func EvaluateRepeatedGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
+func EvaluateRepeatedGates(gates []scenarios.Gate, reps []derive.Repetition) []record.GateResult {
 	if len(reps) == 0 {
 		return EvaluateGates(gates, nil)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
@@ -78,8 +79,8 @@ type Outcome struct {
 	RecordPath string
 	// Record is the final run record, derived from every repetition's steps; Steps are
 	// repetition 0's.
-	Record      *record.Run
-	Steps       []record.Step
+	Record      *derive.Run
+	Steps       []derive.Step
 	Gates       []record.GateResult
 	Interrupted bool
 	// Failed says why the run did less than asked (record status failed); "" when it did not.
@@ -105,9 +106,9 @@ type runner struct {
 	sinks  []events.Sink
 	// info is the run record's header as the run goes; reps the repetitions finished so
 	// far, cur the one running.
-	info    *record.RunInfo
-	reps    []record.Repetition
-	cur     *record.Repetition
+	info    *derive.RunInfo
+	reps    []derive.Repetition
+	cur     *derive.Repetition
 	curPlan *plan.Plan
 	// stop cancels the run; failed holds the first failure (a write, or /metrics gone) that
 	// stopped it.
@@ -137,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	r := &runner{cfg: cfg, traits: cfg.Engine.Traits(), origin: time.Now(), stop: stop}
 	r.cfg.Metrics = &metricsGuard{inner: cfg.Metrics, budget: ScrapeBudget, limit: DeadScrapes, dead: r.fail}
 	started := cfg.Now()
-	info := record.RunInfo{
+	info := derive.RunInfo{
 		Scenario:       cfg.Scenario,
 		ObservedAt:     started,
 		Status:         record.StatusRunning,
@@ -155,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 			return nil, fmt.Errorf("encoding the preflight report: %w", err)
 		}
 	}
-	dir, err := runs.CreateRunDir(cfg.ResultsDir, cfg.Scenario.Name, started, record.NewRun(info))
+	dir, err := runs.CreateRunDir(cfg.ResultsDir, cfg.Scenario.Name, started, derive.NewRun(info))
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +206,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 
 // record is the run record of everything measured so far: the header, and what Derive
 // computes from the finished repetitions and the one running.
-func (r *runner) record() *record.Run {
-	reps := append([]record.Repetition(nil), r.reps...)
+func (r *runner) record() *derive.Run {
+	reps := append([]derive.Repetition(nil), r.reps...)
 	if r.cur != nil {
 		reps = append(reps, *r.cur)
 	}
-	rec := record.NewRun(*r.info)
+	rec := derive.NewRun(*r.info)
 	rec.Derive(reps)
 	return rec
 }
@@ -242,7 +243,7 @@ func (r *runner) failure() error {
 }
 
 // runStep runs one step of repetition k and returns it assembled.
-func (r *runner) runStep(ctx context.Context, k int, st plan.Step) record.Step {
+func (r *runner) runStep(ctx context.Context, k int, st plan.Step) derive.Step {
 	art := record.StepArtifact{
 		Schema:      record.StepSchema,
 		Scenario:    r.cfg.Scenario.Name,
@@ -288,7 +289,7 @@ func (r *runner) runStep(ctx context.Context, k int, st plan.Step) record.Step {
 	if cpu1, ok := processCPU(); ok && cpuRead && !r.cfg.EngineInProcess {
 		art.Client = clientCost(cpu1-cpu0, time.Since(wall0), art.Requests)
 	}
-	return record.Assemble(art)
+	return derive.Assemble(art)
 }
 
 // clientCost is what a step of reqs cost kvbench's process: cpu over wall time.
@@ -345,7 +346,7 @@ func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req p
 	case err2 != nil:
 		rec.CountersError = joinErr(rec.CountersError, "after the request: "+err2.Error())
 	case err == nil:
-		rec.Counters = record.NewCounters(before, after)
+		rec.Counters = derive.NewCounters(before, after)
 		checkIsolation(rec.Counters, rec.Result, iso, samples)
 		rec.Replica = record.ReplicaOf(metrics.ReplicaMoved(before, after))
 	}
@@ -410,7 +411,7 @@ func (r *runner) runConcurrentStep(ctx context.Context, k int, st plan.Step, art
 		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
 	}
 	if art.CountersError == "" {
-		art.Counters = record.NewCounters(before, after)
+		art.Counters = derive.NewCounters(before, after)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -143,7 +144,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
 	}
 	if art.CountersError == "" {
-		art.Counters = record.NewCounters(before, after)
+		art.Counters = derive.NewCounters(before, after)
 		if why := scr.reset(); why != "" {
 			art.Counters.InvalidateAll(metrics.InvalidReset, why)
 		}
@@ -499,13 +500,13 @@ func (p *traceProgress) add(rec record.Request) {
 func (p *traceProgress) event(scr *scraper, before metrics.Snapshot, haveBefore bool, inFlight int, final bool) events.TraceProgress {
 	p.last = time.Now()
 	e := events.TraceProgress{Step: p.step, Done: p.done, Total: p.total, Failed: p.failed, InFlight: inFlight, Elapsed: time.Since(p.start), Final: final}
-	lag := record.PercentilesOf(p.lags)
+	lag := derive.PercentilesOf(p.lags)
 	if lag.P50 != nil {
 		e.LagP50MS, e.LagP99MS = *lag.P50, *lag.P99
 	}
 	if latest, ok := scr.latest(); ok && haveBefore {
-		if d := record.NewCounters(before, latest); d.Valid {
-			e.Tiers = record.SplitTiers(d).Shares()
+		if d := derive.NewCounters(before, latest); d.Valid {
+			e.Tiers = derive.SplitTiers(d).Shares()
 		}
 	}
 	return e

@@ -1,0 +1,103 @@
+package derive
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
+)
+
+// Step is a step as every reader sees it: its artifact and what is derived from it. Assemble
+// builds it the one way there is, whether the step just ended, was read from its file, or
+// was rebuilt from its journal after a crash.
+type Step struct {
+	record.StepArtifact
+	// Span is the counters over the whole step: the step's own scrapes when its requests
+	// overlapped, else its isolated requests' spans joined (Join), so a counter reset between
+	// two requests shows. Nil when nothing was read, and SpanError says why.
+	Span      *record.Counters
+	SpanError string
+	// Sampled are the step's gauge readings: its own when its requests overlapped, else its
+	// requests' merged.
+	Sampled record.Samples
+}
+
+// Assemble derives a step's span and samples from its artifact.
+func Assemble(a record.StepArtifact) Step {
+	s := Step{StepArtifact: a}
+	if a.DeltaScope == record.ScopeStep {
+		s.Span, s.SpanError = a.Counters, a.CountersError
+		if s.Span == nil && s.SpanError == "" {
+			s.SpanError = "the step's closing scrape was never taken (the run ended during the step)"
+		}
+		s.Sampled.Merge(a.Samples)
+		return s
+	}
+	var names, unread []string
+	var spans []*record.Counters
+	for _, q := range a.Requests {
+		s.Sampled.Merge(q.Samples)
+		name := fmt.Sprintf("request %d", q.IndexInStep)
+		switch {
+		case q.Counters != nil:
+			names, spans = append(names, name), append(spans, q.Counters)
+		case q.CountersError != "":
+			unread = append(unread, name+": "+q.CountersError)
+		default:
+			unread = append(unread, name+": no counters were recorded")
+		}
+	}
+	// The step's change is only as good as every scrape in it.
+	s.Span = Join(names, spans)
+	if s.Span != nil {
+		for _, u := range unread {
+			s.Span.InvalidateAll(metrics.InvalidScrapeFailed, "counters not read around "+u)
+		}
+	} else if len(unread) > 0 {
+		s.SpanError = "no request's counters were read: " + strings.Join(unread, "; ")
+	}
+	return s
+}
+
+// SpanOf joins the spans of steps (one repetition's, in order): the run's change from the
+// first step's first scrape to the last one's last, valid only when every scrape in between
+// is, and no step in between went unread; nil when no step read counters.
+func SpanOf(steps []Step) *record.Counters {
+	var names []string
+	var spans []*record.Counters
+	var unread []string // unread steps since the last read one
+	var between []string
+	for _, st := range steps {
+		switch {
+		case st.Span != nil:
+			if len(spans) > 0 {
+				between = append(between, unread...)
+			}
+			unread = nil
+			names, spans = append(names, "step "+st.Step), append(spans, st.Span)
+		case st.SpanError != "":
+			unread = append(unread, "step "+st.Step+" ("+st.SpanError+")")
+		}
+	}
+	out := Join(names, spans)
+	for _, u := range between {
+		out.InvalidateAll(metrics.InvalidScrapeFailed, "counters not read during "+u)
+	}
+	return out
+}
+
+// SpanValidity is whether the step's counters can be trusted and, if not, why: the span's
+// own reasons, or why no span was read.
+func (st *Step) SpanValidity() (bool, []string) {
+	switch {
+	case st.SpanError != "" && st.Span != nil:
+		return false, append(slices.Clip(st.Span.InvalidReasons), "counters not read: "+st.SpanError)
+	case st.SpanError != "":
+		return false, []string{"counters not read: " + st.SpanError}
+	case st.Span != nil:
+		return st.Span.Valid, st.Span.InvalidReasons
+	}
+	return false, nil
+}

@@ -1,0 +1,161 @@
+package derive
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
+)
+
+// span is an isolated request's counters from before to after (store bytes, GPU hits).
+func span(before, after map[metrics.Counter]float64) *record.Counters {
+	return NewCounters(snap(before), snap(after))
+}
+
+// TestAssembleJoinsRequests: an isolated step's span runs from its first request's before to
+// its last one's after, and a counter reset hidden between two of its requests makes it
+// invalid, as it does for the same requests rebuilt from a journal (Assemble is the one way).
+func TestAssembleJoinsRequests(t *testing.T) {
+	a := isolated("seq",
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 1000}), Samples: &record.Samples{Count: 1, PeakKVUsage: f(0.4)}},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 1000}, map[metrics.Counter]float64{metrics.StoreBytes: 2500}), Samples: &record.Samples{Count: 2, PeakKVUsage: f(0.7)}},
+	)
+	s := Assemble(a)
+	if s.Span == nil || !s.Span.Valid || *s.Span.Delta(metrics.StoreBytes) != 2500 || s.SpanError != "" {
+		t.Fatalf("span %+v error %q", s.Span, s.SpanError)
+	}
+	if s.Sampled.Count != 3 || *s.Sampled.PeakKVUsage != 0.7 {
+		t.Fatalf("samples %+v", s.Sampled)
+	}
+	// The server restarted between the requests: 1000 -> 10, then growth past 2500.
+	reset := isolated("seq",
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 1000})},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 10}, map[metrics.Counter]float64{metrics.StoreBytes: 5000})},
+	)
+	for _, name := range []string{"step file", "journal"} {
+		art := reset
+		if name == "journal" {
+			art.Interrupted = true // as runs rebuilds it
+		}
+		s := Assemble(art)
+		if s.Span.Valid || s.Span.Delta(metrics.StoreBytes) != nil || !strings.Contains(s.Span.InvalidReasons[0], "went down from 1000 after request 0 to 10 before request 1") {
+			t.Fatalf("%s: a reset between requests passed: %+v", name, s.Span)
+		}
+	}
+}
+
+// TestAssembleUnreadRequest: a request whose scrape failed makes every change of its step
+// unusable; with no request read at all there is no span and the error says why.
+func TestAssembleUnreadRequest(t *testing.T) {
+	a := isolated("seq",
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10})},
+		record.Request{CountersError: "after the request: connection refused"},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 20}, map[metrics.Counter]float64{metrics.StoreBytes: 30})},
+	)
+	s := Assemble(a)
+	if s.Span.Valid || s.Span.Delta(metrics.StoreBytes) != nil || !strings.Contains(strings.Join(s.Span.InvalidReasons, ";"), "counters not read around request 1: after the request: connection refused") {
+		t.Fatalf("%+v", s.Span)
+	}
+	none := Assemble(isolated("seq", record.Request{CountersError: "before the request: 500"}, record.Request{}))
+	if none.Span != nil || none.SpanError != "no request's counters were read: request 0: before the request: 500; request 1: no counters were recorded" {
+		t.Fatalf("span %v error %q", none.Span, none.SpanError)
+	}
+	if empty := Assemble(isolated("seq")); empty.Span != nil || empty.SpanError != "" {
+		t.Fatalf("a step with no request: %+v %q", empty.Span, empty.SpanError)
+	}
+}
+
+// TestAssembleStepScope: a step whose requests overlapped keeps its own scrapes; rebuilt from
+// a journal it has none, and says so.
+func TestAssembleStepScope(t *testing.T) {
+	c := span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 64})
+	s := Assemble(record.StepArtifact{Step: "load", DeltaScope: record.ScopeStep, Counters: c, Samples: &record.Samples{Count: 4}, Requests: []record.Request{{}, {}}})
+	if s.Span != c || s.Sampled.Count != 4 {
+		t.Fatalf("%+v", s)
+	}
+	j := Assemble(record.StepArtifact{Step: "load", DeltaScope: record.ScopeStep, Interrupted: true, Requests: []record.Request{{}}})
+	if j.Span != nil || !strings.Contains(j.SpanError, "closing scrape was never taken") {
+		t.Fatalf("journal: %v %q", j.Span, j.SpanError)
+	}
+	failed := Assemble(record.StepArtifact{Step: "load", DeltaScope: record.ScopeStep, CountersError: "after the step: timeout"})
+	if failed.SpanError != "after the step: timeout" {
+		t.Fatalf("%q", failed.SpanError)
+	}
+}
+
+// TestSpanValidity: a step's counters count only when a span was read and is valid; an
+// unread span says why, after the span's own reasons.
+func TestSpanValidity(t *testing.T) {
+	good := Assemble(isolated("seq", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10})}))
+	if ok, why := good.SpanValidity(); !ok || len(why) != 0 {
+		t.Errorf("a read span: %v %q", ok, why)
+	}
+	unread := Assemble(isolated("seq", record.Request{CountersError: "before the request: 500"}))
+	if ok, why := unread.SpanValidity(); ok || len(why) != 1 || !strings.HasPrefix(why[0], "counters not read: no request's counters were read") {
+		t.Errorf("no span: %v %q", ok, why)
+	}
+	both := Step{Span: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10}), SpanError: "after the step: timeout"}
+	if ok, why := both.SpanValidity(); ok || len(why) != 1 || why[0] != "counters not read: after the step: timeout" {
+		t.Errorf("a span and an error: %v %q", ok, why)
+	}
+	if ok, why := (&Step{}).SpanValidity(); ok || len(why) != 0 {
+		t.Errorf("nothing: %v %q", ok, why)
+	}
+}
+
+// TestSpanOf: a run's change over its steps, which a reset between steps or an unread step
+// in the middle leaves unusable; unread steps outside the read ones do not matter.
+func TestSpanOf(t *testing.T) {
+	s0 := Assemble(isolated("a", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 100})}))
+	s1 := Assemble(isolated("b", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 100}, map[metrics.Counter]float64{metrics.StoreBytes: 300})}))
+	bad := Assemble(isolated("b", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 5}, map[metrics.Counter]float64{metrics.StoreBytes: 900})}))
+	unread := Assemble(isolated("u", record.Request{CountersError: "timeout"}))
+	if d := SpanOf([]Step{s0, s1}); !d.Valid || *d.Delta(metrics.StoreBytes) != 300 {
+		t.Fatalf("%+v", d)
+	}
+	if d := SpanOf([]Step{s0, bad}); d.Valid || !strings.Contains(d.InvalidReasons[0], "before step b") {
+		t.Fatalf("reset between steps: %+v", d)
+	}
+	if d := SpanOf([]Step{s0, unread, s1}); d.Valid || !strings.Contains(d.InvalidReasons[0], "counters not read during step u") {
+		t.Fatalf("unread step between: %+v", d)
+	}
+	if d := SpanOf([]Step{unread, s0, s1, unread}); !d.Valid {
+		t.Fatalf("unread steps outside: %+v", d.InvalidReasons)
+	}
+	if SpanOf([]Step{unread}) != nil {
+		t.Fatal("no span from unread steps")
+	}
+}
+
+// TestMeasuredBytesPerTokenSeed001 reproduces seed 001's figures: 13,627,722,240 bytes
+// stored for 655,420 computed tokens and 1,001,721,600 bytes loaded for 113,408 hits, over
+// the joined span of its steps; a reset anywhere in it leaves both unknown.
+func TestMeasuredBytesPerTokenSeed001(t *testing.T) {
+	zero := map[metrics.Counter]float64{metrics.StoreBytes: 0, metrics.LoadBytes: 0, metrics.ExternalPrefixHits: 0, metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0}
+	mid := map[metrics.Counter]float64{metrics.StoreBytes: 13627722240, metrics.LoadBytes: 0, metrics.ExternalPrefixHits: 0, metrics.GPUPrefixQueries: 682044, metrics.GPUPrefixHits: 26624}
+	end := map[metrics.Counter]float64{metrics.StoreBytes: 13627722240, metrics.LoadBytes: 1001721600, metrics.ExternalPrefixHits: 113408, metrics.GPUPrefixQueries: 682044 + 113674, metrics.GPUPrefixHits: 26624 + 266}
+	steps := []Step{Assemble(isolated("seq", record.Request{Counters: span(zero, mid)})), Assemble(isolated("replay", record.Request{Counters: span(mid, end)}))}
+	// The replay computed 266 of its tokens: 682,044 - 26,624 + 266 - 266 = 655,420 computed.
+	store, load := MeasuredBytesPerToken(steps)
+	if store == nil || *store < 20792 || *store > 20793 {
+		t.Fatalf("stored bytes per token %v", store)
+	}
+	if load == nil || *load < 8832.8 || *load > 8833 {
+		t.Fatalf("loaded bytes per token %v", load)
+	}
+	// The same counters, but the server restarted between the steps.
+	restarted := map[metrics.Counter]float64{metrics.StoreBytes: 0, metrics.LoadBytes: 0, metrics.ExternalPrefixHits: 0, metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0}
+	steps[1] = Assemble(isolated("replay", record.Request{Counters: span(restarted, end)}))
+	if s, l := MeasuredBytesPerToken(steps); s != nil || l != nil {
+		t.Fatalf("across a restart: %v %v", s, l)
+	}
+	// Absent counters give no figure rather than a made-up one.
+	noStore := map[metrics.Counter]float64{metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0}
+	if s, _ := MeasuredBytesPerToken([]Step{Assemble(isolated("seq", record.Request{Counters: span(noStore, noStore)}))}); s != nil {
+		t.Fatalf("store bytes absent, got %v", *s)
+	}
+	if s, l := MeasuredBytesPerToken(nil); s != nil || l != nil {
+		t.Fatal("no steps, figures")
+	}
+}
