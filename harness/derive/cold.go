@@ -7,15 +7,6 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// WarmCachesOf is a finding as the record keeps it; nil for nil.
-func WarmCachesOf(w *verdict.WarmCaches) *record.WarmCaches {
-	if w == nil {
-		return nil
-	}
-	return &record.WarmCaches{Requests: w.Requests, Of: w.Of, CachedTokens: w.Cached, PromptTokens: w.Prompt,
-		CachedBeyondReusable: w.Beyond, By: w.By, Reason: w.Reason()}
-}
-
 // Prompts says how a repetition's prompts relate, which bounds what a cold request may find
 // cached: Nested prompts extend each other (prompt.mode = "nested"); BlockSize is the
 // server's KV block, the rounding of every hit.
@@ -33,8 +24,8 @@ func PromptsOf(sc *scenarios.Scenario, blockSize int) Prompts {
 // finding of each step whose requests came back cached beyond what the run could have
 // cached, keyed by the step's index. The runner asks it before deciding a replay, Derive
 // when it builds the sections: one rule, verdict.ColdCaches.
-func WarmSteps(steps []Step, p Prompts) map[int]*verdict.WarmCaches {
-	out := map[int]*verdict.WarmCaches{}
+func WarmSteps(steps []Step, p Prompts) map[int]*record.WarmCaches {
+	out := map[int]*record.WarmCaches{}
 	var earlier []int // prompt tokens of the requests sent before the current step
 	for i, st := range steps {
 		tokens := make([]int, len(st.Requests))

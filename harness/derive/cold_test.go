@@ -60,7 +60,7 @@ func TestWarmSteps(t *testing.T) {
 				t.Fatalf("findings at %v, want %v", keysOf(got), c.want)
 			}
 			for k, want := range c.want {
-				if got[k] == nil || !strings.Contains(got[k].Reason(), want) {
+				if got[k] == nil || !strings.Contains(got[k].Reason, want) {
 					t.Errorf("step %d: %v, want %q", k, got[k], want)
 				}
 			}

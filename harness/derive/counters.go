@@ -104,3 +104,18 @@ func joinChecks(out *record.Counters, k metrics.Counter, cc *record.CounterChang
 		}
 	}
 }
+
+// ComputedTokens is the prompt tokens span c computed (not served from any cache): the
+// local_compute source where the server splits by source, else queries minus both hits.
+func ComputedTokens(c *record.Counters) (float64, bool) {
+	if v, ok := c.Value(metrics.PromptTokensLocalCompute); ok {
+		return v, true
+	}
+	q, ok1 := c.Value(metrics.GPUPrefixQueries)
+	g, ok2 := c.Value(metrics.GPUPrefixHits)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	e, _ := c.Value(metrics.ExternalPrefixHits)
+	return q - g - e, true
+}

@@ -179,17 +179,17 @@ func TestPerTokenAndComputed(t *testing.T) {
 	if p := c.PerToken(metrics.LoadBytes, metrics.ExternalPrefixHits); p == nil || *p < 8832.9 || *p > 8833 {
 		t.Fatalf("per token %v", p)
 	}
-	if n, ok := c.ComputedTokens(); !ok || n != 655420 {
+	if n, ok := ComputedTokens(c); !ok || n != 655420 {
 		t.Fatalf("computed %v %v", n, ok)
 	}
 	if c.PerToken(metrics.LoadBytes, metrics.StoreBytes) != nil {
 		t.Fatal("per token of an absent counter")
 	}
 	c = NewCounters(snap(map[metrics.Counter]float64{metrics.PromptTokensLocalCompute: 10}), snap(map[metrics.Counter]float64{metrics.PromptTokensLocalCompute: 110}))
-	if n, ok := c.ComputedTokens(); !ok || n != 100 {
+	if n, ok := ComputedTokens(c); !ok || n != 100 {
 		t.Fatalf("by source: %v %v", n, ok)
 	}
-	if _, ok := NewCounters(snap(nil), snap(nil)).ComputedTokens(); ok {
+	if _, ok := ComputedTokens(NewCounters(snap(nil), snap(nil))); ok {
 		t.Fatal("computed tokens without counters")
 	}
 }

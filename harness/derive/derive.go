@@ -35,6 +35,8 @@ type RunInfo struct {
 // what run.json holds, and Derive fills its derived parts from the repetitions.
 type Run struct {
 	*record.Run
+	// Scenario is the scenario the run ran, parsed; the record keeps it as written.
+	Scenario *scenarios.Scenario
 	// Repetitions are the steps the derived parts were computed from (Derive); a record
 	// decoded from run.json alone has none.
 	Repetitions []Repetition
@@ -53,17 +55,51 @@ type Repetition struct {
 	Sections []record.Section
 }
 
-// UnmarshalJSON reads run.json into the record, allocating it when r has none; what is
-// derived stays to Derive.
+// UnmarshalJSON reads run.json into the record, allocating it when r has none, and parses
+// its scenario; what is derived stays to Derive.
 func (r *Run) UnmarshalJSON(data []byte) error {
 	if r.Run == nil {
 		r.Run = &record.Run{}
 	}
-	return r.Run.UnmarshalJSON(data)
+	if err := r.Run.UnmarshalJSON(data); err != nil {
+		return err
+	}
+	r.Scenario = nil
+	if raw := r.Run.Scenario; len(raw) > 0 && string(raw) != "null" {
+		var sc scenarios.Scenario
+		if err := json.Unmarshal(raw, &sc); err != nil {
+			return fmt.Errorf("scenario: %w", err)
+		}
+		r.Scenario = &sc
+	}
+	return nil
 }
 
-// Of is a loaded record as a derived view, with no repetitions yet (Derive adds them).
-func Of(r *record.Run) *Run { return &Run{Run: r} }
+// MarshalJSON writes the record with the scenario as it is now.
+func (r Run) MarshalJSON() ([]byte, error) {
+	if err := r.keepScenario(); err != nil {
+		return nil, err
+	}
+	return r.Run.MarshalJSON()
+}
+
+// keepScenario writes the parsed scenario into the record, which keeps it as JSON.
+func (r *Run) keepScenario() error {
+	if r.Scenario == nil {
+		r.Run.Scenario = nil
+		return nil
+	}
+	raw, err := json.Marshal(r.Scenario)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	r.Run.Scenario = raw
+	return nil
+}
+
+// Of is a record as a derived view of scenario sc, with no repetitions yet (Derive adds
+// them).
+func Of(r *record.Run, sc *scenarios.Scenario) *Run { return &Run{Run: r, Scenario: sc} }
 
 // Prompts says how the run's prompts relate, for WarmSteps.
 func (r *Run) Prompts() Prompts { return PromptsOf(r.Scenario, r.Cache.BlockSize) }
@@ -106,8 +142,7 @@ func NewRun(info RunInfo) *Run {
 		Artifacts:  info.Artifacts,
 		References: sc.Sources,
 		Kvbench:    record.Kvbench{Version: info.KvbenchVersion},
-		Scenario:   sc,
-	}, repeated: info.Repeat > 1}
+	}, Scenario: sc, repeated: info.Repeat > 1}
 	if r.Model.ServedName == "" {
 		r.Model.ServedName = info.ServedModel
 	}
@@ -117,6 +152,7 @@ func NewRun(info RunInfo) *Run {
 	if r.Runtime.Engine == "" {
 		r.Runtime.Engine = info.ServerVersion // what /version says, when the scenario names none
 	}
+	_ = r.keepScenario() // MarshalJSON writes it again, and reports the error there
 	return r
 }
 
@@ -130,7 +166,7 @@ func (r *Run) Derive(reps []Repetition) {
 		reps[i].Sections = BuildSections(reps[i].Steps, reps[i].Artifacts)
 		for k, w := range WarmSteps(reps[i].Steps, r.Prompts()) {
 			if s := reps[i].Sections[k].Sequence; s != nil {
-				s.WarmCaches = WarmCachesOf(w)
+				s.WarmCaches = w
 			}
 		}
 		r.addReloadEvidence(reps[i])

@@ -205,7 +205,7 @@ require_identical_output = true
 	seq := isolated("curve_1000", record.Request{Ordinal: 0, Result: record.Result{OutputTokenIDs: ids(1, 2, 3, 4)}})
 	replay := record.StepArtifact{Step: "curve_1000_replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{
 		{Step: "curve_1000_replay", Replay: true, ReplayOf: &record.ReplayRef{Step: "curve_1000"}, Counters: span(c0, c1),
-			Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(50), OutputTokenIDs: ids(1, 2, 3, 4)}, Verdict: &record.Verdict{Verdict: verdict.CPUReload}},
+			Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(50), OutputTokenIDs: ids(1, 2, 3, 4)}, Verdict: &record.Decision{Verdict: verdict.CPUReload}},
 		{Step: "curve_1000_replay", IndexInStep: 1, ColdTwin: &record.ColdTwin{Mechanism: "cache_salt", Field: "cache_salt", Value: "s"},
 			Counters: span(c0, c0), Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(150), OutputTokenIDs: ids(1, 2, 3, 4)}},
 	}}

@@ -32,14 +32,17 @@ func TestV1StepArtifact(t *testing.T) {
 	if q.Counters == nil || !q.Counters.Valid || *q.Counters.Delta(metrics.GPUPrefixHits) != 1488 || *q.Counters.Delta(metrics.ExternalPrefixHits) != 0 {
 		t.Fatalf("request span %+v", q.Counters)
 	}
+	// The record reads the capacity math onto the verdict; Assemble words it as v1 did.
 	v := q.Verdict
-	if v == nil || v.Verdict != verdict.GPUHit || v.SetupValid != capacity.No || v.Capacity == nil ||
-		!strings.HasPrefix(v.Interpretation, "The replay remained in GPU cache. The sequence's") {
+	if v == nil || v.Verdict != verdict.GPUHit || v.SetupValid != capacity.No || v.Capacity == nil || !v.FromV1 || v.Interpretation != "" {
 		t.Fatalf("verdict %+v", v)
 	}
 	s := Assemble(a)
 	if s.Span == nil || *s.Span.Delta(metrics.GPUPrefixHits) != 1488 {
 		t.Fatalf("derived span %+v", s.Span)
+	}
+	if v := s.Requests[0].Verdict; v.FromV1 || !strings.HasPrefix(v.Interpretation, "The replay remained in GPU cache. The sequence's") {
+		t.Fatalf("assembled verdict %+v", v)
 	}
 	// Written again, it is today's schema with the span not repeated.
 	a.Schema = record.StepSchema

@@ -12,7 +12,7 @@ func replayStep(ttft float64, v verdict.Verdict) Step {
 	return Assemble(record.StepArtifact{Step: "replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{{
 		Step:    "replay",
 		Result:  record.Result{TimeToFirstOutputMS: &ttft, PromptTokens: &prompt, CachedPromptTokens: &cached},
-		Verdict: &record.Verdict{Verdict: v},
+		Verdict: &record.Decision{Verdict: v},
 	}}})
 }
 

@@ -92,7 +92,7 @@ func sequenceSection(st Step, artifact string) record.SequenceSection {
 func replaySection(st Step, steps []Step, artifact string) record.ReplaySection {
 	s := record.ReplaySection{Artifact: artifact, SetupValid: capacity.Unknown}
 	if len(st.Requests) == 0 {
-		v := record.Undecided("the run stopped before the replay was sent")
+		v := verdict.Undecided("the run stopped before the replay was sent")
 		s.Verdict, s.VerdictReason, s.Evidence, s.SetupValid, s.Interpretation = v.Verdict, v.Reason, v, v.SetupValid, v.Interpretation
 		return s
 	}
@@ -131,7 +131,7 @@ func replaySection(st Step, steps []Step, artifact string) record.ReplaySection 
 	}
 	v := r.Verdict
 	if v == nil {
-		v = record.Undecided("the run ended before the replay's verdict was decided")
+		v = verdict.Undecided("the run ended before the replay's verdict was decided")
 	}
 	s.Verdict, s.VerdictReason, s.Evidence = v.Verdict, v.Reason, v
 	s.SetupValid, s.SetupReason, s.Interpretation, s.Capacity = v.SetupValid, v.SetupReason, v.Interpretation, v.Capacity
@@ -186,7 +186,7 @@ func MeasuredBytesPerToken(steps []Step) (store, load *float64) {
 		return nil, nil
 	}
 	if sb, ok := d.Value(metrics.StoreBytes); ok && sb > 0 {
-		if computed, ok := d.ComputedTokens(); ok && computed > 0 {
+		if computed, ok := ComputedTokens(d); ok && computed > 0 {
 			v := sb / computed
 			store = &v
 		}

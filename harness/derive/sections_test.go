@@ -30,7 +30,7 @@ func seedRun() []Step {
 		Step: "replay", Ordinal: 0, Replay: true, ReplayOf: &record.ReplayRef{Step: "seq", Request: 0}, PlannedTokens: 1200,
 		Prompt: record.Prompt{Identity: "p0"}, Result: record.Result{PromptTokens: i(1000), CachedPromptTokens: i(992), TimeToFirstOutputMS: &ttftR, OutputTokens: 7},
 		Counters: span(c2, c3), Samples: &record.Samples{PeakKVUsage: f(0.5)},
-		Verdict: &record.Verdict{Verdict: verdict.CPUReload, Reason: "992 tokens reloaded", SetupValid: capacity.Yes, SetupReason: "the capacity math", Interpretation: "reloaded.",
+		Verdict: &record.Decision{Verdict: verdict.CPUReload, Reason: "992 tokens reloaded", SetupValid: capacity.Yes, SetupReason: "the capacity math", Interpretation: "reloaded.",
 			Capacity: &record.Capacity{CanProveReload: capacity.Yes}},
 	}}}
 	return []Step{Assemble(seq), Assemble(replay)}

@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // Step is a step as every reader sees it: its artifact and what is derived from it. Assemble
@@ -26,6 +28,11 @@ type Step struct {
 
 // Assemble derives a step's span and samples from its artifact.
 func Assemble(a record.StepArtifact) Step {
+	for _, q := range a.Requests {
+		if q.Verdict != nil && q.Verdict.FromV1 {
+			upgradeV1(q.Verdict)
+		}
+	}
 	s := Step{StepArtifact: a}
 	if a.DeltaScope == record.ScopeStep {
 		s.Span, s.SpanError = a.Counters, a.CountersError
@@ -100,4 +107,19 @@ func (st *Step) SpanValidity() (bool, []string) {
 		return st.Span.Valid, st.Span.InvalidReasons
 	}
 	return false, nil
+}
+
+// upgradeV1 words a v1 verdict as v1 did, from the capacity math its step kept (the record
+// put it on the verdict): the sentences are verdict's and capacity's.
+func upgradeV1(v *record.Decision) {
+	if v.Slot != nil {
+		v.DecidedBy = verdict.BySlot // v1 kept a slot attribution only for slot verdicts
+	}
+	var a *capacity.Assessment
+	if v.Capacity != nil {
+		a = &capacity.Assessment{Capacity: *v.Capacity}
+	}
+	d := verdict.Decision{Decision: record.Decision{Verdict: v.Verdict, Reason: v.Reason, DecidedBy: v.DecidedBy, Diagnosis: v.Diagnosis}}
+	v.Interpretation = d.Interpret(a)
+	v.FromV1 = false
 }

@@ -1,11 +1,14 @@
 package derive
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // span is an isolated request's counters from before to after (store bytes, GPU hits).
@@ -157,5 +160,20 @@ func TestMeasuredBytesPerTokenSeed001(t *testing.T) {
 	}
 	if s, l := MeasuredBytesPerToken(nil); s != nil || l != nil {
 		t.Fatal("no steps, figures")
+	}
+}
+
+// TestV1SlotVerdictWorded: a v1 slot verdict read by the record is decided by the slot and
+// worded as v1 worded it, with no capacity math to weigh.
+func TestV1SlotVerdictWorded(t *testing.T) {
+	old := `{"verdict":"cpu_reload","reason":"r","slot_attribution":{"verdict":"cpu_reload","live_slot_tokens":818,"host_cache_tokens":5206,
+	"evidence":{"common_prefix_with_previous_prompt":818,"slots":1,"tolerance_tokens":16}},"evidence":{"counters_valid":true}}`
+	var v record.Decision
+	if err := json.Unmarshal([]byte(old), &v); err != nil {
+		t.Fatal(err)
+	}
+	upgradeV1(&v)
+	if v.DecidedBy != verdict.BySlot || v.FromV1 || v.Interpretation != "The replay was restored from the host-RAM prompt cache." || v.SetupValid != capacity.Unknown {
+		t.Fatalf("%+v", v)
 	}
 }

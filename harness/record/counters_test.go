@@ -3,26 +3,10 @@ package record
 import (
 	"encoding/json"
 	"reflect"
-
 	"testing"
-
-	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
-func present(v float64, source string) metrics.Reading {
-	return metrics.Reading{Value: v, Present: true, Source: source}
-}
-
 func f(v float64) *float64 { return &v }
-
-// snap is a snapshot with the given counters present, each read from "test:<name>".
-func snap(counters map[metrics.Counter]float64) metrics.Snapshot {
-	s := metrics.Snapshot{Counters: map[metrics.Counter]metrics.Reading{}}
-	for c, v := range counters {
-		s.Counters[c] = present(v, "test:"+string(c))
-	}
-	return s
-}
 
 // TestCounterChangeJSON: the shape scripts read; before, after and delta are null where a
 // side is absent, and the delta is recomputed when read back.
@@ -70,7 +54,7 @@ func TestCountersV1Window(t *testing.T) {
 	if err := json.Unmarshal([]byte(old), &c); err != nil {
 		t.Fatal(err)
 	}
-	if !c.Valid || c.Isolation != "clean: x" || *c.Delta(metrics.LoadBytes) != 8192 || c.Values[metrics.LoadBytes].Source != "vllm:kv_offload_load_bytes_total" {
+	if !c.Valid || c.Isolation != "clean: x" || *c.Delta(Counter("load_bytes")) != 8192 || c.Values[Counter("load_bytes")].Source != "vllm:kv_offload_load_bytes_total" {
 		t.Fatalf("%+v", c)
 	}
 	// And the current shape reads as written.

@@ -1,16 +1,13 @@
 package record
 
-import (
-	"github.com/anvil-serving/kvbench/harness/verdict"
-	"github.com/anvil-serving/kvbench/scenarios"
-)
+import ()
 
 // ReloadCurve is a reload curve's section: each point's reload against its recompute, and
 // the prompt size from which reloading pays.
 type ReloadCurve struct {
-	ID     string          `json:"-"`
-	Curve  scenarios.Curve `json:"curve"`
-	Points []CurvePoint    `json:"points"`
+	ID     string       `json:"-"`
+	Curve  Curve        `json:"curve"`
+	Points []CurvePoint `json:"points"`
 	// BreakEvenTokens is the prompt size at which the reload and the recompute take as long,
 	// interpolated (in log size) between the last point where recomputing was at least as
 	// fast and the first above it where reloading won for good; null when the points never
@@ -27,11 +24,11 @@ type CurvePoint struct {
 	ReplayTTFTMS *float64 `json:"replay_time_to_first_output_ms"`
 	TwinTTFTMS   *float64 `json:"cold_twin_time_to_first_output_ms"`
 	// Gain is the cold twin's time to first output over the replay's.
-	Gain        *float64        `json:"gain"`
-	LoadBytes   *float64        `json:"load_bytes"`
-	LoadSeconds *float64        `json:"load_seconds"`
-	Verdict     verdict.Verdict `json:"verdict"`
-	Identical   *bool           `json:"identical_output"`
+	Gain        *float64 `json:"gain"`
+	LoadBytes   *float64 `json:"load_bytes"`
+	LoadSeconds *float64 `json:"load_seconds"`
+	Verdict     Verdict  `json:"verdict"`
+	Identical   *bool    `json:"identical_output"`
 	// Counted: the point enters the break-even (its replay was a reload and its twin not
 	// shown to hit a cache); Excluded says why not.
 	Counted  bool   `json:"counted"`

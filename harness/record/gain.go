@@ -3,8 +3,6 @@ package record
 import (
 	"fmt"
 
-	"github.com/anvil-serving/kvbench/harness/capacity"
-
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -20,11 +18,11 @@ type OffloadGain struct {
 	Skipped  string `json:"skipped,omitempty"`
 	// TwinMissed says whether the twin's own counters and usage show a full miss; a twin that
 	// was served cached tokens recomputed less than the prompt, so the gain is understated.
-	TwinMissed     capacity.Answer `json:"cold_twin_missed,omitempty"`
-	TwinMissReason string          `json:"cold_twin_miss_reason,omitempty"`
-	TwinError      string          `json:"cold_twin_error,omitempty"`
-	ReplayTTFTMS   *float64        `json:"replay_time_to_first_output_ms"`
-	TwinTTFTMS     *float64        `json:"cold_twin_time_to_first_output_ms"`
+	TwinMissed     Answer   `json:"cold_twin_missed,omitempty"`
+	TwinMissReason string   `json:"cold_twin_miss_reason,omitempty"`
+	TwinError      string   `json:"cold_twin_error,omitempty"`
+	ReplayTTFTMS   *float64 `json:"replay_time_to_first_output_ms"`
+	TwinTTFTMS     *float64 `json:"cold_twin_time_to_first_output_ms"`
 	// TTFTRatio is the cold twin's time to first output over the replay's: above 1 the
 	// reload was faster than recomputing.
 	TTFTRatio *float64 `json:"ttft_ratio"`
@@ -76,7 +74,7 @@ func (g *OffloadGain) Words() string {
 	}
 	s := fmt.Sprintf("cold twin (%s) %s ms vs replay %s ms to first output: %.2fx, %.3f s of prefill saved; decode %s vs %s tokens/s",
 		g.ColdTwin, units.MS(g.TwinTTFTMS), units.MS(g.ReplayTTFTMS), *g.TTFTRatio, *g.PrefillSecondsSaved, units.MS(g.TwinDecode), units.MS(g.ReplayDecode))
-	if g.TwinMissed == capacity.No {
+	if g.TwinMissed == AnswerNo {
 		s += "; but " + g.TwinMissReason
 	}
 	if g.Note != "" {

@@ -1,11 +1,6 @@
 package record
 
-import (
-	"github.com/anvil-serving/kvbench/harness/capacity"
-
-	"github.com/anvil-serving/kvbench/harness/verdict"
-	"github.com/anvil-serving/kvbench/scenarios"
-)
+import ()
 
 // ArtifactRef names a file of the run and its sha256.
 type ArtifactRef struct {
@@ -48,9 +43,9 @@ type ProbeResult struct {
 
 // GateResult is one gate's outcome.
 type GateResult struct {
-	Gate   scenarios.Gate `json:"gate"`
-	Passed bool           `json:"passed"`
-	Reason string         `json:"reason"`
+	Gate   Gate   `json:"gate"`
+	Passed bool   `json:"passed"`
+	Reason string `json:"reason"`
 }
 
 // SequenceSection is a sequence step in the run record (seed 001's eviction_sequence).
@@ -115,18 +110,18 @@ type ReplaySection struct {
 	OutputTokens                    int      `json:"output_tokens"`
 	VisibleAnswer                   bool     `json:"visible_answer"`
 
-	Verdict       verdict.Verdict `json:"verdict"`
-	VerdictReason string          `json:"verdict_reason"`
+	Verdict       Verdict `json:"verdict"`
+	VerdictReason string  `json:"verdict_reason"`
 	// Evidence is the decision's reasoning: notes, coverage, diagnosis (its counters are the
 	// fields above).
-	Evidence                    *Verdict        `json:"evidence"`
-	OriginalTimeToFirstOutputMS *float64        `json:"original_time_to_first_output_ms"`
-	PeakBlockOccupancy          *float64        `json:"sampled_peak_block_occupancy_fraction"`
-	SetupValid                  capacity.Answer `json:"setup_valid"`
-	SetupReason                 string          `json:"setup_reason,omitempty"`
-	Interpretation              string          `json:"interpretation"`
-	Capacity                    *Capacity       `json:"capacity,omitempty"`
-	Error                       string          `json:"error,omitempty"`
+	Evidence                    *Decision `json:"evidence"`
+	OriginalTimeToFirstOutputMS *float64  `json:"original_time_to_first_output_ms"`
+	PeakBlockOccupancy          *float64  `json:"sampled_peak_block_occupancy_fraction"`
+	SetupValid                  Answer    `json:"setup_valid"`
+	SetupReason                 string    `json:"setup_reason,omitempty"`
+	Interpretation              string    `json:"interpretation"`
+	Capacity                    *Capacity `json:"capacity,omitempty"`
+	Error                       string    `json:"error,omitempty"`
 	// ReloadFidelity, OffloadGain and ReloadBandwidth are what the replay's output, its
 	// cold twin and its load counters say of the reload (fidelity.go, gain.go).
 	ReloadFidelity  *ReloadFidelity  `json:"reload_fidelity"`
@@ -136,15 +131,15 @@ type ReplaySection struct {
 
 // ControlSection is a control run as one section (seed 001's offload8_control).
 type ControlSection struct {
-	Sequence                string          `json:"sequence"`
-	Artifacts               []string        `json:"artifacts"`
-	GPUKVCacheTokens        int             `json:"gpu_kv_cache_tokens"`
-	CPUOffloadGiB           float64         `json:"cpu_offload_gib"`
-	CPUToGPUBytesAfter      *float64        `json:"cpu_to_gpu_bytes_after"`
-	ExternalPrefixHitsAfter *float64        `json:"external_prefix_hits_after"`
-	GPUPrefixHitsAfter      *float64        `json:"gpu_prefix_hits_after"`
-	ReplayCachedFraction    *float64        `json:"replay_cached_fraction"`
-	ReplayVerdict           verdict.Verdict `json:"replay_verdict"`
-	SetupValid              capacity.Answer `json:"setup_valid"`
-	Interpretation          string          `json:"interpretation"`
+	Sequence                string   `json:"sequence"`
+	Artifacts               []string `json:"artifacts"`
+	GPUKVCacheTokens        int      `json:"gpu_kv_cache_tokens"`
+	CPUOffloadGiB           float64  `json:"cpu_offload_gib"`
+	CPUToGPUBytesAfter      *float64 `json:"cpu_to_gpu_bytes_after"`
+	ExternalPrefixHitsAfter *float64 `json:"external_prefix_hits_after"`
+	GPUPrefixHitsAfter      *float64 `json:"gpu_prefix_hits_after"`
+	ReplayCachedFraction    *float64 `json:"replay_cached_fraction"`
+	ReplayVerdict           Verdict  `json:"replay_verdict"`
+	SetupValid              Answer   `json:"setup_valid"`
+	Interpretation          string   `json:"interpretation"`
 }

@@ -58,14 +58,24 @@ type TraceReplay struct {
 
 // BlockDeviation is how a server's tokenizer counts text-form blocks against their size.
 type BlockDeviation struct {
-	Blocks           int     `json:"blocks"`
-	BlockTokens      int     `json:"block_tokens"`
-	AddedTokens      int     `json:"added_tokens"`
-	ExactBlocks      int     `json:"exact_blocks"`
+	Blocks      int `json:"blocks"`       // blocks measured
+	BlockTokens int `json:"block_tokens"` // the size each should have
+	// AddedTokens is what the tokenizer adds to any prompt (a BOS token, say), counted on
+	// the empty prompt and subtracted from every count below.
+	AddedTokens int `json:"added_tokens"`
+	// ExactBlocks counts blocks of exactly BlockTokens tokens.
+	ExactBlocks int `json:"exact_blocks"`
+	// MeanAbsDeviation and MaxAbsDeviation are |tokens - BlockTokens| over the blocks.
 	MeanAbsDeviation float64 `json:"mean_abs_deviation_tokens"`
 	MaxAbsDeviation  int     `json:"max_abs_deviation_tokens"`
-	JoinDeviation    int     `json:"join_deviation_tokens"`
+	// JoinDeviation is the blocks counted together minus the sum of their counts alone: not
+	// 0 when tokens form across block boundaries, which would shift every later block.
+	JoinDeviation int `json:"join_deviation_tokens"`
 }
+
+// Exact reports whether every block measured exactly BlockTokens tokens and nothing formed
+// across their boundaries.
+func (d BlockDeviation) Exact() bool { return d.ExactBlocks == d.Blocks && d.JoinDeviation == 0 }
 
 // IdealTiers is the ideal reference at the server's pool sizes (docs/traces.md, "The ideal
 // reference"): what a GPU LRU pool of GPUTokens plus an LRU host tier of HostTokens, written

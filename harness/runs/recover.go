@@ -194,8 +194,7 @@ func withoutRecord(dir string, why error) (*Run, error) {
 		Schema:     record.RunSchema,
 		Status:     record.StatusIncomplete,
 		StopReason: fmt.Sprintf("run.json is unreadable (%v): the run was rebuilt from its step files and journals", why),
-		Scenario:   sc,
-	})}, nil
+	}, sc)}, nil
 }
 
 func scenarioRef(r *record.ReplayRef) *scenarios.ReplayRef {

@@ -243,7 +243,7 @@ func readRecord(dir, path string) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
 	}
-	r := &Run{Dir: dir, Run: derive.Of(&record.Run{})}
+	r := &Run{Dir: dir, Run: derive.Of(&record.Run{}, nil)}
 	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
 	if err := json.Unmarshal(data, r.Run); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)

@@ -27,7 +27,7 @@ func TestShapeOfARecordBeforeShapes(t *testing.T) {
 			for _, st := range p.Steps {
 				a := record.StepArtifact{Step: st.ID, Kind: record.KindSequence}
 				for _, q := range st.Requests {
-					rq := record.Request{Step: st.ID, IndexInStep: q.IndexInStep, Ordinal: q.Ordinal, PlannedTokens: q.PlannedTokens, Prompt: record.PromptOf(q.Prompt)}
+					rq := record.Request{Step: st.ID, IndexInStep: q.IndexInStep, Ordinal: q.Ordinal, PlannedTokens: q.PlannedTokens, Prompt: q.Prompt.Prompt}
 					if !keepShapes {
 						rq.Prompt.Shape = ""
 					}
@@ -35,7 +35,7 @@ func TestShapeOfARecordBeforeShapes(t *testing.T) {
 				}
 				steps = append(steps, derive.Assemble(a))
 			}
-			r := &Run{Run: &derive.Run{Run: &record.Run{Scenario: sc}, Repetitions: []derive.Repetition{{Repetition: record.Repetition{Seed: sc.RepetitionSeed(0)}, Steps: steps}}}}
+			r := &Run{Run: &derive.Run{Run: &record.Run{}, Scenario: sc, Repetitions: []derive.Repetition{{Repetition: record.Repetition{Seed: sc.RepetitionSeed(0)}, Steps: steps}}}}
 			return r.Identify()
 		}
 		recorded, derived := run(true), run(false)

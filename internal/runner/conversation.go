@@ -100,18 +100,18 @@ func (r *runner) converse(ctx context.Context, st plan.Step, user int, system st
 		index := user*cs.Turns + turn
 		req := plan.Request{
 			PlannedRequest: scenarios.PlannedRequest{Step: st.ID, IndexInStep: index, Ordinal: index, PlannedTokens: tokens},
-			Prompt: prompts.Prompt{
-				Index: index, PlannedTokens: tokens, Tokens: tokens, TokenCounting: prompts.Estimated,
-				WithinTolerance: true, SharedPrefixTokens: sysTokens, Identity: prompts.Identity(msgs), Messages: msgs,
+			Prompt: prompts.Prompt{Index: index, PlannedTokens: tokens, Messages: msgs, Prompt: record.Prompt{
+				Tokens: tokens, TokenCounting: prompts.Estimated,
+				WithinTolerance: true, SharedPrefixTokens: sysTokens, Identity: prompts.Identity(msgs),
 				Shape: prompts.ChatShape(uint64(sc.Prompt.Seed), user, turn, cs.TurnTokens, cs.SystemPromptTokens),
-			},
+			}},
 		}
 		if sysTokens > 0 {
 			req.Prompt.SharedPrefixSHA256 = prompts.Identity(msgs[:1])
 		}
 		res := r.send(ctx, req, nopSampler)
 		rec := r.newRequest(st, req)
-		rec.Result = record.ResultOf(res)
+		rec.Result = res
 		rec.Turn = &record.Turn{User: user, Turn: turn}
 		out <- rec
 		if res.Failed() || ctx.Err() != nil {

@@ -37,7 +37,8 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 		Engine:             r.traits,
 	}
 	if t := res.CachedTokensDetails; t != nil && !res.Failed() {
-		e.RequestTier = &verdict.TierTokens{Device: t.Device, Host: t.Host, Storage: t.Storage, StorageBackend: t.StorageBackend}
+		tiers := *t
+		e.RequestTier = &tiers
 	}
 	// The run so far, this request included: its steps' spans joined, so a counter reset
 	// anywhere in it leaves the offload evidence unknown rather than wrong.
@@ -48,7 +49,12 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 	a := r.assess(st, steps)
 	e.Setup = a
 	e.WarmCaches = r.warmCaches(steps)
-	q.Verdict = record.VerdictOf(verdict.Decide(e), a)
+	d := verdict.Decide(e)
+	if a != nil {
+		c := a.Capacity
+		d.Capacity = &c
+	}
+	q.Verdict = &d.Decision
 }
 
 // warmCaches are the findings of the cold steps among steps that came back cached beyond

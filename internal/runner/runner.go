@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/derive"
@@ -27,6 +25,7 @@ import (
 	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
+	"golang.org/x/sync/errgroup"
 )
 
 // Config is everything a run needs; preflight fills the server-side parts.
@@ -325,7 +324,7 @@ func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req p
 	}
 	smp := startSampler(ctx, r.cfg.Metrics, r.cfg.Scenario.Target.SampleInterval.Duration, r.origin)
 	res := r.stream(ctx, req, r.chatRequest(req, twin), smp)
-	rec.Result = record.ResultOf(res)
+	rec.Result = res
 	samples := smp.finish()
 	rec.Samples = &samples
 
@@ -348,7 +347,7 @@ func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req p
 	case err == nil:
 		rec.Counters = derive.NewCounters(before, after)
 		checkIsolation(rec.Counters, rec.Result, iso, samples)
-		rec.Replica = record.ReplicaOf(metrics.ReplicaMoved(before, after))
+		rec.Replica = metrics.ReplicaMoved(before, after)
 	}
 	if req.Replay {
 		r.decide(&rec, st, slot)
@@ -392,7 +391,7 @@ func (r *runner) runConcurrentStep(ctx context.Context, k int, st plan.Step, art
 	got := map[int]record.Request{}
 	for d := range results {
 		rec := r.newRequest(st, st.Requests[d.i])
-		rec.Result = record.ResultOf(d.res)
+		rec.Result = d.res
 		r.emit(events.RequestDone{Repetition: k, Request: rec})
 		got[d.i] = rec
 	}
@@ -422,10 +421,13 @@ func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
 		Ordinal:       req.Ordinal,
 		Replay:        req.Replay,
 		PlannedTokens: req.PlannedTokens,
-		Prompt:        record.PromptOf(req.Prompt),
+		Prompt:        req.Prompt.Prompt,
 	}
 	if req.Replay {
-		rec.ReplayOf = record.ReplayRefOf(st.Step.Replay)
+		if ref := st.Step.Replay; ref != nil {
+			of := *ref
+			rec.ReplayOf = &of
+		}
 	}
 	return rec
 }

@@ -174,7 +174,7 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 	}
 	if p := r.cfg.Preflight; p != nil {
 		if d, ok := p.TraceTextBlocks[ts.ID]; ok {
-			tr.TextBlocks = record.BlockDeviationOf(d)
+			tr.TextBlocks = &d
 		}
 	}
 	return tr
@@ -404,7 +404,7 @@ func (r *runner) traceRecord(st plan.Step, d traceDone, start time.Time) record.
 	return record.Request{
 		Step: st.ID, IndexInStep: j.index, Ordinal: j.index, PlannedTokens: j.input,
 		Prompt: record.Prompt{Tokens: j.input, TokenCounting: st.Trace.PromptForm, WithinTolerance: true, Identity: j.identity},
-		Result: record.ResultOf(d.res),
+		Result: d.res,
 		Trace: &record.TraceRequest{
 			Line: j.line, TraceTimeMS: ms(j.traceTime), ScheduledMS: ms(j.due.Sub(start)), DispatchLagMS: ms(d.sentAt.Sub(j.due)),
 			InputLength: j.input, OutputLength: j.output, MaxTokens: j.maxTokens, HashIDs: j.hashIDs,
