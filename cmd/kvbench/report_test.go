@@ -130,7 +130,7 @@ func TestReportChartsCarryTheArtifactsNumbers(t *testing.T) {
 // TestReportOfAStudy: a primary run and its control (a kvbench demo output) measure different
 // scenarios on purpose: the report shows them side by side and calls nothing a regression.
 func TestReportOfAStudy(t *testing.T) {
-	demo := filepath.Join("..", "..", "harness", "study", "testdata", "demo")
+	demo := filepath.Join("..", "..", "internal", "study", "testdata", "demo")
 	file := filepath.Join(t.TempDir(), "study.html")
 	_, stderr, code := runCLI(t, "report", filepath.Join(demo, "eviction-6x150k-replay-20261201T060008Z"), filepath.Join(demo, "offload8-control-20261201T060010Z"), "-o", file)
 	if code != exitOK {
