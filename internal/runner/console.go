@@ -263,10 +263,3 @@ func (c *Console) warmCaches(e events.StepDone) {
 		}
 	}
 }
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}

@@ -11,7 +11,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -234,32 +233,4 @@ func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
 	}
 	p.KVUsage, p.Running, p.Waiting = gauge(metrics.KVUsage), gauge(metrics.RequestsRunning), gauge(metrics.RequestsWaiting)
 	return p
-}
-
-// loadGate checks a gate on a step of overlapping requests (a conversation or a trace step,
-// kind): max_time_to_first_output_ms bounds the step's TTFT p90, max_failed_requests its
-// failed requests, require_store its store bytes.
-func loadGate(g scenarios.Gate, kind string, ttftP90 *float64, failed int, storeBytes *float64, passes, fails []string) ([]string, []string) {
-	check := func(ok bool, pass, fail string) {
-		if ok {
-			passes = append(passes, pass)
-		} else {
-			fails = append(fails, fail)
-		}
-	}
-	if g.MaxTimeToFirstOutputMS > 0 {
-		check(ttftP90 != nil && *ttftP90 <= g.MaxTimeToFirstOutputMS,
-			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS),
-			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS))
-	}
-	if g.MaxFailedRequests != nil {
-		check(failed <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", failed), fmt.Sprintf("%d failed requests, want <= %d", failed, *g.MaxFailedRequests))
-	}
-	if g.RequireStore {
-		check(storeBytes != nil && *storeBytes > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
-	}
-	if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.MinDecodeTokensPerSec > 0 {
-		fails = append(fails, "verdict, cached fraction, decode rate and setup validity do not apply to "+kind+" steps")
-	}
-	return passes, fails
 }

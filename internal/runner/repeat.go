@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/plan"
@@ -104,27 +103,4 @@ func describe(st plan.Step) string {
 		return fmt.Sprintf("trace %s, %d requests (%d dropped over max_input_tokens), %s, prompts as %s", t.File, t.Requests, t.Dropped, how, t.PromptForm)
 	}
 	return fmt.Sprintf("%d requests, concurrency %d", len(st.Requests), st.Step.Concurrency)
-}
-
-// EvaluateRepeatedGates checks the gates against every repetition's sections: a gate passes
-// only when it passes in all of them, and a failure names the repetition.
-func EvaluateRepeatedGates(gates []scenarios.Gate, reps []derive.Repetition) []record.GateResult {
-	if len(reps) == 0 {
-		return EvaluateGates(gates, nil)
-	}
-	out := EvaluateGates(gates, reps[0].Sections)
-	for _, rep := range reps[1:] {
-		for i, g := range EvaluateGates(gates, rep.Sections) {
-			if g.Passed {
-				continue
-			}
-			reason := fmt.Sprintf("repetition %d: %s", rep.Index, g.Reason)
-			if out[i].Passed {
-				out[i].Passed, out[i].Reason = false, reason
-			} else if !strings.Contains(out[i].Reason, reason) {
-				out[i].Reason += "; " + reason
-			}
-		}
-	}
-	return out
 }

@@ -185,8 +185,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	final := r.record()
 	if info.Status == record.StatusCompleted {
-		final.Gates = EvaluateRepeatedGates(cfg.Scenario.Gates, final.Repetitions)
-		final.Gates = append(final.Gates, implicitGates(cfg.Scenario.Gates, final.Repetitions)...)
+		final.Gates = final.CheckGates()
 	}
 	out.Record, out.Gates = final, final.Gates
 	if len(final.Repetitions) > 0 {
