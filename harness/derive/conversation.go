@@ -100,13 +100,20 @@ func ConversationOf(st Step, artifact string) record.ConversationSection {
 		return 0
 	})
 	s.TTFTMS = PercentilesOf(ttfts)
-	if c := st.Span; c != nil {
-		s.Tiers = SplitTiers(c).Shares()
-		s.Preemptions = c.Delta(metrics.Preemptions)
-		s.StoreBytesDelta = c.Delta(metrics.StoreBytes)
-		s.LoadBytesDelta = c.Delta(metrics.LoadBytes)
-	}
-	s.CountersValid, s.InvalidReasons = st.SpanValidity()
-	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
+	s.Tiers, s.StepLoad, s.CountersValid, s.InvalidReasons = stepLoad(st)
 	return s
+}
+
+// stepLoad is a step of overlapping requests as a whole, for its conversation or trace
+// section: the tiers its span's prompt tokens came from, its load, and whether its counters
+// can be trusted.
+func stepLoad(st Step) (record.TierShares, record.StepLoad, bool, []string) {
+	var tiers record.TierShares
+	l := record.StepLoad{PeakBlockOccupancy: st.Sampled.PeakKVUsage, PeakActiveSequences: st.Sampled.PeakRunning}
+	if c := st.Span; c != nil {
+		tiers = SplitTiers(c).Shares()
+		l.Preemptions, l.StoreBytesDelta, l.LoadBytesDelta = c.Delta(metrics.Preemptions), c.Delta(metrics.StoreBytes), c.Delta(metrics.LoadBytes)
+	}
+	valid, reasons := st.SpanValidity()
+	return tiers, l, valid, reasons
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -118,4 +119,26 @@ func ComputedTokens(c *record.Counters) (float64, bool) {
 	}
 	e, _ := c.Value(metrics.ExternalPrefixHits)
 	return q - g - e, true
+}
+
+// StepCounters is a step's change of the counters between the scrapes around it, or why
+// there is none: the scrape before or after the step that failed. reset is why a counter
+// went down during the step as a scraper between them saw it ("" when none did, or nothing
+// scraped between): then no change over the step can be trusted.
+func StepCounters(before, after metrics.Snapshot, errBefore, errAfter error, reset string) (*record.Counters, string) {
+	var why []string
+	if errBefore != nil {
+		why = append(why, "before the step: "+errBefore.Error())
+	}
+	if errAfter != nil {
+		why = append(why, "after the step: "+errAfter.Error())
+	}
+	if len(why) > 0 {
+		return nil, strings.Join(why, "; ")
+	}
+	c := NewCounters(before, after)
+	if reset != "" {
+		c.InvalidateAll(metrics.InvalidReset, reset)
+	}
+	return c, ""
 }

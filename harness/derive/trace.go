@@ -3,7 +3,6 @@ package derive
 import (
 	"fmt"
 
-	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
@@ -51,14 +50,7 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 		}
 	}
 	s.TTFTMS, s.DecodeTokensPerSecond, s.DispatchLagMS = PercentilesOf(ttfts), PercentilesOf(decode), PercentilesOf(lags)
-	if c := st.Span; c != nil {
-		s.Tiers = SplitTiers(c).Shares()
-		s.Preemptions = c.Delta(metrics.Preemptions)
-		s.StoreBytesDelta = c.Delta(metrics.StoreBytes)
-		s.LoadBytesDelta = c.Delta(metrics.LoadBytes)
-	}
-	s.CountersValid, s.InvalidReasons = st.SpanValidity()
-	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
+	s.Tiers, s.StepLoad, s.CountersValid, s.InvalidReasons = stepLoad(st)
 	s.Finding = TraceFinding(s.Tiers, s.CountersValid, s.Ideal, s.IdealUnavailable)
 	return s
 }

@@ -103,20 +103,27 @@ type ConversationSection struct {
 	TTFTMS Percentiles `json:"time_to_first_output_ms"`
 	Tiers  TierShares  `json:"tiers"`
 	// CachedPromptTokens sums usage cached_tokens; null when no request reported it.
-	CachedPromptTokens  *float64 `json:"cached_prompt_tokens"`
+	CachedPromptTokens *float64 `json:"cached_prompt_tokens"`
+	StepLoad
+	PeakWaiting      *float64 `json:"sampled_waiting_max"`
+	CountersValid    bool     `json:"counters_valid"`
+	InvalidReasons   []string `json:"invalid_reasons,omitempty"`
+	ScrapeIntervalMS float64  `json:"scrape_interval_ms"`
+	// Series is the artifact's series; TTFTSeries each request's time to first output at
+	// the moment its first output came, ms since the step started.
+	Series     []SeriesPoint `json:"series"`
+	TTFTSeries []TTFTPoint   `json:"ttft_series"`
+}
+
+// StepLoad is what the counters and gauges say of a step of overlapping requests (a
+// conversation or a trace step) as a whole: preemptions and KV traffic over its span, and
+// the sampled peaks.
+type StepLoad struct {
 	Preemptions         *float64 `json:"preemptions"`
 	StoreBytesDelta     *float64 `json:"gpu_to_cpu_bytes_delta"`
 	LoadBytesDelta      *float64 `json:"cpu_to_gpu_bytes_delta"`
 	PeakBlockOccupancy  *float64 `json:"sampled_peak_block_occupancy_fraction"`
 	PeakActiveSequences *float64 `json:"sampled_engine_active_max"`
-	PeakWaiting         *float64 `json:"sampled_waiting_max"`
-	CountersValid       bool     `json:"counters_valid"`
-	InvalidReasons      []string `json:"invalid_reasons,omitempty"`
-	ScrapeIntervalMS    float64  `json:"scrape_interval_ms"`
-	// Series is the artifact's series; TTFTSeries each request's time to first output at
-	// the moment its first output came, ms since the step started.
-	Series     []SeriesPoint `json:"series"`
-	TTFTSeries []TTFTPoint   `json:"ttft_series"`
 }
 
 // TTFTPoint is one request's time to first output, placed at its first output.

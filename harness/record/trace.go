@@ -154,17 +154,13 @@ type TraceSection struct {
 	CachedPromptTokens *float64    `json:"cached_prompt_tokens"`
 	RequestTiers       *TierTokens `json:"request_cached_tokens_details"`
 	// Tiers is the measured split, Ideal the ideal's, and Finding the two in a sentence.
-	Tiers               TierShares    `json:"tiers"`
-	Ideal               *IdealTiers   `json:"ideal"`
-	IdealUnavailable    string        `json:"ideal_unavailable,omitempty"`
-	Finding             string        `json:"finding"`
-	Preemptions         *float64      `json:"preemptions"`
-	StoreBytesDelta     *float64      `json:"gpu_to_cpu_bytes_delta"`
-	LoadBytesDelta      *float64      `json:"cpu_to_gpu_bytes_delta"`
-	PeakBlockOccupancy  *float64      `json:"sampled_peak_block_occupancy_fraction"`
-	PeakActiveSequences *float64      `json:"sampled_engine_active_max"`
-	CountersValid       bool          `json:"counters_valid"`
-	InvalidReasons      []string      `json:"invalid_reasons,omitempty"`
-	ScrapeIntervalMS    float64       `json:"scrape_interval_ms"`
-	Series              []SeriesPoint `json:"series"`
+	Tiers            TierShares  `json:"tiers"`
+	Ideal            *IdealTiers `json:"ideal"`
+	IdealUnavailable string      `json:"ideal_unavailable,omitempty"`
+	Finding          string      `json:"finding"`
+	StepLoad
+	CountersValid    bool          `json:"counters_valid"`
+	InvalidReasons   []string      `json:"invalid_reasons,omitempty"`
+	ScrapeIntervalMS float64       `json:"scrape_interval_ms"`
+	Series           []SeriesPoint `json:"series"`
 }

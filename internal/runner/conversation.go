@@ -67,18 +67,7 @@ func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, a
 	sort.Slice(got, func(i, j int) bool { return got[i].IndexInStep < got[j].IndexInStep })
 	art.Requests = got
 	art.Conversation = trace
-	if errBefore != nil {
-		art.CountersError = "before the step: " + errBefore.Error()
-	}
-	if errAfter != nil {
-		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
-	}
-	if art.CountersError == "" {
-		art.Counters = derive.NewCounters(before, after)
-		if why := scr.reset(); why != "" {
-			art.Counters.InvalidateAll(metrics.InvalidReset, why)
-		}
-	}
+	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, scr.reset())
 }
 
 // converse is one user's chat: arrive, then for each turn think, ask and keep the answer.

@@ -402,15 +402,7 @@ func (r *runner) runConcurrentStep(ctx context.Context, k int, st plan.Step, art
 		}
 	}
 	art.Samples = &samples
-	if errBefore != nil {
-		art.CountersError = "before the step: " + errBefore.Error()
-	}
-	if errAfter != nil {
-		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
-	}
-	if art.CountersError == "" {
-		art.Counters = derive.NewCounters(before, after)
-	}
+	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, "")
 }
 
 func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {

@@ -137,18 +137,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 			tr.SHA256 = sha
 		}
 	}
-	if errBefore != nil {
-		art.CountersError = "before the step: " + errBefore.Error()
-	}
-	if errAfter != nil {
-		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
-	}
-	if art.CountersError == "" {
-		art.Counters = derive.NewCounters(before, after)
-		if why := scr.reset(); why != "" {
-			art.Counters.InvalidateAll(metrics.InvalidReset, why)
-		}
-	}
+	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, scr.reset())
 	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp)
 }
 
