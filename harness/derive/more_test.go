@@ -59,7 +59,7 @@ func TestTraceSection(t *testing.T) {
 	start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 	art := record.StepArtifact{Schema: record.StepSchema, Step: "trace", Kind: record.KindTrace, DeltaScope: record.ScopeStep, StartedAt: start,
 		Trace: &record.TraceReplay{File: "t.jsonl", Mode: "open_loop", TimeScale: &scale, PlannedRequests: 4, SpanSeconds: 10, PeakInFlight: 2,
-			Ideal: &record.IdealTiers{HostTokens: 1000, GPUTokens: 500, HostShare: 0.27, GPUShare: 0.1, MaxHitRate: 0.6}},
+			Ideal: &record.IdealTiers{HostTokens: 1000, GPUTokens: 500, IdealShares: record.IdealShares{HostShare: 0.27, GPUShare: 0.1}, MaxHitRate: 0.6}},
 		Counters: NewCounters(snap(map[metrics.Counter]float64{metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 0, metrics.StoreBytes: 0}),
 			snap(map[metrics.Counter]float64{metrics.GPUPrefixQueries: 1000, metrics.GPUPrefixHits: 100, metrics.ExternalPrefixHits: 210, metrics.StoreBytes: 8192})),
 		Requests: []record.Request{

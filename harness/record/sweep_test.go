@@ -69,7 +69,7 @@ func TestSweepRequestRateCapacity(t *testing.T) {
 	level := func(scale float64, p90 float64, failed int) SweepLevel {
 		ts := &TraceSection{Requests: 100, FailedRequests: failed, CountersValid: true}
 		ts.TTFTMS.P90 = &p90
-		ts.Ideal = &IdealTiers{HostShare: 0.3}
+		ts.Ideal = &IdealTiers{IdealShares: IdealShares{HostShare: 0.3}}
 		rate := 10 / scale
 		return SweepTraceLevelOf(scale, &rate, "r", "s", StatusCompleted, ts, &th)
 	}

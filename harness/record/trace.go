@@ -88,20 +88,26 @@ type IdealTiers struct {
 	HostTokensSource string `json:"host_tokens_source"`
 	BlockTokens      int    `json:"block_tokens"`
 	// PoolHoldsOutput: the GPU pool also holds each request's partial block and output.
-	PoolHoldsOutput bool    `json:"pool_holds_output"`
-	PromptTokens    int64   `json:"prompt_tokens"`
-	GPUHitTokens    int64   `json:"gpu_hit_tokens"`
-	HostHitTokens   int64   `json:"host_hit_tokens"`
-	RecomputeTokens int64   `json:"recompute_tokens"`
-	StoredTokens    int64   `json:"stored_tokens"`
-	GPUShare        float64 `json:"gpu_share"`
-	HostShare       float64 `json:"host_share"`
-	RecomputeShare  float64 `json:"recompute_share"`
+	PoolHoldsOutput bool  `json:"pool_holds_output"`
+	PromptTokens    int64 `json:"prompt_tokens"`
+	IdealShares
 	// MaxHitRate is an unbounded cache's hit rate: the most any cache could serve.
 	MaxHitRate float64 `json:"max_hit_rate"`
 	// BlockSizeNote says what the server's block size, when it is not block_tokens, does
 	// to the comparison.
 	BlockSizeNote string `json:"block_size_note,omitempty"`
+}
+
+// IdealShares is what an ideal cache served of a window's prompt tokens, tier by tier (the
+// trace package's analysis fills it).
+type IdealShares struct {
+	GPUHitTokens    int64   `json:"gpu_hit_tokens"`
+	HostHitTokens   int64   `json:"host_hit_tokens"`
+	RecomputeTokens int64   `json:"recompute_tokens"`
+	StoredTokens    int64   `json:"stored_tokens"` // written to the host tier
+	GPUShare        float64 `json:"gpu_share"`
+	HostShare       float64 `json:"host_share"`
+	RecomputeShare  float64 `json:"recompute_share"`
 }
 
 // TraceRequest is a trace step's request as the trace gave it, and when it was sent.

@@ -442,8 +442,7 @@ func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan) (*record.Ide
 		return nil, "analysing the trace: " + err.Error()
 	}
 	t := a.Tiers
-	ideal.PromptTokens, ideal.GPUHitTokens, ideal.HostHitTokens, ideal.RecomputeTokens, ideal.StoredTokens = a.PromptTokens, t.GPUHitTokens, t.HostHitTokens, t.RecomputeTokens, t.StoredTokens
-	ideal.GPUShare, ideal.HostShare, ideal.RecomputeShare, ideal.MaxHitRate = t.GPUShare, t.HostShare, t.RecomputeShare, a.MaxHitRate
+	ideal.PromptTokens, ideal.IdealShares, ideal.MaxHitRate = a.PromptTokens, t.IdealShares, a.MaxHitRate
 	ideal.BlockSizeNote = blockSizeNote(r.cfg.BlockSize, ts.BlockTokens)
 	return ideal, ""
 }
