@@ -1,7 +1,5 @@
 package record
 
-import ()
-
 // WarmCaches is the finding that a cold step came back cached beyond anything the run itself
 // could have cached (verdict.ColdCaches): the server's caches held these prompts before the
 // run began (a long-lived server whose tiers still hold the same bytes from an earlier run).

@@ -1,7 +1,5 @@
 package record
 
-import ()
-
 // ConversationTrace is what a conversation step adds to its artifact: the counters read at a
 // fixed interval while the users chatted (per-request deltas mean nothing when requests
 // overlap), each point holding what moved since the previous reading.

@@ -1,7 +1,5 @@
 package record
 
-import ()
-
 // ReloadCurve is a reload curve's section: each point's reload against its recompute, and
 // the prompt size from which reloading pays.
 type ReloadCurve struct {

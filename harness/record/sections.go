@@ -1,7 +1,5 @@
 package record
 
-import ()
-
 // ArtifactRef names a file of the run and its sha256.
 type ArtifactRef struct {
 	Step       string `json:"-"`

@@ -1,7 +1,5 @@
 package record
 
-import ()
-
 // Study is a merged study record (seed 001): the same schema as a run record, holding the
 // sections of several runs: each primary run's steps under their ids and each control run's
 // summary under its study key, with every file they came from in sources.

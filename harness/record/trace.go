@@ -1,7 +1,5 @@
 package record
 
-import ()
-
 // KindTrace is a trace step's kind: a replay of a KV-cache trace block for block.
 const KindTrace = "trace"
 

@@ -1,5 +1,0 @@
-package record
-
-import ()
-
-func i(v int) *int { return &v }
