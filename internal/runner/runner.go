@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/derive"
@@ -25,7 +27,6 @@ import (
 	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
-	"golang.org/x/sync/errgroup"
 )
 
 // Config is everything a run needs; preflight fills the server-side parts.

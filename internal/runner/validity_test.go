@@ -10,7 +10,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
-
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
