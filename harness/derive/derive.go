@@ -75,12 +75,15 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the record with the scenario as it is now.
+// MarshalJSON writes the record with the scenario as it is now; the record itself is left
+// as it was, so writing a run never changes it.
 func (r Run) MarshalJSON() ([]byte, error) {
+	rec := *r.Run
+	r.Run = &rec
 	if err := r.keepScenario(); err != nil {
 		return nil, err
 	}
-	return r.Run.MarshalJSON()
+	return rec.MarshalJSON()
 }
 
 // keepScenario writes the parsed scenario into the record, which keeps it as JSON.
