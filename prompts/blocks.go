@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // Block-exact prompts replay a KV-cache trace block for block: each hash id of the trace
@@ -250,26 +252,9 @@ type TextTokenCounter interface {
 	CountTextTokens(ctx context.Context, text string) (int, error)
 }
 
-// BlockDeviation is how a server's tokenizer counts text-form blocks against their size.
-type BlockDeviation struct {
-	Blocks      int `json:"blocks"`       // blocks measured
-	BlockTokens int `json:"block_tokens"` // the size each should have
-	// AddedTokens is what the tokenizer adds to any prompt (a BOS token, say), counted on
-	// the empty prompt and subtracted from every count below.
-	AddedTokens int `json:"added_tokens"`
-	// ExactBlocks counts blocks of exactly BlockTokens tokens.
-	ExactBlocks int `json:"exact_blocks"`
-	// MeanAbsDeviation and MaxAbsDeviation are |tokens - BlockTokens| over the blocks.
-	MeanAbsDeviation float64 `json:"mean_abs_deviation_tokens"`
-	MaxAbsDeviation  int     `json:"max_abs_deviation_tokens"`
-	// JoinDeviation is the blocks counted together minus the sum of their counts alone: not
-	// 0 when tokens form across block boundaries, which would shift every later block.
-	JoinDeviation int `json:"join_deviation_tokens"`
-}
-
-// Exact reports whether every block measured exactly BlockTokens tokens and nothing formed
-// across their boundaries.
-func (d BlockDeviation) Exact() bool { return d.ExactBlocks == d.Blocks && d.JoinDeviation == 0 }
+// BlockDeviation is how a server's tokenizer counts text-form blocks against their size:
+// the record's type.
+type BlockDeviation = record.BlockDeviation
 
 // MeasureBlockDeviation counts the text form of the blocks that hashIDs name (a sample of a
 // trace's ids), each alone and all joined, with counter.

@@ -16,6 +16,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // Mode says how the prompts of one run relate to each other.
@@ -56,24 +58,13 @@ type Config struct {
 	Salt string
 }
 
-// Prompt is one built request with its identity and how its size was reached.
+// Prompt is one built request: its messages, and its identity and how its size was reached
+// as the record keeps them (record.Prompt).
 type Prompt struct {
-	Index              int       `json:"index"`
-	PlannedTokens      int       `json:"planned_tokens"`
-	Tokens             int       `json:"tokens"`
-	TokenCounting      string    `json:"token_counting"`
-	CountCalls         int       `json:"count_calls"`
-	WithinTolerance    bool      `json:"within_tolerance"`
-	ToleranceTokens    int       `json:"tolerance_tokens"`
-	SharedPrefixTokens int       `json:"shared_prefix_tokens"`
-	SharedPrefixSHA256 string    `json:"shared_prefix_sha256"`
-	Identity           string    `json:"identity"`
-	ExpectedAnswer     string    `json:"expected_answer"`
-	Messages           []Message `json:"-"`
-	// Shape is the identity of everything the prompt's bytes depend on but the salt (seed,
-	// index, plan, shared prefix, mode, counting): two runs whose prompts have equal shapes
-	// sent the same sizes, whatever their salts.
-	Shape string `json:"shape"`
+	Index         int `json:"index"`
+	PlannedTokens int `json:"planned_tokens"`
+	record.Prompt
+	Messages []Message `json:"-"`
 }
 
 // ErrTooSmall means the planned tokens cannot hold the shared prefix and a question.
@@ -124,9 +115,7 @@ func (b *Builder) Build(ctx context.Context, index, planned int) (Prompt, error)
 		return Prompt{}, fmt.Errorf("request %d: %w", index, err)
 	}
 	msgs := render(units)
-	p := Prompt{
-		Index:              index,
-		PlannedTokens:      planned,
+	p := Prompt{Index: index, PlannedTokens: planned, Messages: msgs, Prompt: record.Prompt{
 		Tokens:             tokens,
 		TokenCounting:      b.counting(),
 		CountCalls:         calls,
@@ -136,8 +125,7 @@ func (b *Builder) Build(ctx context.Context, index, planned int) (Prompt, error)
 		Identity:           Identity(msgs),
 		Shape:              b.shape(index, planned),
 		ExpectedAnswer:     b.answer(s, units),
-		Messages:           msgs,
-	}
+	}}
 	p.WithinTolerance = abs(tokens-planned) <= p.ToleranceTokens
 	return p, nil
 }

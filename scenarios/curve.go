@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // KindReloadCurve is the step kind of a reload curve: for prompt sizes from from_tokens up
@@ -85,34 +87,11 @@ type CurvePoint struct {
 	Tokens int    `json:"tokens"`
 }
 
-// Curve is a reload curve as it was expanded: the sizes, where its bounds came from, the
-// eviction each point sends, and the steps of each point. The record keeps it, and derives
-// the curve's section from the points' replays.
-type Curve struct {
-	ID         string  `json:"id"`
-	FromTokens int     `json:"from_tokens"`
-	ToTokens   int     `json:"to_tokens"`
-	Factor     float64 `json:"factor"`
-	// MaxModelLen and GPUKVTokens are what the sizes and the eviction were worked out from,
-	// each with its source.
-	MaxModelLen       int    `json:"max_model_len"`
-	MaxModelLenSource string `json:"max_model_len_source"`
-	GPUKVTokens       int    `json:"gpu_kv_tokens"`
-	GPUKVTokensSource string `json:"gpu_kv_tokens_source"`
-	// EvictionTokens is the unique tokens sent after each point's prompt to push it out of
-	// GPU memory (the pool plus a margin), in EvictionRequests prompts.
-	EvictionTokens   int          `json:"eviction_unique_tokens"`
-	EvictionRequests int          `json:"eviction_requests"`
-	Points           []CurveSteps `json:"points"`
-}
+// Curve is the record's type (see there).
+type Curve = record.Curve
 
-// CurveSteps are one point's steps: the sequence that stores and evicts its prompt, and the
-// replay of that prompt.
-type CurveSteps struct {
-	Tokens   int    `json:"tokens"`
-	Sequence string `json:"sequence_step"`
-	Replay   string `json:"replay_step"`
-}
+// CurveSteps is the record's type (see there).
+type CurveSteps = record.CurveSteps
 
 // curveDefaults fills a reload-curve step's unset fields.
 func (s *Scenario) curveDefaults(st *Step) {

@@ -6,12 +6,12 @@ package scenarios
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/anvil-serving/kvbench/harness/verdict"
 	"maps"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
@@ -170,29 +170,11 @@ type Step struct {
 	FirstOrdinal int `toml:"-" json:"first_ordinal"`
 }
 
-// ReplayRef names request Request (0-based) of step Step.
-type ReplayRef struct {
-	Step    string `toml:"step" json:"step"`
-	Request int    `toml:"request" json:"request"`
-}
+// ReplayRef is the record's type (see there).
+type ReplayRef = record.ReplayRef
 
-// Gate is an expectation checked at the end of a run; a failed gate exits with its own code.
-type Gate struct {
-	Step                   string          `toml:"step" json:"step"`
-	Verdict                verdict.Verdict `toml:"verdict" json:"verdict,omitempty"`
-	MinCachedFraction      float64         `toml:"min_cached_fraction" json:"min_cached_fraction,omitempty"`
-	MaxTimeToFirstOutputMS float64         `toml:"max_time_to_first_output_ms" json:"max_time_to_first_output_ms,omitempty"`
-	MinDecodeTokensPerSec  float64         `toml:"min_decode_tokens_per_second" json:"min_decode_tokens_per_second,omitempty"`
-	RequireStore           bool            `toml:"require_store" json:"require_store,omitempty"`
-	RequireValidSetup      bool            `toml:"require_valid_setup" json:"require_valid_setup,omitempty"`
-	// RequireIdenticalOutput: the replay's output must be its original's, token for token
-	// (or byte for byte where the engine returns no token ids), at temperature 0.
-	RequireIdenticalOutput bool `toml:"require_identical_output" json:"require_identical_output,omitempty"`
-	MaxFailedRequests      *int `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
-	// Implicit marks the gate kvbench adds to a step whose requests failed when no gate of
-	// the scenario sets max_failed_requests for it (never written in a scenario file).
-	Implicit bool `toml:"-" json:"implicit,omitempty"`
-}
+// Gate is the record's type (see there).
+type Gate = record.Gate
 
 // Probe is a command run before or after the run; its JSON stdout lands in the record.
 type Probe struct {
@@ -212,25 +194,12 @@ type Study struct {
 	Sequence string `toml:"sequence" json:"sequence,omitempty"`
 }
 
-// Model, Runtime and Source are free metadata copied into the record.
-type Model struct {
-	Repo       string `toml:"repo" json:"repo"`
-	Revision   string `toml:"revision" json:"revision"`
-	ServedName string `toml:"served_name" json:"served_name"`
-}
-
-type Runtime struct {
-	Image  string `toml:"image" json:"image"`
-	Engine string `toml:"engine" json:"engine"`
-	Recipe string `toml:"recipe" json:"recipe"`
-}
-
-type Source struct {
-	URL            string `toml:"url" json:"url"`
-	ObservedDate   string `toml:"observed_date" json:"observed_date"`
-	EvidenceType   string `toml:"evidence_type" json:"evidence_type"`
-	DecisionImpact string `toml:"decision_impact" json:"decision_impact"`
-}
+// Model, Runtime and Source are free metadata copied into the record: the record's types.
+type (
+	Model   = record.Model
+	Runtime = record.Runtime
+	Source  = record.Source
+)
 
 // Duration is a time.Duration written as "30s" in TOML and JSON.
 type Duration struct{ time.Duration }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/runner"
@@ -54,7 +55,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	sw := res.Record
-	if err := emit(stdout, o.format, sw, func(w io.Writer) error { fmt.Fprintln(w); return sw.WriteText(w) }); err != nil {
+	if err := emit(stdout, o.format, sw, func(w io.Writer) error { fmt.Fprintln(w); return derive.WriteSweep(w, sw) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(consoleW, "sweep record: %s\n", filepath.Join(res.Dir, runs.SweepFile))

@@ -9,19 +9,20 @@ import (
 	"math"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // GiB is 2^30 bytes, the unit of vLLM's --kv-offloading-size.
 const GiB = 1 << 30
 
-// Answer is yes, no, or unknown when an input is missing.
-type Answer string
+// Answer is yes, no, or unknown when an input is missing: the record's type.
+type Answer = record.Answer
 
 const (
-	Yes     Answer = "yes"
-	No      Answer = "no"
-	Unknown Answer = "unknown"
+	Yes     = record.AnswerYes
+	No      = record.AnswerNo
+	Unknown = record.AnswerUnknown
 )
 
 func answer(known, v bool) Answer {
@@ -35,8 +36,9 @@ func answer(known, v bool) Answer {
 	}
 }
 
-// Topology is how an engine keeps KV state on the device, which decides what evicts a prompt.
-type Topology string
+// Topology is how an engine keeps KV state on the device, which decides what evicts a prompt:
+// the record's type, whose values are these.
+type Topology = record.Topology
 
 const (
 	// SharedPool is a paged device pool shared by all sequences (vLLM): a prompt leaves it
@@ -47,33 +49,12 @@ const (
 	SingleSlot Topology = "single_slot"
 )
 
-// Setup is what is known of the server's KV capacity. Zero means unknown.
-type Setup struct {
-	// Topology is the engine's device cache shape; "" reads as SharedPool (older records).
-	Topology Topology `json:"topology,omitempty"`
-	// Slots is a SingleSlot engine's slot count (0: unknown, assumed 1, the setup the
-	// verdict needs).
-	Slots int `json:"slots,omitempty"`
-	// GPUKVTokens is the device KV pool in tokens; for SingleSlot, one slot's context.
-	GPUKVTokens       int     `json:"gpu_kv_tokens"`
-	GPUKVTokensSource string  `json:"gpu_kv_tokens_source"`
-	CPUOffloadGiB     float64 `json:"cpu_offload_gib"`
-	// CPUOffloadGiBSource names where the host tier's size came from.
-	CPUOffloadGiBSource string `json:"cpu_offload_gib_source,omitempty"`
-	// HostTierUnit is the unit the engine's flag sizes the host tier in ("GiB", "MiB"), for
-	// sentences only: CPUOffloadGiB always holds GiB.
-	HostTierUnit       string  `json:"host_tier_unit,omitempty"`
-	StoreBytesPerToken float64 `json:"store_bytes_per_token"`
-	StoreBytesSource   string  `json:"store_bytes_per_token_source"`
-	// HostTierTokens is the host tier's size in tokens where the server reports it so
-	// (SGLang's hicache_host_total_tokens); it then stands for CPUOffloadGiB over the bytes
-	// per stored token. 0 when unknown.
-	HostTierTokens       int    `json:"host_tier_tokens,omitempty"`
-	HostTierTokensSource string `json:"host_tier_tokens_source,omitempty"`
-}
+// Setup is what is known of the server's KV capacity, the record's type (see there). Zero
+// means unknown.
+type Setup = record.Setup
 
 // tierWords names the CPU tier in a sentence: its GiB, or the tokens the server reports.
-func (s Setup) tierWords() string {
+func tierWords(s Setup) string {
 	if s.HostTierTokens > 0 {
 		return fmt.Sprintf("host tier of %s tokens (%s)", units.Grouped(s.HostTierTokens), s.HostTierTokensSource)
 	}
@@ -117,24 +98,10 @@ func (q Sequence) UniqueSinceTarget() int {
 	return u
 }
 
-// Assessment is the capacity math of one replay and what it implies.
+// Assessment is the capacity math for one replay: the record's Capacity, with the sentences
+// that explain it.
 type Assessment struct {
-	Setup        Setup `json:"setup"`
-	UniqueTokens int   `json:"unique_tokens_since_replayed_request"`
-	// HostTokensNeeded is, for SingleSlot, the prompt state the host tier must hold for the
-	// replayed prompt to survive: every prompt from it on is saved whole when it leaves the slot.
-	HostTokensNeeded  int     `json:"host_tier_tokens_needed,omitempty"`
-	TokenCounting     string  `json:"token_counting"`
-	GPUPoolBytes      float64 `json:"gpu_pool_bytes,omitempty"`
-	CPUTierBytes      float64 `json:"cpu_tier_bytes"`
-	CPUTierTokens     float64 `json:"cpu_tier_tokens,omitempty"`
-	EvictionPressure  Answer  `json:"eviction_pressure"`
-	TierLargerThanGPU Answer  `json:"cpu_tier_larger_than_gpu_pool"`
-	TierHoldsSequence Answer  `json:"cpu_tier_holds_sequence"`
-	// CanProveReload is yes only when all three hold.
-	CanProveReload Answer `json:"can_prove_reload"`
-	// Findings say each conclusion as a sentence, for the console and the record.
-	Findings []string `json:"findings"`
+	record.Capacity
 }
 
 // Assess does the capacity math for a replay of seq.Target.
@@ -142,7 +109,7 @@ func Assess(s Setup, seq Sequence) Assessment {
 	if s.Topology == SingleSlot {
 		return assessSingleSlot(s, seq)
 	}
-	a := Assessment{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokenCounting: seq.Counting}
+	a := Assessment{record.Capacity{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokenCounting: seq.Counting}}
 	a.CPUTierBytes = s.CPUOffloadGiB * GiB
 	perTok := s.StoreBytesPerToken
 	if perTok > 0 {
@@ -188,7 +155,7 @@ func Assess(s Setup, seq Sequence) Assessment {
 		}
 		at := fmt.Sprintf("At %s bytes per stored token (%s), the %s GiB CPU tier holds about %s tokens,", units.Grouped(int(perTok)), s.StoreBytesSource, units.Exact(s.CPUOffloadGiB), units.Grouped(int(a.CPUTierTokens)))
 		if s.HostTierTokens > 0 {
-			at = "The server reports a " + s.tierWords() + ","
+			at = "The server reports a " + tierWords(s) + ","
 		}
 		switch a.TierLargerThanGPU {
 		case Yes:
@@ -227,9 +194,9 @@ func (a *Assessment) Conclusion() string {
 	if s.HostTierTokens > 0 {
 		switch {
 		case a.TierLargerThanGPU == No:
-			return fmt.Sprintf("The %s was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", s.tierWords(), units.Grouped(s.GPUKVTokens))
+			return fmt.Sprintf("The %s was smaller than the %s-token GPU KV tier and was not a valid GPU-eviction reload setup.", tierWords(s), units.Grouped(s.GPUKVTokens))
 		case a.CanProveReload == Yes:
-			return fmt.Sprintf("The %s was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", s.tierWords(), units.Grouped(s.GPUKVTokens), units.Grouped(a.UniqueTokens))
+			return fmt.Sprintf("The %s was larger than the %s-token GPU KV tier and the sequence's %s unique tokens pushed the replayed prompt out of GPU memory: a valid GPU-eviction reload setup.", tierWords(s), units.Grouped(s.GPUKVTokens), units.Grouped(a.UniqueTokens))
 		}
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -26,7 +27,7 @@ func (q Sequence) HostTokensSinceTarget() int {
 // tier larger than one slot's context (the analogue of "larger than the GPU pool"), and does
 // it hold every prompt saved since the replayed one until the replay.
 func assessSingleSlot(s Setup, seq Sequence) Assessment {
-	a := Assessment{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokenCounting: seq.Counting}
+	a := Assessment{record.Capacity{Setup: s, UniqueTokens: seq.UniqueSinceTarget(), TokenCounting: seq.Counting}}
 	a.HostTokensNeeded = seq.HostTokensSinceTarget()
 	a.CPUTierBytes = s.CPUOffloadGiB * GiB
 	perTok := s.StoreBytesPerToken
@@ -36,7 +37,7 @@ func assessSingleSlot(s Setup, seq Sequence) Assessment {
 			a.GPUPoolBytes = float64(s.GPUKVTokens) * perTok
 		}
 	}
-	tier := s.HostTierWords()
+	tier := HostTierWords(s)
 	after := len(seq.Tokens) - 1 - seq.Target
 	switch {
 	case seq.Target < 0:
@@ -98,7 +99,7 @@ func combine(xs ...Answer) Answer {
 }
 
 // HostTierWords names the host tier with its size in the engine's own unit.
-func (s Setup) HostTierWords() string {
+func HostTierWords(s Setup) string {
 	if s.HostTierUnit == "MiB" {
 		return fmt.Sprintf("%s MiB host tier", units.Grouped(int(math.Round(s.CPUOffloadGiB*1024))))
 	}
@@ -118,11 +119,11 @@ func (a *Assessment) singleSlotConclusion() string {
 	case a.EvictionPressure == No:
 		return "The replayed prompt was the last one sent, so it stayed in the live slot and the run could not prove a reload."
 	case a.TierHoldsSequence == No:
-		return fmt.Sprintf("The %s tokens of prompt state saved from the replayed prompt on overflowed the %s (about %s tokens), so the replayed prompt could not survive there until the replay.", units.Grouped(a.HostTokensNeeded), s.HostTierWords(), units.Grouped(int(a.CPUTierTokens)))
+		return fmt.Sprintf("The %s tokens of prompt state saved from the replayed prompt on overflowed the %s (about %s tokens), so the replayed prompt could not survive there until the replay.", units.Grouped(a.HostTokensNeeded), HostTierWords(s), units.Grouped(int(a.CPUTierTokens)))
 	case a.TierLargerThanGPU == No:
-		return fmt.Sprintf("The %s (about %s tokens) was smaller than one slot's %s-token context, so it was not a valid host-tier reload setup.", s.HostTierWords(), units.Grouped(int(a.CPUTierTokens)), units.Grouped(s.GPUKVTokens))
+		return fmt.Sprintf("The %s (about %s tokens) was smaller than one slot's %s-token context, so it was not a valid host-tier reload setup.", HostTierWords(s), units.Grouped(int(a.CPUTierTokens)), units.Grouped(s.GPUKVTokens))
 	case a.CanProveReload == Yes:
-		return fmt.Sprintf("With one live slot, the prompts after the replayed one took the slot, and at the %s %s bytes of prompt state per token the %s (about %s tokens) held the %s tokens saved from the replayed prompt on: a valid host-tier reload setup.", per, units.Grouped(int(s.StoreBytesPerToken)), s.HostTierWords(), units.Grouped(int(a.CPUTierTokens)), units.Grouped(a.HostTokensNeeded))
+		return fmt.Sprintf("With one live slot, the prompts after the replayed one took the slot, and at the %s %s bytes of prompt state per token the %s (about %s tokens) held the %s tokens saved from the replayed prompt on: a valid host-tier reload setup.", per, units.Grouped(int(s.StoreBytesPerToken)), HostTierWords(s), units.Grouped(int(a.CPUTierTokens)), units.Grouped(a.HostTokensNeeded))
 	default:
 		return "Whether the setup could prove a reload is unknown: " + joinFindings(a.Findings)
 	}

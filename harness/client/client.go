@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
@@ -217,14 +218,8 @@ type CompletionRequest struct {
 	CachedTokensDetails bool
 }
 
-// TierTokens is SGLang's sglext.cached_tokens_details: a request's cached prompt tokens by
-// the tier that served them.
-type TierTokens struct {
-	Device         int    `json:"device"`
-	Host           int    `json:"host"`
-	Storage        int    `json:"storage"`
-	StorageBackend string `json:"storage_backend,omitempty"`
-}
+// TierTokens is SGLang's sglext.cached_tokens_details: the record's type.
+type TierTokens = record.TierTokens
 
 // Phase names the stage of a request in a Progress report.
 const (
@@ -260,83 +255,11 @@ const (
 	OutputTokensFromCountedChunks = "counted_chunks"
 )
 
-// Result is everything measured about one streamed chat request. Durations are
-// milliseconds on the monotonic clock from the request start; a nil pointer (JSON null)
-// means absent or unknown, never 0.
-type Result struct {
-	StartedAt time.Time `json:"started_at"` // wall clock, UTC, RFC3339Nano in JSON
-	Model     string    `json:"model"`
+// Result is a streamed request's measurements: the record's type, which Stream fills.
+type Result = record.Result
 
-	TimeToFirstOutputMS       *float64 `json:"time_to_first_output_ms"`
-	TimeToFirstVisibleTokenMS *float64 `json:"time_to_first_visible_token_ms"`
-	// EndToEndMS runs to the last chunk carrying generated text, not the usage chunk.
-	EndToEndMS *float64 `json:"end_to_end_ms"`
-	// StreamMS runs to the end of the stream ([DONE], usage included, or the failure).
-	StreamMS float64 `json:"stream_ms"`
-
-	OutputTokens       int    `json:"output_tokens"`
-	OutputTokensSource string `json:"output_tokens_source"`
-	PromptTokens       *int   `json:"prompt_tokens"`
-	// CachedPromptTokens is usage.prompt_tokens_details.cached_tokens; vLLM reports it only
-	// with --enable-prompt-tokens-details and omits it when 0, so nil means unknown.
-	CachedPromptTokens         *int `json:"cached_prompt_tokens"`
-	PromptTokensDetailsPresent bool `json:"prompt_tokens_details_present"`
-	ReasoningTokens            *int `json:"reasoning_tokens"` // usage.completion_tokens_details
-	UsagePresent               bool `json:"usage_present"`
-	// CachedTokensDetails is the per-tier split the server sent when asked (SGLang's
-	// sglext); nil when it sent none.
-	CachedTokensDetails *TierTokens `json:"cached_tokens_details,omitempty"`
-
-	GeneratedChunks int `json:"generated_chunks"`
-	// BatchedChunks counts generated chunks that arrived in the same read as the generated
-	// chunk before them: their inter-token gaps were not measurable, and InterTokenMS
-	// leaves them out instead of counting them as 0.
-	BatchedChunks int `json:"batched_chunks"`
-	// InterTokenMS spreads the gaps between generated chunks that arrived in different
-	// reads; nil when none was measurable (fewer than two reads brought output).
-	InterTokenMS    *Spread `json:"inter_token_ms"`
-	ReasoningChunks int     `json:"reasoning_chunks"`
-	ReasoningBytes  int     `json:"reasoning_bytes"`
-	ContentChunks   int     `json:"content_chunks"`
-	ContentBytes    int     `json:"content_bytes"`
-	// VisibleAnswer: some non-empty content arrived. ReasoningOnly: something was generated
-	// but no visible content (a reasoning_only_failure), whether or not it failed.
-	VisibleAnswer bool   `json:"visible_answer"`
-	ReasoningOnly bool   `json:"reasoning_only"`
-	FinishReason  string `json:"finish_reason"`
-
-	DecodeTokensPerSecond           *float64 `json:"decode_tokens_per_second"`
-	EffectivePrefillTokensPerSecond *float64 `json:"effective_prefill_tokens_per_second"`
-
-	HTTPStatus int    `json:"http_status"` // 0 when no HTTP response arrived
-	Error      string `json:"error"`       // redacted; empty on success
-	ErrorKind  string `json:"error_kind"`  // one of the ErrorKind constants; empty on success
-
-	Answer          string `json:"answer"` // visible content, first AnswerCapBytes bytes
-	AnswerTruncated bool   `json:"answer_truncated"`
-
-	// OutputText is every generated text delta (reasoning and content) in order and
-	// OutputTokenIDs the generated token ids the server sent, kept only when the request
-	// asked (KeepOutput), up to OutputTextCapBytes and OutputTokenIDsCap; nil ids mean the
-	// server sent none.
-	OutputText              string `json:"output_text,omitempty"`
-	OutputTextTruncated     bool   `json:"output_text_truncated,omitempty"`
-	OutputTokenIDs          []int  `json:"output_token_ids,omitempty"`
-	OutputTokenIDsTruncated bool   `json:"output_token_ids_truncated,omitempty"`
-}
-
-// Spread summarizes measured durations in milliseconds: count, median, 90th and 99th
-// percentile (nearest rank) and maximum.
-type Spread struct {
-	N      int     `json:"n"`
-	Median float64 `json:"median"`
-	P90    float64 `json:"p90"`
-	P99    float64 `json:"p99"`
-	Max    float64 `json:"max"`
-}
-
-// Failed reports whether the request ended with an error.
-func (r *Result) Failed() bool { return r.ErrorKind != "" }
+// Spread summarizes measured durations in milliseconds: the record's type.
+type Spread = record.Spread
 
 // Causes set when a bound of a chat request expires.
 var (

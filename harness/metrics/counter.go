@@ -8,8 +8,11 @@
 // docs/domain.md. An absent counter stays absent, never 0.
 package metrics
 
-// Counter is the normalized name of a monotonic counter kvbench reads.
-type Counter string
+import "github.com/anvil-serving/kvbench/harness/record"
+
+// Counter is the normalized name of a monotonic counter kvbench reads: the record's type,
+// whose names are the constants here.
+type Counter = record.Counter
 
 // Normalized counters. Tokens unless the name says bytes or seconds.
 const (

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -22,17 +23,11 @@ type ReplicaReading struct {
 }
 
 // Unknown is the replica of a window whose counters do not name one.
-const Unknown = "unknown"
+const Unknown = record.UnknownReplica
 
-// Attribution says which replica served a request: the one whose activity counters moved in
-// its window, or Unknown, and how that was decided.
-type Attribution struct {
-	Replica string `json:"replica"`
-	By      string `json:"by"`
-}
-
-// Known reports whether a names one replica.
-func (a *Attribution) Known() bool { return a != nil && a.Replica != Unknown }
+// Attribution says which replica served a request, and how that was decided: the record's
+// Replica.
+type Attribution = record.Replica
 
 // replicaName is source plus the engine label's value when the series carry one.
 func replicaName(source, engine string, labelled bool) string {
@@ -130,13 +125,13 @@ func ReplicaMoved(before, after Snapshot) *Attribution {
 	}
 	switch {
 	case len(went) > 0:
-		return &Attribution{Unknown, "counters went down: " + strings.Join(went, ", ")}
+		return &Attribution{Replica: Unknown, By: "counters went down: " + strings.Join(went, ", ")}
 	case len(moved) == 1:
-		return &Attribution{moved[0], how}
+		return &Attribution{Replica: moved[0], By: how}
 	case len(moved) == 0:
-		return &Attribution{Unknown, fmt.Sprintf("no replica's %s or %s moved", PromptTokens, GPUPrefixQueries)}
+		return &Attribution{Replica: Unknown, By: fmt.Sprintf("no replica's %s or %s moved", PromptTokens, GPUPrefixQueries)}
 	default:
-		return &Attribution{Unknown, "several replicas' counters moved: " + strings.Join(moved, ", ")}
+		return &Attribution{Replica: Unknown, By: "several replicas' counters moved: " + strings.Join(moved, ", ")}
 	}
 }
 

@@ -161,7 +161,7 @@ func writeSingleSlot(tw *tabwriter.Writer, a capacity.Assessment) {
 	if s.GPUKVTokens > 0 {
 		fmt.Fprintf(tw, "  slot context\t%d tokens (%s)\n", s.GPUKVTokens, s.GPUKVTokensSource)
 	}
-	tier := fmt.Sprintf("%s = %s bytes", strings.TrimSuffix(s.HostTierWords(), " host tier"), units.Whole(a.CPUTierBytes))
+	tier := fmt.Sprintf("%s = %s bytes", strings.TrimSuffix(capacity.HostTierWords(s), " host tier"), units.Whole(a.CPUTierBytes))
 	if a.CPUTierTokens > 0 {
 		tier += fmt.Sprintf(" = about %s tokens", units.Whole(a.CPUTierTokens))
 	}

@@ -10,9 +10,6 @@ package record
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/anvil-serving/kvbench/harness/capacity"
-	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // Schemas written by kvbench. StepSchemaV1 is the step file of kvbench before the record
@@ -87,9 +84,9 @@ type Request struct {
 	Counters      *Counters `json:"counters,omitempty"`
 	CountersError string    `json:"counters_error,omitempty"`
 	// Samples are the gauge readings while an isolated request ran.
-	Samples *Samples `json:"samples,omitempty"`
-	Verdict *Verdict `json:"verdict,omitempty"` // replays only
-	Turn    *Turn    `json:"turn,omitempty"`    // conversations only
+	Samples *Samples  `json:"samples,omitempty"`
+	Verdict *Decision `json:"verdict,omitempty"` // replays only
+	Turn    *Turn     `json:"turn,omitempty"`    // conversations only
 	// Trace is a trace step's request as the trace gave it, with when it was sent.
 	Trace *TraceRequest `json:"trace,omitempty"`
 	// Replica is the replica whose counters moved around this request (the one that served
@@ -110,12 +107,6 @@ type ColdTwin struct {
 	Value     any    `json:"value"`
 }
 
-// ReplayRef names the request a replay resends.
-type ReplayRef struct {
-	Step    string `json:"step"`
-	Request int    `json:"request"`
-}
-
 // Prompt is a sent prompt's identity and how its size was reached (not its text).
 type Prompt struct {
 	Tokens             int    `json:"tokens"`
@@ -127,53 +118,71 @@ type Prompt struct {
 	SharedPrefixSHA256 string `json:"shared_prefix_sha256"`
 	Identity           string `json:"identity"`
 	ExpectedAnswer     string `json:"expected_answer"`
-	// Shape is the identity of the prompt's shape: what its bytes depend on but the salt
-	// (prompts.Prompt.Shape); "" in records older than salts.
+	// Shape is the identity of everything the prompt's bytes depend on but the salt (seed,
+	// index, plan, shared prefix, mode, counting): two runs whose prompts have equal shapes
+	// sent the same sizes, whatever their salts. "" in records older than salts.
 	Shape string `json:"shape,omitempty"`
 }
 
-// Result is everything measured about one streamed request (docs/domain.md, "Timing").
-// Durations are milliseconds on the monotonic clock from the request start; a nil pointer
-// (JSON null) means absent or unknown, never 0.
+// Result is everything measured about one streamed chat request. Durations are
+// milliseconds on the monotonic clock from the request start; a nil pointer (JSON null)
+// means absent or unknown, never 0.
 type Result struct {
-	StartedAt                 time.Time `json:"started_at"`
-	Model                     string    `json:"model"`
-	TimeToFirstOutputMS       *float64  `json:"time_to_first_output_ms"`
-	TimeToFirstVisibleTokenMS *float64  `json:"time_to_first_visible_token_ms"`
-	// EndToEndMS runs to the last chunk carrying generated text, not the usage chunk;
-	// StreamMS to the end of the stream.
-	EndToEndMS         *float64 `json:"end_to_end_ms"`
-	StreamMS           float64  `json:"stream_ms"`
-	OutputTokens       int      `json:"output_tokens"`
-	OutputTokensSource string   `json:"output_tokens_source"`
-	PromptTokens       *int     `json:"prompt_tokens"`
-	// CachedPromptTokens is usage.prompt_tokens_details.cached_tokens; nil means unknown.
-	CachedPromptTokens         *int        `json:"cached_prompt_tokens"`
-	PromptTokensDetailsPresent bool        `json:"prompt_tokens_details_present"`
-	ReasoningTokens            *int        `json:"reasoning_tokens"`
-	UsagePresent               bool        `json:"usage_present"`
-	CachedTokensDetails        *TierTokens `json:"cached_tokens_details,omitempty"`
-	GeneratedChunks            int         `json:"generated_chunks"`
-	// BatchedChunks arrived in the same read as the generated chunk before them: their gaps
-	// were not measurable, and InterTokenMS leaves them out.
-	BatchedChunks                   int      `json:"batched_chunks"`
-	InterTokenMS                    *Spread  `json:"inter_token_ms"`
-	ReasoningChunks                 int      `json:"reasoning_chunks"`
-	ReasoningBytes                  int      `json:"reasoning_bytes"`
-	ContentChunks                   int      `json:"content_chunks"`
-	ContentBytes                    int      `json:"content_bytes"`
-	VisibleAnswer                   bool     `json:"visible_answer"`
-	ReasoningOnly                   bool     `json:"reasoning_only"`
-	FinishReason                    string   `json:"finish_reason"`
+	StartedAt time.Time `json:"started_at"` // wall clock, UTC, RFC3339Nano in JSON
+	Model     string    `json:"model"`
+
+	TimeToFirstOutputMS       *float64 `json:"time_to_first_output_ms"`
+	TimeToFirstVisibleTokenMS *float64 `json:"time_to_first_visible_token_ms"`
+	// EndToEndMS runs to the last chunk carrying generated text, not the usage chunk.
+	EndToEndMS *float64 `json:"end_to_end_ms"`
+	// StreamMS runs to the end of the stream ([DONE], usage included, or the failure).
+	StreamMS float64 `json:"stream_ms"`
+
+	OutputTokens       int    `json:"output_tokens"`
+	OutputTokensSource string `json:"output_tokens_source"`
+	PromptTokens       *int   `json:"prompt_tokens"`
+	// CachedPromptTokens is usage.prompt_tokens_details.cached_tokens; vLLM reports it only
+	// with --enable-prompt-tokens-details and omits it when 0, so nil means unknown.
+	CachedPromptTokens         *int `json:"cached_prompt_tokens"`
+	PromptTokensDetailsPresent bool `json:"prompt_tokens_details_present"`
+	ReasoningTokens            *int `json:"reasoning_tokens"` // usage.completion_tokens_details
+	UsagePresent               bool `json:"usage_present"`
+	// CachedTokensDetails is the per-tier split the server sent when asked (SGLang's
+	// sglext); nil when it sent none.
+	CachedTokensDetails *TierTokens `json:"cached_tokens_details,omitempty"`
+
+	GeneratedChunks int `json:"generated_chunks"`
+	// BatchedChunks counts generated chunks that arrived in the same read as the generated
+	// chunk before them: their inter-token gaps were not measurable, and InterTokenMS
+	// leaves them out instead of counting them as 0.
+	BatchedChunks int `json:"batched_chunks"`
+	// InterTokenMS spreads the gaps between generated chunks that arrived in different
+	// reads; nil when none was measurable (fewer than two reads brought output).
+	InterTokenMS    *Spread `json:"inter_token_ms"`
+	ReasoningChunks int     `json:"reasoning_chunks"`
+	ReasoningBytes  int     `json:"reasoning_bytes"`
+	ContentChunks   int     `json:"content_chunks"`
+	ContentBytes    int     `json:"content_bytes"`
+	// VisibleAnswer: some non-empty content arrived. ReasoningOnly: something was generated
+	// but no visible content (a reasoning_only_failure), whether or not it failed.
+	VisibleAnswer bool   `json:"visible_answer"`
+	ReasoningOnly bool   `json:"reasoning_only"`
+	FinishReason  string `json:"finish_reason"`
+
 	DecodeTokensPerSecond           *float64 `json:"decode_tokens_per_second"`
 	EffectivePrefillTokensPerSecond *float64 `json:"effective_prefill_tokens_per_second"`
-	HTTPStatus                      int      `json:"http_status"`
-	Error                           string   `json:"error"`
-	ErrorKind                       string   `json:"error_kind"`
-	Answer                          string   `json:"answer"`
-	AnswerTruncated                 bool     `json:"answer_truncated"`
-	// OutputText (reasoning and content in order) and OutputTokenIDs are kept for the
-	// requests whose outputs are compared: a replayed original, its replay and cold twin.
+
+	HTTPStatus int    `json:"http_status"` // 0 when no HTTP response arrived
+	Error      string `json:"error"`       // redacted; empty on success
+	ErrorKind  string `json:"error_kind"`  // one of the ErrorKind constants; empty on success
+
+	Answer          string `json:"answer"` // visible content, first AnswerCapBytes bytes
+	AnswerTruncated bool   `json:"answer_truncated"`
+
+	// OutputText is every generated text delta (reasoning and content) in order and
+	// OutputTokenIDs the generated token ids the server sent, kept only when the request
+	// asked (KeepOutput), up to OutputTextCapBytes and OutputTokenIDsCap; nil ids mean the
+	// server sent none.
 	OutputText              string `json:"output_text,omitempty"`
 	OutputTextTruncated     bool   `json:"output_text_truncated,omitempty"`
 	OutputTokenIDs          []int  `json:"output_token_ids,omitempty"`
@@ -286,14 +295,16 @@ type ClientCost struct {
 	CPUMSPer1kOutputTokens *float64 `json:"cpu_ms_per_1k_output_tokens"`
 }
 
-// Verdict is the decision on a replayed request (verdict.Decide) as the record keeps it:
-// the words and the derived numbers; the counters it read are the request's own, not
-// written again.
-type Verdict struct {
-	Verdict   verdict.Verdict `json:"verdict"`
-	Reason    string          `json:"reason"`
-	DecidedBy string          `json:"decided_by,omitempty"`
-	Notes     []string        `json:"notes,omitempty"`
+// Verdict is the judgement on one replayed request (package verdict names the values).
+type Verdict string
+
+// Decision is the verdict on a replayed request with the numbers and words behind it
+// (verdict.Decide fills it): the counters it read are the request's own, not written again.
+type Decision struct {
+	Verdict   Verdict  `json:"verdict"`
+	Reason    string   `json:"reason"`
+	DecidedBy string   `json:"decided_by,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
 	// HitCoverage = (GPU + host hits) / prompt tokens.
 	HitCoverage *float64 `json:"hit_coverage,omitempty"`
 	UsageAgrees *bool    `json:"usage_agrees_with_counters,omitempty"`
@@ -306,12 +317,14 @@ type Verdict struct {
 	CrossChecks    []CrossCheck     `json:"cross_checks,omitempty"`
 	Diagnosis      []Diagnosis      `json:"diagnosis,omitempty"`
 	Offload        *OffloadEvidence `json:"offload_evidence,omitempty"`
-	SetupValid     capacity.Answer  `json:"setup_valid"`
+	SetupValid     Answer           `json:"setup_valid"`
 	SetupReason    string           `json:"setup_reason"`
 	Interpretation string           `json:"interpretation"`
 	// Capacity is the capacity math of the replay with the tokens the server counted.
 	Capacity *Capacity `json:"capacity,omitempty"`
-	legacy   bool      // read from a v1 record: setup validity and interpretation to rebuild
+	// FromV1: read from a v1 record, which kept its capacity math on the step and worded
+	// its interpretation otherwise; derive.Assemble words it anew.
+	FromV1 bool `json:"-"`
 }
 
 // CrossCheck is one quantity read from two independent sources: what each said, whether
@@ -354,34 +367,63 @@ type OffloadEvidence struct {
 	ReplayReplica      string   `json:"replay_replica,omitempty"`
 }
 
-// Capacity is a replay's capacity math (capacity.Assess) as the record keeps it.
+// Capacity is the capacity math of one replay and what it implies (capacity.Assess fills
+// it).
 type Capacity struct {
-	Setup             Setup           `json:"setup"`
-	UniqueTokens      int             `json:"unique_tokens_since_replayed_request"`
-	HostTokensNeeded  int             `json:"host_tier_tokens_needed,omitempty"`
-	TokenCounting     string          `json:"token_counting"`
-	GPUPoolBytes      float64         `json:"gpu_pool_bytes,omitempty"`
-	CPUTierBytes      float64         `json:"cpu_tier_bytes"`
-	CPUTierTokens     float64         `json:"cpu_tier_tokens,omitempty"`
-	EvictionPressure  capacity.Answer `json:"eviction_pressure"`
-	TierLargerThanGPU capacity.Answer `json:"cpu_tier_larger_than_gpu_pool"`
-	TierHoldsSequence capacity.Answer `json:"cpu_tier_holds_sequence"`
-	CanProveReload    capacity.Answer `json:"can_prove_reload"`
-	Findings          []string        `json:"findings"`
+	Setup        Setup `json:"setup"`
+	UniqueTokens int   `json:"unique_tokens_since_replayed_request"`
+	// HostTokensNeeded is, for SingleSlot, the prompt state the host tier must hold for the
+	// replayed prompt to survive: every prompt from it on is saved whole when it leaves the slot.
+	HostTokensNeeded  int     `json:"host_tier_tokens_needed,omitempty"`
+	TokenCounting     string  `json:"token_counting"`
+	GPUPoolBytes      float64 `json:"gpu_pool_bytes,omitempty"`
+	CPUTierBytes      float64 `json:"cpu_tier_bytes"`
+	CPUTierTokens     float64 `json:"cpu_tier_tokens,omitempty"`
+	EvictionPressure  Answer  `json:"eviction_pressure"`
+	TierLargerThanGPU Answer  `json:"cpu_tier_larger_than_gpu_pool"`
+	TierHoldsSequence Answer  `json:"cpu_tier_holds_sequence"`
+	// CanProveReload is yes only when all three hold.
+	CanProveReload Answer `json:"can_prove_reload"`
+	// Findings say each conclusion as a sentence, for the console and the record.
+	Findings []string `json:"findings"`
 }
 
-// Setup is the KV capacity a replay was sized against, each figure with its source.
+// Setup is what is known of the server's KV capacity, each figure with its source. Zero
+// means unknown.
 type Setup struct {
-	Topology            capacity.Topology `json:"topology,omitempty"`
-	Slots               int               `json:"slots,omitempty"`
-	GPUKVTokens         int               `json:"gpu_kv_tokens"`
-	GPUKVTokensSource   string            `json:"gpu_kv_tokens_source"`
-	CPUOffloadGiB       float64           `json:"cpu_offload_gib"`
-	CPUOffloadGiBSource string            `json:"cpu_offload_gib_source,omitempty"`
-	HostTierUnit        string            `json:"host_tier_unit,omitempty"`
-	StoreBytesPerToken  float64           `json:"store_bytes_per_token"`
-	StoreBytesSource    string            `json:"store_bytes_per_token_source"`
-	// HostTierTokens is the host tier in tokens where the server reports it so (SGLang).
+	// Topology is the engine's device cache shape; "" reads as SharedPool (older records).
+	Topology Topology `json:"topology,omitempty"`
+	// Slots is a SingleSlot engine's slot count (0: unknown, assumed 1, the setup the
+	// verdict needs).
+	Slots int `json:"slots,omitempty"`
+	// GPUKVTokens is the device KV pool in tokens; for SingleSlot, one slot's context.
+	GPUKVTokens       int     `json:"gpu_kv_tokens"`
+	GPUKVTokensSource string  `json:"gpu_kv_tokens_source"`
+	CPUOffloadGiB     float64 `json:"cpu_offload_gib"`
+	// CPUOffloadGiBSource names where the host tier's size came from.
+	CPUOffloadGiBSource string `json:"cpu_offload_gib_source,omitempty"`
+	// HostTierUnit is the unit the engine's flag sizes the host tier in ("GiB", "MiB"), for
+	// sentences only: CPUOffloadGiB always holds GiB.
+	HostTierUnit       string  `json:"host_tier_unit,omitempty"`
+	StoreBytesPerToken float64 `json:"store_bytes_per_token"`
+	StoreBytesSource   string  `json:"store_bytes_per_token_source"`
+	// HostTierTokens is the host tier's size in tokens where the server reports it so
+	// (SGLang's hicache_host_total_tokens); it then stands for CPUOffloadGiB over the bytes
+	// per stored token. 0 when unknown.
 	HostTierTokens       int    `json:"host_tier_tokens,omitempty"`
 	HostTierTokensSource string `json:"host_tier_tokens_source,omitempty"`
 }
+
+// Answer is yes, no, or unknown when an input is missing.
+type Answer string
+
+// Answers.
+const (
+	AnswerYes     Answer = "yes"
+	AnswerNo      Answer = "no"
+	AnswerUnknown Answer = "unknown"
+)
+
+// Topology is how an engine keeps KV state on the device, which decides what evicts a prompt
+// (package capacity names the values).
+type Topology string

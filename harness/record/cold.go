@@ -1,130 +1,21 @@
 package record
 
-import (
-	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/harness/verdict"
-	"github.com/anvil-serving/kvbench/scenarios"
-)
-
-// WarmCaches is a cold step's warm-cache finding as the record keeps it (verdict.ColdCaches):
-// set only when the step's requests came back cached beyond what the run could have cached.
+// WarmCaches is the finding that a cold step came back cached beyond anything the run itself
+// could have cached (verdict.ColdCaches): the server's caches held these prompts before the
+// run began (a long-lived server whose tiers still hold the same bytes from an earlier run).
+// The step measured cache hits, not the stores, evictions and recomputes it was meant to.
 type WarmCaches struct {
-	Requests             int     `json:"requests"`
-	Of                   int     `json:"of"`
+	// Step is the cold step's id; the record keeps the finding under its step.
+	Step string `json:"-"`
+	// Requests of Of were served warm; when only the step's hits are known, Requests is Of.
+	Requests int `json:"requests"`
+	Of       int `json:"of"`
+	// CachedTokens are the cached tokens of those requests, of their PromptTokens, and
+	// CachedBeyondReusable the cached tokens beyond their reusable prefixes.
 	CachedTokens         float64 `json:"cached_tokens"`
 	PromptTokens         float64 `json:"prompt_tokens"`
 	CachedBeyondReusable float64 `json:"cached_beyond_reusable_tokens"`
 	By                   string  `json:"by"`
-	Reason               string  `json:"reason"`
-}
-
-// WarmCachesOf is a finding as the record keeps it; nil for nil.
-func WarmCachesOf(w *verdict.WarmCaches) *WarmCaches {
-	if w == nil {
-		return nil
-	}
-	return &WarmCaches{Requests: w.Requests, Of: w.Of, CachedTokens: w.Cached, PromptTokens: w.Prompt,
-		CachedBeyondReusable: w.Beyond, By: w.By, Reason: w.Reason()}
-}
-
-// Prompts says how a repetition's prompts relate, which bounds what a cold request may find
-// cached: Nested prompts extend each other (prompt.mode = "nested"); BlockSize is the
-// server's KV block, the rounding of every hit.
-type Prompts struct {
-	Nested    bool
-	BlockSize int
-}
-
-// PromptsOf is how sc's prompts relate on a server with blockSize-token KV blocks.
-func PromptsOf(sc *scenarios.Scenario, blockSize int) Prompts {
-	return Prompts{Nested: sc != nil && sc.Prompt.Mode == "nested", BlockSize: blockSize}
-}
-
-// WarmSteps judges the cold (sequence) steps of one repetition's steps, in order: the
-// finding of each step whose requests came back cached beyond what the run could have
-// cached, keyed by the step's index. The runner asks it before deciding a replay, Derive
-// when it builds the sections: one rule, verdict.ColdCaches.
-func WarmSteps(steps []Step, p Prompts) map[int]*verdict.WarmCaches {
-	out := map[int]*verdict.WarmCaches{}
-	var earlier []int // prompt tokens of the requests sent before the current step
-	for i, st := range steps {
-		tokens := make([]int, len(st.Requests))
-		for j, q := range st.Requests {
-			tokens[j] = promptTokens(q)
-		}
-		if st.Kind == KindSequence {
-			if w := verdict.ColdCaches(coldStep(st, tokens, earlier, p)); w != nil {
-				out[i] = w
-			}
-		}
-		earlier = append(earlier, tokens...)
-	}
-	return out
-}
-
-// coldStep is step st's evidence as a cold step; tokens are its requests' prompt sizes and
-// earlier those of every request sent before it.
-func coldStep(st Step, tokens, earlier []int, p Prompts) verdict.ColdStep {
-	s := verdict.ColdStep{Step: st.Step, BlockSize: p.BlockSize}
-	usage, hits := 0, 0
-	for j, q := range st.Requests {
-		if q.Result.Failed() {
-			continue
-		}
-		c := verdict.ColdRequest{Index: q.IndexInStep, PromptTokens: tokens[j], Reusable: q.Prompt.SharedPrefixTokens}
-		if p.Nested {
-			// A nested prompt shares all but its question with every other prompt of the run:
-			// those sent before it, and in an overlapping step all the step's others.
-			others := earlier
-			if st.DeltaScope == ScopeStep {
-				others = append(append(others[:len(others):len(others)], tokens[:j]...), tokens[j+1:]...)
-			} else {
-				others = append(others[:len(others):len(others)], tokens[:j]...)
-			}
-			for _, o := range others {
-				c.Reusable = max(c.Reusable, min(o, tokens[j]))
-			}
-		}
-		switch {
-		case q.Result.CachedPromptTokens != nil:
-			v := float64(*q.Result.CachedPromptTokens)
-			c.Cached, usage = &v, usage+1
-		case q.Counters != nil && q.Counters.Valid:
-			if v := prefixHits(q.Counters); v != nil {
-				c.Cached, hits = v, hits+1
-			}
-		}
-		s.Requests = append(s.Requests, c)
-	}
-	switch {
-	case usage > 0 && hits == 0:
-		s.By = verdict.ByUsage
-	case hits > 0 && usage == 0:
-		s.By = verdict.ByHits
-	case hits > 0:
-		s.By = verdict.ByUsage + ", else " + verdict.ByHits
-	}
-	if st.DeltaScope == ScopeStep && st.Span != nil && st.Span.Valid {
-		s.StepHits = prefixHits(st.Span)
-	}
-	return s
-}
-
-// prefixHits are c's GPU and external prefix-cache hits together; nil when neither is read.
-func prefixHits(c *Counters) *float64 {
-	g, okG := c.Value(metrics.GPUPrefixHits)
-	x, okX := c.Value(metrics.ExternalPrefixHits)
-	if !okG && !okX {
-		return nil
-	}
-	v := g + x
-	return &v
-}
-
-// promptTokens is q's prompt size: as the server counted it, else as planned.
-func promptTokens(q Request) int {
-	if q.Result.PromptTokens != nil {
-		return *q.Result.PromptTokens
-	}
-	return q.Prompt.Tokens
+	// Reason says the finding in words, with what to do about it.
+	Reason string `json:"reason"`
 }

@@ -2,13 +2,23 @@ package record
 
 import (
 	"encoding/json"
-	"fmt"
-	"maps"
-	"slices"
 	"time"
+)
 
-	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/harness/units"
+// Counter is the normalized name of a monotonic counter kvbench reads (the names are
+// package metrics' constants).
+type Counter string
+
+// Invalidity is the kind of reason a measured change of the counters cannot be trusted;
+// each gets its own wording where a verdict names it.
+type Invalidity string
+
+// Kinds of invalidity.
+const (
+	InvalidReset        Invalidity = "reset"         // a counter went down: the server restarted
+	InvalidMissing      Invalidity = "missing"       // a counter the change needs was not read
+	InvalidScrapeFailed Invalidity = "scrape_failed" // a scrape the change needs failed
+	InvalidContaminated Invalidity = "contaminated"  // other clients' requests moved the counters
 )
 
 // Counters is the change of every normalized counter across one measured span: the scrapes
@@ -16,15 +26,15 @@ import (
 // consecutive spans joined (Join). An absent side is never 0; a counter that went down, or
 // read NaN, is unusable and says why.
 type Counters struct {
-	BeforeAt time.Time                         `json:"before_at,omitzero"`
-	AfterAt  time.Time                         `json:"after_at,omitzero"`
-	Values   map[metrics.Counter]CounterChange `json:"counters"`
+	BeforeAt time.Time                 `json:"before_at,omitzero"`
+	AfterAt  time.Time                 `json:"after_at,omitzero"`
+	Values   map[Counter]CounterChange `json:"counters"`
 	// Valid is false when any reason below holds (a counter went down on a restart, a scrape
 	// failed...): no change of this span can then be trusted.
 	Valid          bool     `json:"valid"`
 	InvalidReasons []string `json:"invalid_reasons,omitempty"`
 	// InvalidKinds[i] is the kind of InvalidReasons[i].
-	InvalidKinds []metrics.Invalidity `json:"invalid_kinds,omitempty"`
+	InvalidKinds []Invalidity `json:"invalid_kinds,omitempty"`
 	// Contaminated: the counters moved by more than the measured request(s) account for, so
 	// other clients' requests ran inside the span.
 	Contaminated bool `json:"contaminated,omitempty"`
@@ -55,8 +65,8 @@ type CounterChange struct {
 	Resolution float64
 }
 
-// sourceBefore is the metric the before side was read from.
-func (cc CounterChange) sourceBefore() string {
+// BeforeSource is the metric the before side was read from.
+func (cc CounterChange) BeforeSource() string {
 	if cc.SourceBefore != "" {
 		return cc.SourceBefore
 	}
@@ -105,35 +115,8 @@ func (cc *CounterChange) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// NewCounters is the change from one snapshot to the next, for every counter in either.
-// Gauges are not differenced: they are sampled, not accumulated.
-func NewCounters(before, after metrics.Snapshot) *Counters {
-	c := &Counters{BeforeAt: before.TakenAt, AfterAt: after.TakenAt, Values: map[metrics.Counter]CounterChange{}, Valid: true}
-	union := maps.Clone(after.Counters)
-	maps.Copy(union, before.Counters)
-	for _, k := range slices.Sorted(maps.Keys(union)) {
-		b, a := before.Counters[k], after.Counters[k]
-		cc := CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
-		if b.Source != a.Source {
-			cc.SourceBefore = b.Source
-		}
-		switch {
-		case b.Unreadable != "":
-			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s before (%s)", k, b.Unreadable, b.Source)
-		case a.Unreadable != "":
-			cc.Unreadable, cc.Reason = true, fmt.Sprintf("%s read %s after (%s)", k, a.Unreadable, a.Source)
-		case cc.Present() && a.Value < b.Value:
-			cc.Decreased = true
-			cc.Reason = fmt.Sprintf("%s went down from %s to %s (%s): the server restarted between the scrapes", k, units.Exact(b.Value), units.Exact(a.Value), a.Source)
-			c.Invalidate(metrics.InvalidReset, cc.Reason)
-		}
-		c.Values[k] = cc
-	}
-	return c
-}
-
 // Value returns k's change and whether it can be used: read on both sides and usable.
-func (c *Counters) Value(k metrics.Counter) (float64, bool) {
+func (c *Counters) Value(k Counter) (float64, bool) {
 	if c == nil {
 		return 0, false
 	}
@@ -145,7 +128,7 @@ func (c *Counters) Value(k metrics.Counter) (float64, bool) {
 }
 
 // Delta is k's usable change, nil when absent or unusable.
-func (c *Counters) Delta(k metrics.Counter) *float64 {
+func (c *Counters) Delta(k Counter) *float64 {
 	v, ok := c.Value(k)
 	if !ok {
 		return nil
@@ -154,7 +137,7 @@ func (c *Counters) Delta(k metrics.Counter) *float64 {
 }
 
 // Before and After are k's readings on each side, nil when absent.
-func (c *Counters) Before(k metrics.Counter) *float64 {
+func (c *Counters) Before(k Counter) *float64 {
 	if c == nil {
 		return nil
 	}
@@ -162,7 +145,7 @@ func (c *Counters) Before(k metrics.Counter) *float64 {
 }
 
 // After is k's reading after the span, nil when absent.
-func (c *Counters) After(k metrics.Counter) *float64 {
+func (c *Counters) After(k Counter) *float64 {
 	if c == nil {
 		return nil
 	}
@@ -171,7 +154,7 @@ func (c *Counters) After(k metrics.Counter) *float64 {
 
 // Unreadable is why k cannot be used although the server serves it (a side read NaN or
 // Inf); "" otherwise.
-func (c *Counters) Unreadable(k metrics.Counter) string {
+func (c *Counters) Unreadable(k Counter) string {
 	if c == nil || !c.Values[k].Unreadable {
 		return ""
 	}
@@ -180,7 +163,7 @@ func (c *Counters) Unreadable(k metrics.Counter) string {
 
 // PerToken divides one counter's change by another's, e.g. load bytes per external hit;
 // nil when either is unusable or no token moved.
-func (c *Counters) PerToken(bytes, tokens metrics.Counter) *float64 {
+func (c *Counters) PerToken(bytes, tokens Counter) *float64 {
 	b, ok1 := c.Value(bytes)
 	t, ok2 := c.Value(tokens)
 	if !ok1 || !ok2 || t <= 0 {
@@ -190,23 +173,8 @@ func (c *Counters) PerToken(bytes, tokens metrics.Counter) *float64 {
 	return &v
 }
 
-// ComputedTokens is the prompt tokens the span computed (not served from any cache): the
-// local_compute source where the server splits by source, else queries minus both hits.
-func (c *Counters) ComputedTokens() (float64, bool) {
-	if v, ok := c.Value(metrics.PromptTokensLocalCompute); ok {
-		return v, true
-	}
-	q, ok1 := c.Value(metrics.GPUPrefixQueries)
-	g, ok2 := c.Value(metrics.GPUPrefixHits)
-	if !ok1 || !ok2 {
-		return 0, false
-	}
-	e, _ := c.Value(metrics.ExternalPrefixHits)
-	return q - g - e, true
-}
-
 // Invalidate marks c invalid for reason.
-func (c *Counters) Invalidate(kind metrics.Invalidity, reason string) {
+func (c *Counters) Invalidate(kind Invalidity, reason string) {
 	c.Valid = false
 	c.InvalidReasons = append(c.InvalidReasons, reason)
 	c.InvalidKinds = append(c.InvalidKinds, kind)
@@ -214,7 +182,7 @@ func (c *Counters) Invalidate(kind metrics.Invalidity, reason string) {
 
 // InvalidateAll marks c invalid for reason and every change unusable: the scrapes it spans
 // miss part of what it claims to cover, so no change in it can be trusted.
-func (c *Counters) InvalidateAll(kind metrics.Invalidity, reason string) {
+func (c *Counters) InvalidateAll(kind Invalidity, reason string) {
 	c.Invalidate(kind, reason)
 	for k, cc := range c.Values {
 		if cc.Present() && !cc.Decreased {
@@ -228,85 +196,17 @@ func (c *Counters) InvalidateAll(kind metrics.Invalidity, reason string) {
 func (c *Counters) Contaminate(reason string) {
 	c.Contaminated = true
 	c.Isolation = "contaminated: " + reason
-	c.Invalidate(metrics.InvalidContaminated, reason)
+	c.Invalidate(InvalidContaminated, reason)
 }
 
 // FirstInvalid is the first reason c is invalid and its kind; "" when c is valid.
-func (c *Counters) FirstInvalid() (metrics.Invalidity, string) {
+func (c *Counters) FirstInvalid() (Invalidity, string) {
 	if c.Valid || len(c.InvalidReasons) == 0 {
 		return "", ""
 	}
-	kind := metrics.InvalidReset // records written before kinds existed knew only restarts
+	kind := InvalidReset // records written before kinds existed knew only restarts
 	if len(c.InvalidKinds) > 0 {
 		kind = c.InvalidKinds[0]
 	}
 	return kind, c.InvalidReasons[0]
-}
-
-// Join spans consecutive spans (the requests of a step, the steps of a run): from the
-// first's before to the last's after. Counters reset on a restart and may grow past their
-// old value again, so the endpoints alone cannot show a restart: the joined change is
-// usable only when every span is valid and every scrape, also from one span's after to the
-// next one's before, is monotone and read for each counter read at both ends. names[i]
-// names span i in the reasons. Join of no spans is nil.
-func Join(names []string, spans []*Counters) *Counters {
-	if len(spans) == 0 {
-		return nil
-	}
-	first, last := spans[0], spans[len(spans)-1]
-	out := &Counters{BeforeAt: first.BeforeAt, AfterAt: last.AfterAt, Values: map[metrics.Counter]CounterChange{}, Valid: true}
-	for i, s := range spans {
-		out.Contaminated = out.Contaminated || s.Contaminated
-		for j, reason := range s.InvalidReasons {
-			kind := metrics.InvalidReset
-			if j < len(s.InvalidKinds) {
-				kind = s.InvalidKinds[j]
-			}
-			out.Invalidate(kind, names[i]+": "+reason)
-		}
-	}
-	union := maps.Clone(last.Values)
-	maps.Copy(union, first.Values)
-	for _, k := range slices.Sorted(maps.Keys(union)) {
-		b, a := first.Values[k], last.Values[k]
-		cc := CounterChange{Before: b.Before, After: a.After, Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
-		if src := b.sourceBefore(); src != cc.Source {
-			cc.SourceBefore = src
-		}
-		if b.Unreadable && b.Before == nil {
-			cc.Unreadable, cc.Reason = true, b.Reason
-		} else if a.Unreadable && a.After == nil {
-			cc.Unreadable, cc.Reason = true, a.Reason
-		}
-		if cc.Present() {
-			out.joinChecks(k, &cc, names, spans)
-		}
-		out.Values[k] = cc
-	}
-	return out
-}
-
-// joinChecks marks cc unusable when a span or the gap between two spans could hide a
-// restart.
-func (out *Counters) joinChecks(k metrics.Counter, cc *CounterChange, names []string, spans []*Counters) {
-	for i, s := range spans {
-		switch r := s.Values[k]; {
-		case r.Decreased: // already among the reasons
-			cc.Decreased, cc.Reason = true, names[i]+": "+r.Reason
-		case !r.Present():
-			cc.Decreased = true // unusable: a restart could hide in the unread scrape
-			cc.Reason = fmt.Sprintf("%s was not read on both sides of %s", k, names[i])
-			out.Invalidate(metrics.InvalidMissing, cc.Reason)
-		}
-		if i == 0 {
-			continue
-		}
-		prev, next := spans[i-1].Values[k].After, s.Values[k].Before
-		if prev != nil && next != nil && *next < *prev {
-			cc.Decreased = true
-			cc.Reason = fmt.Sprintf("%s went down from %s after %s to %s before %s (%s): the server restarted between them",
-				k, units.Exact(*prev), names[i-1], units.Exact(*next), names[i], s.Values[k].Source)
-			out.Invalidate(metrics.InvalidReset, cc.Reason)
-		}
-	}
 }

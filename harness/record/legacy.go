@@ -2,9 +2,6 @@ package record
 
 import (
 	"encoding/json"
-
-	"github.com/anvil-serving/kvbench/harness/capacity"
-	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // Records written before the record owned its schema (step schema v1) differ in three
@@ -39,8 +36,8 @@ type legacySlot struct {
 }
 
 // UnmarshalJSON reads a verdict, also in the v1 shape.
-func (v *Verdict) UnmarshalJSON(data []byte) error {
-	type plain Verdict
+func (v *Decision) UnmarshalJSON(data []byte) error {
+	type plain Decision
 	var probe struct {
 		SetupValid *string     `json:"setup_valid"`
 		Slot       *legacySlot `json:"slot_attribution"`
@@ -58,13 +55,12 @@ func (v *Verdict) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &old); err != nil {
 		return err
 	}
-	*v = Verdict(old.plain)
+	*v = Decision(old.plain)
 	if s := old.Slot; s != nil {
-		v.DecidedBy = verdict.BySlot
 		v.Slot = &SlotAttribution{LiveTokens: s.LiveTokens, HostTokens: s.HostTokens, CommonPrefix: s.Evidence.CommonPrefix, Slots: s.Evidence.Slots, Tolerance: s.Evidence.Tolerance}
 	}
-	v.SetupValid = capacity.Unknown
-	v.legacy = true
+	v.SetupValid = AnswerUnknown
+	v.FromV1 = true
 	return nil
 }
 
@@ -80,46 +76,23 @@ func (a *StepArtifact) UnmarshalJSON(data []byte) error {
 	}
 	*a = StepArtifact(old.plain)
 	if a.Schema != StepSchemaV1 {
+		for _, q := range a.Requests {
+			if q.Verdict != nil {
+				q.Verdict.FromV1 = false // only a v1 step's verdicts are worded anew
+			}
+		}
 		return nil
 	}
 	if a.DeltaScope != ScopeStep {
 		a.Counters, a.Samples = nil, nil // derived from the requests now
 	}
 	for i := range a.Requests {
-		if v := a.Requests[i].Verdict; v != nil && v.legacy {
-			v.rebuild(old.Capacity)
+		if v := a.Requests[i].Verdict; v != nil && v.FromV1 {
+			v.Capacity = old.Capacity
+			if c := old.Capacity; c != nil {
+				v.SetupValid = c.CanProveReload
+			}
 		}
 	}
 	return nil
-}
-
-// rebuild fills a v1 verdict's setup validity and interpretation from its step's capacity
-// math, as v1 computed them.
-func (v *Verdict) rebuild(c *Capacity) {
-	v.Capacity = c
-	var a *capacity.Assessment
-	if c != nil {
-		a = assessmentOf(c)
-		v.SetupValid = c.CanProveReload
-	}
-	d := verdict.Decision{Verdict: v.Verdict, Reason: v.Reason, DecidedBy: v.DecidedBy}
-	for _, g := range v.Diagnosis {
-		d.Diagnosis = append(d.Diagnosis, verdict.Diagnosis{Cause: g.Cause, Detail: g.Detail})
-	}
-	v.Interpretation = d.Interpret(a)
-	v.legacy = false
-}
-
-// assessmentOf turns a recorded assessment back into capacity's, for its sentences.
-func assessmentOf(c *Capacity) *capacity.Assessment {
-	s := c.Setup
-	return &capacity.Assessment{
-		Setup: capacity.Setup{Topology: s.Topology, Slots: s.Slots, GPUKVTokens: s.GPUKVTokens, GPUKVTokensSource: s.GPUKVTokensSource,
-			CPUOffloadGiB: s.CPUOffloadGiB, CPUOffloadGiBSource: s.CPUOffloadGiBSource, HostTierUnit: s.HostTierUnit, StoreBytesPerToken: s.StoreBytesPerToken, StoreBytesSource: s.StoreBytesSource,
-			HostTierTokens: s.HostTierTokens, HostTierTokensSource: s.HostTierTokensSource},
-		UniqueTokens: c.UniqueTokens, HostTokensNeeded: c.HostTokensNeeded, TokenCounting: c.TokenCounting,
-		GPUPoolBytes: c.GPUPoolBytes, CPUTierBytes: c.CPUTierBytes, CPUTierTokens: c.CPUTierTokens,
-		EvictionPressure: c.EvictionPressure, TierLargerThanGPU: c.TierLargerThanGPU, TierHoldsSequence: c.TierHoldsSequence,
-		CanProveReload: c.CanProveReload, Findings: c.Findings,
-	}
 }

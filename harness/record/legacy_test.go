@@ -2,68 +2,27 @@ package record
 
 import (
 	"encoding/json"
-	"os"
-	"strings"
 	"testing"
-
-	"github.com/anvil-serving/kvbench/harness/capacity"
-	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
-// TestV1StepArtifact: a step file written by kvbench before the record owned its schema
-// (kept in runs' testdata) reads into today's types: its request spans from the old window
-// shape, its step span derived again, its verdict's setup validity and interpretation rebuilt
-// from the step's capacity math.
-func TestV1StepArtifact(t *testing.T) {
-	data, err := os.ReadFile("../runs/testdata/v1/repeated/step-02-replay.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a StepArtifact
-	if err := json.Unmarshal(data, &a); err != nil {
-		t.Fatal(err)
-	}
-	if a.Schema != StepSchemaV1 || a.Counters != nil || a.Samples != nil || len(a.Requests) != 1 {
-		t.Fatalf("%+v", a)
-	}
-	q := a.Requests[0]
-	if q.Counters == nil || !q.Counters.Valid || *q.Counters.Delta(metrics.GPUPrefixHits) != 1488 || *q.Counters.Delta(metrics.ExternalPrefixHits) != 0 {
-		t.Fatalf("request span %+v", q.Counters)
-	}
-	v := q.Verdict
-	if v == nil || v.Verdict != verdict.GPUHit || v.SetupValid != capacity.No || v.Capacity == nil ||
-		!strings.HasPrefix(v.Interpretation, "The replay remained in GPU cache. The sequence's") {
-		t.Fatalf("verdict %+v", v)
-	}
-	s := Assemble(a)
-	if s.Span == nil || *s.Span.Delta(metrics.GPUPrefixHits) != 1488 {
-		t.Fatalf("derived span %+v", s.Span)
-	}
-	// Written again, it is today's schema with the span not repeated.
-	a.Schema = StepSchema
-	out, err := json.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Count(string(out), `"gpu_prefix_hits":{"before"`) != 1 {
-		t.Fatalf("the span is written more than once: %s", out)
-	}
-}
-
-// TestV1SlotVerdict: v1's slot attribution kept its common prefix in its evidence.
+// TestV1SlotVerdict: v1's slot attribution kept its common prefix in its evidence; the
+// record reads it into today's shape and marks the verdict for derive to word anew.
 func TestV1SlotVerdict(t *testing.T) {
 	old := `{"verdict":"cpu_reload","reason":"r","slot_attribution":{"verdict":"cpu_reload","live_slot_tokens":818,"host_cache_tokens":5206,
 	"evidence":{"common_prefix_with_previous_prompt":818,"slots":1,"tolerance_tokens":16}},"evidence":{"counters_valid":true}}`
-	var v Verdict
+	var v Decision
 	if err := json.Unmarshal([]byte(old), &v); err != nil {
 		t.Fatal(err)
 	}
-	if v.DecidedBy != verdict.BySlot || *v.Slot.CommonPrefix != 818 || *v.Slot.HostTokens != 5206 || v.Slot.Slots != 1 || !v.legacy {
+	if v.Verdict != "cpu_reload" || *v.Slot.CommonPrefix != 818 || *v.Slot.HostTokens != 5206 || *v.Slot.LiveTokens != 818 || v.Slot.Slots != 1 || v.Slot.Tolerance != 16 || !v.FromV1 || v.SetupValid != AnswerUnknown {
 		t.Fatalf("%+v", v)
 	}
-	v.rebuild(nil)
-	if v.Interpretation != "The replay was restored from the host-RAM prompt cache." || v.SetupValid != capacity.Unknown {
-		t.Fatalf("%q %s", v.Interpretation, v.SetupValid)
+	// Today's shape reads as written, and is not marked.
+	var now Decision
+	if err := json.Unmarshal([]byte(`{"verdict":"recompute","reason":"r","setup_valid":"yes","setup_reason":"s","interpretation":"i"}`), &now); err != nil {
+		t.Fatal(err)
+	}
+	if now.Verdict != "recompute" || now.SetupValid != AnswerYes || now.Interpretation != "i" || now.FromV1 {
+		t.Fatalf("%+v", now)
 	}
 }

@@ -3,9 +3,7 @@ package record
 import (
 	"fmt"
 
-	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/harness/stats"
-	"github.com/anvil-serving/kvbench/harness/verdict"
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // SeedRule says how a repetition's prompts differ from the first's. A server's caches cannot
@@ -14,11 +12,11 @@ const SeedRule = "repetition k builds its prompts with seed = prompt.seed + k: t
 
 // RepeatMetrics are the per-request measurements summarized across repetitions.
 type RepeatMetrics struct {
-	TimeToFirstOutputMS             stats.Summary `json:"time_to_first_output_ms"`
-	DecodeTokensPerSecond           stats.Summary `json:"decode_tokens_per_second"`
-	EffectivePrefillTokensPerSecond stats.Summary `json:"effective_prefill_tokens_per_second"`
-	CachedFraction                  stats.Summary `json:"cached_fraction"`
-	LoadBytesPerToken               stats.Summary `json:"load_bytes_per_token"`
+	TimeToFirstOutputMS             Summary `json:"time_to_first_output_ms"`
+	DecodeTokensPerSecond           Summary `json:"decode_tokens_per_second"`
+	EffectivePrefillTokensPerSecond Summary `json:"effective_prefill_tokens_per_second"`
+	CachedFraction                  Summary `json:"cached_fraction"`
+	LoadBytesPerToken               Summary `json:"load_bytes_per_token"`
 }
 
 // RepeatRequest is one request position of a step (index in step) across repetitions.
@@ -30,12 +28,12 @@ type RepeatRequest struct {
 // RepeatStep summarizes one step across repetitions. For a replay, Verdicts lists each
 // repetition's verdict in order: a disagreement is reported, never averaged away.
 type RepeatStep struct {
-	Step          string            `json:"-"`
-	Kind          string            `json:"kind"`
-	Requests      []RepeatRequest   `json:"requests"`
-	Verdicts      []verdict.Verdict `json:"verdicts,omitempty"`
-	VerdictsAgree *bool             `json:"verdicts_agree,omitempty"`
-	StoreBytes    stats.Summary     `json:"gpu_to_cpu_bytes_delta"`
+	Step          string          `json:"-"`
+	Kind          string          `json:"kind"`
+	Requests      []RepeatRequest `json:"requests"`
+	Verdicts      []Verdict       `json:"verdicts,omitempty"`
+	VerdictsAgree *bool           `json:"verdicts_agree,omitempty"`
+	StoreBytes    Summary         `json:"gpu_to_cpu_bytes_delta"`
 }
 
 // RepeatsSection is the run record's "repeats" section.
@@ -48,100 +46,6 @@ type RepeatsSection struct {
 	VerdictsAgree bool        `json:"verdicts_agree"`
 	// Disagreements names each replay whose repetitions reached different verdicts.
 	Disagreements []string `json:"disagreements"`
-}
-
-// RequestMetric is one named per-request measurement; nil when absent.
-type RequestMetric func(r Request) *float64
-
-// Per-request measurements by name, as the repeats section, verify and compare use them.
-var RequestMetrics = map[string]RequestMetric{
-	"time_to_first_output_ms":             func(r Request) *float64 { return r.Result.TimeToFirstOutputMS },
-	"time_to_first_visible_token_ms":      func(r Request) *float64 { return r.Result.TimeToFirstVisibleTokenMS },
-	"end_to_end_ms":                       func(r Request) *float64 { return r.Result.EndToEndMS },
-	"decode_tokens_per_second":            func(r Request) *float64 { return r.Result.DecodeTokensPerSecond },
-	"effective_prefill_tokens_per_second": func(r Request) *float64 { return r.Result.EffectivePrefillTokensPerSecond },
-	"cached_fraction": func(r Request) *float64 {
-		return verdict.CachedFraction(r.Result.PromptTokens, r.Result.CachedPromptTokens)
-	},
-	"load_bytes_per_token": LoadBytesPerToken,
-}
-
-// LoadBytesPerToken is a request's CPU->GPU bytes over its external prefix-cache hits; nil
-// when either counter is absent, the request's counters were step-scoped, or nothing loaded.
-func LoadBytesPerToken(r Request) *float64 {
-	return r.Counters.PerToken(metrics.LoadBytes, metrics.ExternalPrefixHits)
-}
-
-// BuildRepeats summarizes reps (repetition 0 first) step by step and request by request.
-func BuildRepeats(reps []Repetition) RepeatsSection {
-	rs := RepeatsSection{Count: len(reps), SeedRule: SeedRule, Repetitions: reps, VerdictsAgree: true, Disagreements: []string{}}
-	if len(reps) == 0 {
-		return rs
-	}
-	for si, first := range reps[0].Steps {
-		st := RepeatStep{Step: first.Step, Kind: first.Kind, Requests: []RepeatRequest{}}
-		var store []*float64
-		for _, rep := range reps {
-			if si < len(rep.Steps) && rep.Steps[si].Span != nil {
-				store = append(store, rep.Steps[si].Span.Delta(metrics.StoreBytes))
-			} else {
-				store = append(store, nil)
-			}
-		}
-		st.StoreBytes = stats.Summarize(store)
-		for ri := range first.Requests {
-			rr := RepeatRequest{IndexInStep: first.Requests[ri].IndexInStep}
-			collect := func(name string) stats.Summary {
-				var vals []*float64
-				for _, rep := range reps {
-					if si < len(rep.Steps) && ri < len(rep.Steps[si].Requests) {
-						vals = append(vals, RequestMetrics[name](rep.Steps[si].Requests[ri]))
-					} else {
-						vals = append(vals, nil)
-					}
-				}
-				return stats.Summarize(vals)
-			}
-			rr.Metrics = RepeatMetrics{
-				TimeToFirstOutputMS:             collect("time_to_first_output_ms"),
-				DecodeTokensPerSecond:           collect("decode_tokens_per_second"),
-				EffectivePrefillTokensPerSecond: collect("effective_prefill_tokens_per_second"),
-				CachedFraction:                  collect("cached_fraction"),
-				LoadBytesPerToken:               collect("load_bytes_per_token"),
-			}
-			st.Requests = append(st.Requests, rr)
-		}
-		if first.Kind == KindReplay {
-			for _, rep := range reps {
-				st.Verdicts = append(st.Verdicts, rep.Verdict(first.Step))
-			}
-			agree := true
-			for _, v := range st.Verdicts {
-				agree = agree && v == st.Verdicts[0]
-			}
-			st.VerdictsAgree = &agree
-			if !agree {
-				rs.VerdictsAgree = false
-				rs.Disagreements = append(rs.Disagreements, fmt.Sprintf("%s: %v", first.Step, st.Verdicts))
-			}
-		}
-		rs.Steps = append(rs.Steps, st)
-	}
-	return rs
-}
-
-// Missing stands for the verdict of a replay a repetition stopped before.
-const Missing verdict.Verdict = "missing"
-
-// Verdict is the verdict of step id's replayed request in this repetition, from its derived
-// section; Missing when the repetition stopped before sending it.
-func (rep Repetition) Verdict(id string) verdict.Verdict {
-	for i, st := range rep.Steps {
-		if st.Step == id && len(st.Requests) > 0 && i < len(rep.Sections) && rep.Sections[i].Replay != nil {
-			return rep.Sections[i].Replay.Verdict
-		}
-	}
-	return Missing
 }
 
 // RepeatSteps are the steps' summaries; their JSON is an object keyed by step id.
@@ -157,4 +61,32 @@ func (s *RepeatSteps) UnmarshalJSON(data []byte) error {
 	steps, err := unmarshalKeyed(data, func(st *RepeatStep, id string) { st.Step = id })
 	*s = steps
 	return err
+}
+
+// Summary is n measurements of one value. Absent counts the repetitions where the value was
+// not measured (a counter the server does not expose, a failed request): they are reported,
+// never counted as 0.
+type Summary struct {
+	N      int      `json:"n"`
+	Absent int      `json:"absent,omitempty"`
+	Median *float64 `json:"median"`
+	Min    *float64 `json:"min"`
+	Max    *float64 `json:"max"`
+	// Spread is max - min; RelativeSpread is Spread / |median| (nil when the median is 0).
+	Spread         *float64  `json:"spread"`
+	RelativeSpread *float64  `json:"relative_spread"`
+	Values         []float64 `json:"values"`
+}
+
+// Text is a median with its relative spread when repeated: "120.3 (spread 4.1%, n=3)";
+// "absent" when nothing was measured.
+func (s Summary) Text() string {
+	if s.N == 0 {
+		return "absent"
+	}
+	text := units.Number(*s.Median)
+	if s.N > 1 && s.RelativeSpread != nil {
+		text += fmt.Sprintf(" (spread %s, n=%d)", units.Share(*s.RelativeSpread), s.N)
+	}
+	return text
 }

@@ -3,8 +3,6 @@ package record
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // Run statuses. A live run's run.json says running; a reader that finds running reports
@@ -29,8 +27,8 @@ type Run struct {
 	ObservedAt string
 	Status     string
 	StopReason string
-	Model      scenarios.Model
-	Runtime    scenarios.Runtime
+	Model      Model
+	Runtime    Runtime
 	Topology   map[string]any
 	Cache      Cache
 	// Sections are the steps' sections, in step order.
@@ -46,14 +44,11 @@ type Run struct {
 	// Artifacts and References are the record's sources: the files the run wrote, with their
 	// sha256, then the scenario's published references.
 	Artifacts  []ArtifactRef
-	References []scenarios.Source
+	References []Source
 	Kvbench    Kvbench
-	Scenario   *scenarios.Scenario
-	// Repetitions are the steps the derived parts were computed from (Derive); a record
-	// decoded from run.json alone has none.
-	Repetitions []Repetition
-	// repeated: more than one pass was asked for, so the record has a repeats section.
-	repeated bool
+	// Scenario is the scenario the run ran, as package scenarios writes it (derive.Run holds
+	// it parsed).
+	Scenario json.RawMessage
 }
 
 // Section is one step's section: exactly one of Sequence, Replay, Conversation and Trace is
@@ -76,6 +71,15 @@ func (s Section) value() any {
 		return s.Trace
 	}
 	return s.Sequence
+}
+
+// Repetition is one pass over a scenario's steps as the repeats section lists it;
+// repetition 0 is the run's main record.
+type Repetition struct {
+	Index     int      `json:"repetition"`
+	Seed      int64    `json:"seed"`
+	Artifacts []string `json:"artifacts"`
+	Status    string   `json:"status"`
 }
 
 // Kvbench names the kvbench that wrote a record.
@@ -109,10 +113,11 @@ func (r *Run) Sequence(id string) *SequenceSection {
 	return nil
 }
 
-// controlKey is the key the control section is written under ("" when the run is no control).
+// controlKey is the key the control section is written under ("" when the run is no
+// control, or its scenario does not read).
 func (r *Run) controlKey() string {
-	if sc := r.Scenario; sc != nil && sc.Study.Role == "control" {
-		return sc.Study.Key
+	if v, _ := r.view(); v != nil && v.Study.Role == "control" {
+		return v.Study.Key
 	}
 	return ""
 }
@@ -193,6 +198,10 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("probes: %w", err)
 		}
 	}
+	sc, err := r.view()
+	if err != nil {
+		return err
+	}
 	if key := r.controlKey(); key != "" {
 		if _, err := o.decode(key, &r.Control); err != nil {
 			return err
@@ -209,11 +218,12 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("steps lists %q but the record has no such section", id)
 		}
 		s := Section{Step: id}
-		if r.isConversation(id) {
+		kind, replay, known := sc.step(id)
+		if kind == KindConversation {
 			err = json.Unmarshal(raw, &s.Conversation)
-		} else if r.isTrace(id) {
+		} else if kind == KindTrace {
 			err = json.Unmarshal(raw, &s.Trace)
-		} else if r.isReplay(id, raw) {
+		} else if isReplay(replay, known, raw) {
 			err = json.Unmarshal(raw, &s.Replay)
 		} else {
 			err = json.Unmarshal(raw, &s.Sequence)
@@ -233,34 +243,14 @@ func (r *Run) UnmarshalJSON(data []byte) error {
 
 // isReplay tells a replay section from a sequence section: by the scenario's step, or, for
 // a record whose scenario lacks the step, by the field only replays have.
-func (r *Run) isReplay(id string, raw json.RawMessage) bool {
-	if r.Scenario != nil {
-		if st := r.Scenario.StepByID(id); st != nil {
-			return st.Replay != nil
-		}
+func isReplay(replay, known bool, raw json.RawMessage) bool {
+	if known {
+		return replay
 	}
 	var probe struct {
 		Verdict *string `json:"verdict"`
 	}
 	return json.Unmarshal(raw, &probe) == nil && probe.Verdict != nil
-}
-
-// isConversation reports whether the scenario's step id is a conversation.
-func (r *Run) isConversation(id string) bool {
-	if r.Scenario == nil {
-		return false
-	}
-	st := r.Scenario.StepByID(id)
-	return st != nil && st.IsConversation()
-}
-
-// isTrace reports whether the scenario's step id is a trace step.
-func (r *Run) isTrace(id string) bool {
-	if r.Scenario == nil {
-		return false
-	}
-	st := r.Scenario.StepByID(id)
-	return st != nil && st.IsTrace()
 }
 
 // Trace returns step id's trace section, or nil.
@@ -289,7 +279,7 @@ func (r *Run) addSource(raw json.RawMessage) error {
 		r.Artifacts = append(r.Artifacts, a)
 		return nil
 	}
-	var s scenarios.Source
+	var s Source
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return err
 	}
@@ -298,7 +288,7 @@ func (r *Run) addSource(raw json.RawMessage) error {
 }
 
 // sources lists artifacts, then references; null when there is neither, as before.
-func sources(arts []ArtifactRef, refs []scenarios.Source) []any {
+func sources(arts []ArtifactRef, refs []Source) []any {
 	var out []any
 	for _, a := range arts {
 		out = append(out, a)

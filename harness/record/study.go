@@ -1,20 +1,18 @@
 package record
 
-import "github.com/anvil-serving/kvbench/scenarios"
-
 // Study is a merged study record (seed 001): the same schema as a run record, holding the
 // sections of several runs: each primary run's steps under their ids and each control run's
 // summary under its study key, with every file they came from in sources.
 type Study struct {
 	Schema     string
 	ObservedAt string
-	Model      scenarios.Model
-	Runtime    scenarios.Runtime
+	Model      Model
+	Runtime    Runtime
 	Topology   map[string]any
 	Cache      Cache
 	Sections   []StudySection
 	Artifacts  []ArtifactRef
-	References []scenarios.Source
+	References []Source
 }
 
 // StudySection is one section of a study: a step's (Section) or a control run's (Control,

@@ -2,10 +2,6 @@ package record
 
 import (
 	"fmt"
-	"io"
-
-	"github.com/anvil-serving/kvbench/harness/textout"
-	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // SweepSchema is the schema of sweep.json, the record of a capacity sweep.
@@ -228,37 +224,4 @@ func (l SweepLevel) miss(threshold float64) string {
 		return fmt.Sprintf("had TTFT p90 %.1f ms, over the %.0f ms threshold", *l.TTFTMS.P90, threshold)
 	}
 	return "was within the threshold"
-}
-
-// WriteText prints the sweep as a table.
-func (s *Sweep) WriteText(w io.Writer) error {
-	return textout.Write(w, func(w io.Writer) { s.writeText(w) })
-}
-
-// writeText writes what WriteText writes.
-func (s *Sweep) writeText(w io.Writer) {
-	fmt.Fprintf(w, "sweep %s step %s (%s)\n", s.Scenario, s.Step, s.Status)
-	load := "users"
-	if s.Load == SweepRequestRate {
-		load = "req/s"
-	}
-	fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", load, "requests", "p50 ms", "p90 ms", "p99 ms", "gpu", "host", "recomp", "preempt", "within")
-	for _, l := range s.Levels {
-		within := "-"
-		if l.WithinThreshold != nil {
-			within = fmt.Sprint(*l.WithinThreshold)
-		}
-		level := fmt.Sprint(l.Users)
-		if l.TimeScale != nil {
-			level = "-"
-			if l.RequestsPerSecond != nil {
-				level = fmt.Sprintf("%.3g", *l.RequestsPerSecond)
-			}
-		}
-		fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", level,
-			fmt.Sprintf("%d/%d", l.Requests-l.FailedRequests, l.Requests),
-			units.MS(l.TTFTMS.P50), units.MS(l.TTFTMS.P90), units.MS(l.TTFTMS.P99),
-			units.Percent(l.Tiers.GPU), units.Percent(l.Tiers.Host), units.Percent(l.Tiers.Recompute), units.Count(l.Preemptions), within)
-	}
-	fmt.Fprintf(w, "capacity: %s\n", s.CapacityReason)
 }

@@ -1,12 +1,5 @@
 package record
 
-import (
-	"fmt"
-
-	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/harness/units"
-)
-
 // KindTrace is a trace step's kind: a replay of a KV-cache trace block for block.
 const KindTrace = "trace"
 
@@ -63,14 +56,24 @@ type TraceReplay struct {
 
 // BlockDeviation is how a server's tokenizer counts text-form blocks against their size.
 type BlockDeviation struct {
-	Blocks           int     `json:"blocks"`
-	BlockTokens      int     `json:"block_tokens"`
-	AddedTokens      int     `json:"added_tokens"`
-	ExactBlocks      int     `json:"exact_blocks"`
+	Blocks      int `json:"blocks"`       // blocks measured
+	BlockTokens int `json:"block_tokens"` // the size each should have
+	// AddedTokens is what the tokenizer adds to any prompt (a BOS token, say), counted on
+	// the empty prompt and subtracted from every count below.
+	AddedTokens int `json:"added_tokens"`
+	// ExactBlocks counts blocks of exactly BlockTokens tokens.
+	ExactBlocks int `json:"exact_blocks"`
+	// MeanAbsDeviation and MaxAbsDeviation are |tokens - BlockTokens| over the blocks.
 	MeanAbsDeviation float64 `json:"mean_abs_deviation_tokens"`
 	MaxAbsDeviation  int     `json:"max_abs_deviation_tokens"`
-	JoinDeviation    int     `json:"join_deviation_tokens"`
+	// JoinDeviation is the blocks counted together minus the sum of their counts alone: not
+	// 0 when tokens form across block boundaries, which would shift every later block.
+	JoinDeviation int `json:"join_deviation_tokens"`
 }
+
+// Exact reports whether every block measured exactly BlockTokens tokens and nothing formed
+// across their boundaries.
+func (d BlockDeviation) Exact() bool { return d.ExactBlocks == d.Blocks && d.JoinDeviation == 0 }
 
 // IdealTiers is the ideal reference at the server's pool sizes (docs/traces.md, "The ideal
 // reference"): what a GPU LRU pool of GPUTokens plus an LRU host tier of HostTokens, written
@@ -83,20 +86,26 @@ type IdealTiers struct {
 	HostTokensSource string `json:"host_tokens_source"`
 	BlockTokens      int    `json:"block_tokens"`
 	// PoolHoldsOutput: the GPU pool also holds each request's partial block and output.
-	PoolHoldsOutput bool    `json:"pool_holds_output"`
-	PromptTokens    int64   `json:"prompt_tokens"`
-	GPUHitTokens    int64   `json:"gpu_hit_tokens"`
-	HostHitTokens   int64   `json:"host_hit_tokens"`
-	RecomputeTokens int64   `json:"recompute_tokens"`
-	StoredTokens    int64   `json:"stored_tokens"`
-	GPUShare        float64 `json:"gpu_share"`
-	HostShare       float64 `json:"host_share"`
-	RecomputeShare  float64 `json:"recompute_share"`
+	PoolHoldsOutput bool  `json:"pool_holds_output"`
+	PromptTokens    int64 `json:"prompt_tokens"`
+	IdealShares
 	// MaxHitRate is an unbounded cache's hit rate: the most any cache could serve.
 	MaxHitRate float64 `json:"max_hit_rate"`
 	// BlockSizeNote says what the server's block size, when it is not block_tokens, does
 	// to the comparison.
 	BlockSizeNote string `json:"block_size_note,omitempty"`
+}
+
+// IdealShares is what an ideal cache served of a window's prompt tokens, tier by tier (the
+// trace package's analysis fills it).
+type IdealShares struct {
+	GPUHitTokens    int64   `json:"gpu_hit_tokens"`
+	HostHitTokens   int64   `json:"host_hit_tokens"`
+	RecomputeTokens int64   `json:"recompute_tokens"`
+	StoredTokens    int64   `json:"stored_tokens"` // written to the host tier
+	GPUShare        float64 `json:"gpu_share"`
+	HostShare       float64 `json:"host_share"`
+	RecomputeShare  float64 `json:"recompute_share"`
 }
 
 // TraceRequest is a trace step's request as the trace gave it, and when it was sent.
@@ -149,111 +158,13 @@ type TraceSection struct {
 	CachedPromptTokens *float64    `json:"cached_prompt_tokens"`
 	RequestTiers       *TierTokens `json:"request_cached_tokens_details"`
 	// Tiers is the measured split, Ideal the ideal's, and Finding the two in a sentence.
-	Tiers               TierShares    `json:"tiers"`
-	Ideal               *IdealTiers   `json:"ideal"`
-	IdealUnavailable    string        `json:"ideal_unavailable,omitempty"`
-	Finding             string        `json:"finding"`
-	Preemptions         *float64      `json:"preemptions"`
-	StoreBytesDelta     *float64      `json:"gpu_to_cpu_bytes_delta"`
-	LoadBytesDelta      *float64      `json:"cpu_to_gpu_bytes_delta"`
-	PeakBlockOccupancy  *float64      `json:"sampled_peak_block_occupancy_fraction"`
-	PeakActiveSequences *float64      `json:"sampled_engine_active_max"`
-	CountersValid       bool          `json:"counters_valid"`
-	InvalidReasons      []string      `json:"invalid_reasons,omitempty"`
-	ScrapeIntervalMS    float64       `json:"scrape_interval_ms"`
-	Series              []SeriesPoint `json:"series"`
-}
-
-// TraceOf computes a trace step's section from its artifact.
-func TraceOf(st Step, artifact string) TraceSection {
-	s := TraceSection{Artifact: artifact, Requests: len(st.Requests), Interrupted: st.Interrupted, CountersValid: true, Series: []SeriesPoint{}}
-	if tr := st.Trace; tr != nil {
-		s.File, s.SHA256, s.Mode, s.TimeScale, s.Concurrency, s.PromptForm = tr.File, tr.SHA256, tr.Mode, tr.TimeScale, tr.Concurrency, tr.PromptForm
-		s.PlannedRequests, s.DroppedRequests, s.PeakInFlight = tr.PlannedRequests, tr.DroppedRequests, tr.PeakInFlight
-		s.Ideal, s.IdealUnavailable, s.ScrapeIntervalMS = tr.Ideal, tr.IdealUnavailable, tr.ScrapeIntervalMS
-		if tr.TimeScale != nil && tr.SpanSeconds > 0 {
-			rate := float64(tr.PlannedRequests) / (tr.SpanSeconds * *tr.TimeScale)
-			s.OfferedRequestsPerSecond = &rate
-		}
-		if tr.Series != nil {
-			s.Series = tr.Series
-		}
-	}
-	var ttfts, decode, lags []float64
-	for _, r := range st.Requests {
-		if r.Trace != nil {
-			lags = append(lags, r.Trace.DispatchLagMS)
-		}
-		res := r.Result
-		if res.Failed() {
-			s.FailedRequests++
-			continue
-		}
-		s.PromptTokens = addInt(s.PromptTokens, res.PromptTokens)
-		s.CachedPromptTokens = addInt(s.CachedPromptTokens, res.CachedPromptTokens)
-		if d := res.CachedTokensDetails; d != nil {
-			if s.RequestTiers == nil {
-				s.RequestTiers = &TierTokens{StorageBackend: d.StorageBackend}
-			}
-			s.RequestTiers.Device += d.Device
-			s.RequestTiers.Host += d.Host
-			s.RequestTiers.Storage += d.Storage
-		}
-		if res.TimeToFirstOutputMS != nil {
-			ttfts = append(ttfts, *res.TimeToFirstOutputMS)
-		}
-		if res.DecodeTokensPerSecond != nil {
-			decode = append(decode, *res.DecodeTokensPerSecond)
-		}
-	}
-	s.TTFTMS, s.DecodeTokensPerSecond, s.DispatchLagMS = PercentilesOf(ttfts), PercentilesOf(decode), PercentilesOf(lags)
-	if c := st.Span; c != nil {
-		s.Tiers = SplitTiers(c).Shares()
-		s.Preemptions = c.Delta(metrics.Preemptions)
-		s.StoreBytesDelta = c.Delta(metrics.StoreBytes)
-		s.LoadBytesDelta = c.Delta(metrics.LoadBytes)
-	}
-	s.CountersValid, s.InvalidReasons = st.SpanValidity()
-	s.PeakBlockOccupancy, s.PeakActiveSequences = st.Sampled.PeakKVUsage, st.Sampled.PeakRunning
-	s.Finding = TraceFinding(s.Tiers, s.CountersValid, s.Ideal, s.IdealUnavailable)
-	return s
-}
-
-func addInt(sum *float64, v *int) *float64 {
-	if v == nil {
-		return sum
-	}
-	x := float64(*v)
-	if sum != nil {
-		x += *sum
-	}
-	return &x
-}
-
-// TraceFinding sets the measured host share beside the ideal's, the gap a user acts on: "the
-// host tier served 21.0% of prompt tokens; an LRU host tier of its size would have served
-// 27.0%". Absent counters are said to be absent, never taken for 0.
-func TraceFinding(measured TierShares, valid bool, ideal *IdealTiers, unavailable string) string {
-	var have string
-	switch {
-	case !valid:
-		have = "the step's counters are not valid, so what each tier served was not measured"
-	case measured.Host == nil && measured.GPU == nil:
-		have = "the server exposes no counter that splits prompt tokens by tier"
-	case measured.Host == nil:
-		have = fmt.Sprintf("the GPU prefix cache served %s of prompt tokens; the server exposes no host-tier hit counter", units.Share(*measured.GPU))
-	default:
-		have = fmt.Sprintf("the host tier served %s of prompt tokens", units.Share(*measured.Host))
-		if measured.GPU != nil {
-			have += fmt.Sprintf(" (the GPU prefix cache %s)", units.Share(*measured.GPU))
-		}
-	}
-	if ideal == nil {
-		if unavailable == "" {
-			unavailable = "no ideal was computed"
-		}
-		return have + "; the ideal at the server's pool sizes is unknown: " + unavailable
-	}
-	return fmt.Sprintf("%s; an LRU host tier of its size (%d tokens) would have served %s (and an LRU GPU pool of %d tokens %s; the most any cache could serve: %s)",
-		have, ideal.HostTokens, units.Share(ideal.HostShare), ideal.GPUTokens, units.Share(ideal.GPUShare), units.Share(ideal.MaxHitRate))
+	Tiers            TierShares  `json:"tiers"`
+	Ideal            *IdealTiers `json:"ideal"`
+	IdealUnavailable string      `json:"ideal_unavailable,omitempty"`
+	Finding          string      `json:"finding"`
+	StepLoad
+	CountersValid    bool          `json:"counters_valid"`
+	InvalidReasons   []string      `json:"invalid_reasons,omitempty"`
+	ScrapeIntervalMS float64       `json:"scrape_interval_ms"`
+	Series           []SeriesPoint `json:"series"`
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -57,9 +58,9 @@ func writeRun(t *testing.T, sc *scenarios.Scenario, status string, reps ...[]rec
 	t.Helper()
 	dir := t.TempDir()
 	var refs []record.ArtifactRef
-	var built []record.Repetition
+	var built []derive.Repetition
 	for k, arts := range reps {
-		rep := record.Repetition{Index: k, Seed: sc.RepetitionSeed(k)}
+		rep := derive.Repetition{Repetition: record.Repetition{Index: k, Seed: sc.RepetitionSeed(k)}}
 		for i, a := range arts {
 			name := ArtifactName(k, i, a.Step)
 			data, err := json.Marshal(a)
@@ -71,11 +72,11 @@ func writeRun(t *testing.T, sc *scenarios.Scenario, status string, reps ...[]rec
 			}
 			sum, _ := FileSHA256(filepath.Join(dir, name))
 			refs = append(refs, record.ArtifactRef{Step: a.Step, Path: name, SHA256: sum, Repetition: k})
-			rep.Steps, rep.Artifacts = append(rep.Steps, record.Assemble(a)), append(rep.Artifacts, name)
+			rep.Steps, rep.Artifacts = append(rep.Steps, derive.Assemble(a)), append(rep.Artifacts, name)
 		}
 		built = append(built, rep)
 	}
-	r := record.NewRun(record.RunInfo{Scenario: sc, ObservedAt: time.Unix(0, 0), Status: status, Artifacts: refs, Repeat: sc.Repeat})
+	r := derive.NewRun(derive.RunInfo{Scenario: sc, ObservedAt: time.Unix(0, 0), Status: status, Artifacts: refs, Repeat: sc.Repeat})
 	r.Derive(built)
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

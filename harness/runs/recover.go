@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -94,7 +95,7 @@ func (r *Run) recover() ([]recovered, error) {
 }
 
 // fromJournal rebuilds step i's artifact from its journal: the requests that ended, the
-// step marked interrupted. Its span is then assembled as every step's is (record.Assemble):
+// step marked interrupted. Its span is then assembled as every step's is (derive.Assemble):
 // a counter reset between two of its requests shows. A step whose requests overlapped has
 // no span: its closing scrape was never taken.
 func (r *Run) fromJournal(i int, reqs []record.Request, file string) record.StepArtifact {
@@ -189,12 +190,11 @@ func withoutRecord(dir string, why error) (*Run, error) {
 		sc.Name = filepath.Base(dir)
 	}
 	path := filepath.Join(dir, "run.json")
-	return &Run{Dir: dir, Files: []record.ArtifactRef{{Path: path}}, Run: &record.Run{
+	return &Run{Dir: dir, Files: []record.ArtifactRef{{Path: path}}, Run: derive.Of(&record.Run{
 		Schema:     record.RunSchema,
 		Status:     record.StatusIncomplete,
 		StopReason: fmt.Sprintf("run.json is unreadable (%v): the run was rebuilt from its step files and journals", why),
-		Scenario:   sc,
-	}}, nil
+	}, sc)}, nil
 }
 
 func scenarioRef(r *record.ReplayRef) *scenarios.ReplayRef {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 )
 
@@ -29,7 +30,7 @@ func crashedCopy(t *testing.T, keepStep2, undecided bool) string {
 	r.Artifacts = r.Artifacts[:1]
 	first := full
 	first.Steps, first.Artifacts = full.Steps[:1], full.Artifacts[:1]
-	r.Derive([]record.Repetition{first}) // run.json as written after step 1
+	r.Derive([]derive.Repetition{first}) // run.json as written after step 1
 	data, err := json.MarshalIndent(r.Run, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -125,8 +126,8 @@ func TestLoadRunKilledBeforeAnyStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := record.RunInfo{Scenario: r.Scenario, ObservedAt: time.Now(), Status: record.StatusRunning}
-	dir, err := CreateRunDir(t.TempDir(), "x", time.Now(), record.NewRun(info))
+	info := derive.RunInfo{Scenario: r.Scenario, ObservedAt: time.Now(), Status: record.StatusRunning}
+	dir, err := CreateRunDir(t.TempDir(), "x", time.Now(), derive.NewRun(info))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/internal/events"
 )
@@ -22,7 +23,7 @@ func TestRunDirSinkKeepsTheRunAsItGoes(t *testing.T) {
 		t.Fatal("an event before RunStarted was taken")
 	}
 	started := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	running := &record.Run{Status: record.StatusRunning}
+	running := &derive.Run{Run: &record.Run{Status: record.StatusRunning}}
 	handle := func(e events.Event) {
 		t.Helper()
 		if err := s.Handle(e); err != nil {
@@ -50,7 +51,7 @@ func TestRunDirSinkKeepsTheRunAsItGoes(t *testing.T) {
 	if _, err := os.Stat(journal); !os.IsNotExist(err) {
 		t.Fatalf("journal kept after its step's file was written: %v", err)
 	}
-	handle(events.RunDone{Record: &record.Run{Status: record.StatusCompleted}, Dir: s.Dir()})
+	handle(events.RunDone{Record: &derive.Run{Run: &record.Run{Status: record.StatusCompleted}}, Dir: s.Dir()})
 	if status := runStatus(t, s.Dir()); status != record.StatusCompleted {
 		t.Fatalf("final run.json: status %q", status)
 	}
@@ -67,7 +68,7 @@ func TestRunDirSinkRefusesAParentItCannotUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewRunDirSink(file)
-	err := s.Handle(events.RunStarted{Scenario: "unit", Started: time.Now(), Record: &record.Run{Status: record.StatusRunning}})
+	err := s.Handle(events.RunStarted{Scenario: "unit", Started: time.Now(), Record: &derive.Run{Run: &record.Run{Status: record.StatusRunning}}})
 	if err == nil || s.Dir() != "" {
 		t.Fatalf("RunStarted under a file: %v, dir %q", err, s.Dir())
 	}

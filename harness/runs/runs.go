@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/prompts"
@@ -30,11 +31,11 @@ var ErrNotRun = errors.New("not a kvbench run directory")
 var ErrArtifactChanged = errors.New("artifact changed after the run")
 
 // Run is one loaded run directory: its record (run.json, whose fields it promotes), with
-// every part the steps decide derived anew from the step artifacts (record.Run.Derive):
+// every part the steps decide derived anew from the step artifacts (derive.Run.Derive):
 // Repetitions holds every pass over the steps, repetition 0 first, with their sections.
 type Run struct {
 	Dir string
-	*record.Run
+	*derive.Run
 	// Files are run.json and every artifact (absolute paths) with their sha256, in the
 	// record's order; artifacts carry their step id.
 	Files []record.ArtifactRef
@@ -70,7 +71,7 @@ func Load(dir string) (*Run, error) {
 			seeds[rep.Index] = rep.Seed
 		}
 	}
-	byRep := map[int]*record.Repetition{}
+	byRep := map[int]*derive.Repetition{}
 	add := func(k int, art record.StepArtifact, ref record.ArtifactRef) {
 		rep := byRep[k]
 		if rep == nil {
@@ -78,10 +79,10 @@ func Load(dir string) (*Run, error) {
 			if !ok {
 				seed = r.Scenario.RepetitionSeed(k)
 			}
-			rep = &record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted}
+			rep = &derive.Repetition{Repetition: record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted}}
 			byRep[k] = rep
 		}
-		rep.Steps = append(rep.Steps, record.Assemble(art))
+		rep.Steps = append(rep.Steps, derive.Assemble(art))
 		rep.Artifacts = append(rep.Artifacts, ref.Path)
 		if art.Interrupted {
 			rep.Status = record.StatusInterrupted
@@ -106,13 +107,13 @@ func Load(dir string) (*Run, error) {
 		}
 		r.Artifacts = append(r.Artifacts, refsOf(recovered)...)
 		if len(byRep) == 0 {
-			byRep[0] = &record.Repetition{Index: 0, Seed: r.Scenario.RepetitionSeed(0), Status: record.StatusInterrupted}
+			byRep[0] = &derive.Repetition{Repetition: record.Repetition{Index: 0, Seed: r.Scenario.RepetitionSeed(0), Status: record.StatusInterrupted}}
 		}
 	}
 	if len(byRep) == 0 {
 		return nil, fmt.Errorf("%s: %w: sources list no step artifacts", path, ErrNotRun)
 	}
-	var reps []record.Repetition
+	var reps []derive.Repetition
 	for _, rep := range byRep {
 		reps = append(reps, *rep)
 	}
@@ -154,7 +155,7 @@ var ErrStatusContradicted = errors.New("run.json's status contradicts its artifa
 // repetition asked for, each with every step of the scenario in order, none interrupted,
 // and every sequence and replay with all its planned requests (a conversation's users stop
 // at a failed turn, so its count is not fixed).
-func checkCompleted(sc *scenarios.Scenario, reps []record.Repetition) error {
+func checkCompleted(sc *scenarios.Scenario, reps []derive.Repetition) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("status: %q, but %s: %w", record.StatusCompleted, fmt.Sprintf(format, args...), ErrStatusContradicted)
 	}
@@ -242,7 +243,7 @@ func readRecord(dir, path string) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotRun, err)
 	}
-	r := &Run{Dir: dir, Run: &record.Run{}}
+	r := &Run{Dir: dir, Run: derive.Of(&record.Run{}, nil)}
 	r.Files = append(r.Files, record.ArtifactRef{Path: path, SHA256: sha256Hex(data)})
 	if err := json.Unmarshal(data, r.Run); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", path, ErrNotRun, err)
@@ -304,7 +305,7 @@ func (r *Run) StepIDs() []string {
 }
 
 // Step returns repetition k's step id, or nil.
-func (r *Run) Step(k int, id string) *record.Step {
+func (r *Run) Step(k int, id string) *derive.Step {
 	if k >= len(r.Repetitions) {
 		return nil
 	}
@@ -316,10 +317,10 @@ func (r *Run) Step(k int, id string) *record.Step {
 	return nil
 }
 
-// RequestValues collects a per-request metric (record.RequestMetrics) of step id's request
+// RequestValues collects a per-request metric (derive.RequestMetrics) of step id's request
 // position i across every repetition: nil where it was not measured.
 func (r *Run) RequestValues(id string, i int, metric string) []*float64 {
-	f := record.RequestMetrics[metric]
+	f := derive.RequestMetrics[metric]
 	var out []*float64
 	for k := range r.Repetitions {
 		st := r.Step(k, id)
@@ -332,7 +333,7 @@ func (r *Run) RequestValues(id string, i int, metric string) []*float64 {
 	return out
 }
 
-// Verdicts lists step id's replay verdict in every repetition (record.Missing where not
+// Verdicts lists step id's replay verdict in every repetition (derive.Missing where not
 // measured).
 func (r *Run) Verdicts(id string) []verdict.Verdict {
 	var out []verdict.Verdict

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 )
 
@@ -94,7 +95,7 @@ func TestBuildReproducesRunRecord(t *testing.T) {
 		}
 		cache := r.Cache
 		cache.StoreBytesPerTokenMeasured, cache.LoadBytesPerTokenMeasured = nil, nil
-		info := record.RunInfo{
+		info := derive.RunInfo{
 			Scenario: r.Scenario, ObservedAt: observed, Status: r.Status, StopReason: r.StopReason,
 			KvbenchVersion: r.Kvbench.Version, ServedModel: r.Model.ServedName, ModelRoot: r.Model.Repo,
 			ServerVersion: r.Runtime.Engine, Cache: cache, Preflight: r.Preflight, Probes: r.Probes,
@@ -106,7 +107,7 @@ func TestBuildReproducesRunRecord(t *testing.T) {
 		for _, f := range r.Files[1:] {
 			info.Artifacts = append(info.Artifacts, record.ArtifactRef{Step: f.Step, Path: filepath.Base(f.Path), SHA256: f.SHA256})
 		}
-		rec := record.NewRun(info)
+		rec := derive.NewRun(info)
 		rec.Derive(r.Repetitions)
 		got, err := json.MarshalIndent(rec, "", "  ")
 		if err != nil {

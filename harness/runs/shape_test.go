@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -22,19 +23,19 @@ func TestShapeOfARecordBeforeShapes(t *testing.T) {
 			t.Fatal(err)
 		}
 		run := func(keepShapes bool) Identity {
-			var steps []record.Step
+			var steps []derive.Step
 			for _, st := range p.Steps {
 				a := record.StepArtifact{Step: st.ID, Kind: record.KindSequence}
 				for _, q := range st.Requests {
-					rq := record.Request{Step: st.ID, IndexInStep: q.IndexInStep, Ordinal: q.Ordinal, PlannedTokens: q.PlannedTokens, Prompt: record.PromptOf(q.Prompt)}
+					rq := record.Request{Step: st.ID, IndexInStep: q.IndexInStep, Ordinal: q.Ordinal, PlannedTokens: q.PlannedTokens, Prompt: q.Prompt.Prompt}
 					if !keepShapes {
 						rq.Prompt.Shape = ""
 					}
 					a.Requests = append(a.Requests, rq)
 				}
-				steps = append(steps, record.Assemble(a))
+				steps = append(steps, derive.Assemble(a))
 			}
-			r := &Run{Run: &record.Run{Scenario: sc, Repetitions: []record.Repetition{{Seed: sc.RepetitionSeed(0), Steps: steps}}}}
+			r := &Run{Run: &derive.Run{Run: &record.Run{}, Scenario: sc, Repetitions: []derive.Repetition{{Repetition: record.Repetition{Seed: sc.RepetitionSeed(0)}, Steps: steps}}}}
 			return r.Identify()
 		}
 		recorded, derived := run(true), run(false)

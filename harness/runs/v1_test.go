@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
@@ -78,7 +79,7 @@ func TestLoadV1KilledRunKeepsItsFigures(t *testing.T) {
 // requests of a killed run's step makes the rebuilt step invalid, as it does live.
 func TestJournalRebuildSeesResetBetweenRequests(t *testing.T) {
 	sc := &scenarios.Scenario{Name: "killed", Steps: []scenarios.Step{{ID: "seq", Requests: 2, Concurrency: 1}}}
-	dir, err := CreateRunDir(t.TempDir(), "killed", time.Now(), record.NewRun(record.RunInfo{Scenario: sc, Status: record.StatusRunning}))
+	dir, err := CreateRunDir(t.TempDir(), "killed", time.Now(), derive.NewRun(derive.RunInfo{Scenario: sc, Status: record.StatusRunning}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestJournalRebuildSeesResetBetweenRequests(t *testing.T) {
 		read := func(v float64) metrics.Snapshot {
 			return metrics.Snapshot{Counters: map[metrics.Counter]metrics.Reading{metrics.StoreBytes: {Value: v, Present: true, Source: "s"}}}
 		}
-		return record.NewCounters(read(before), read(after))
+		return derive.NewCounters(read(before), read(after))
 	}
 	j, err := OpenJournal(filepath.Join(dir, JournalName(ArtifactName(0, 0, "seq"))))
 	if err != nil {

@@ -5,27 +5,15 @@
 package stats
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
-	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
-// Summary is n measurements of one value. Absent counts the repetitions where the value was
-// not measured (a counter the server does not expose, a failed request): they are reported,
-// never counted as 0.
-type Summary struct {
-	N      int      `json:"n"`
-	Absent int      `json:"absent,omitempty"`
-	Median *float64 `json:"median"`
-	Min    *float64 `json:"min"`
-	Max    *float64 `json:"max"`
-	// Spread is max - min; RelativeSpread is Spread / |median| (nil when the median is 0).
-	Spread         *float64  `json:"spread"`
-	RelativeSpread *float64  `json:"relative_spread"`
-	Values         []float64 `json:"values"`
-}
+// Summary is n measurements of one value: the record's type (its repeats section keeps
+// them), which Summarize fills.
+type Summary = record.Summary
 
 // Summarize summarizes values in the order given; nil entries are absent measurements.
 func Summarize(values []*float64) Summary {
@@ -170,17 +158,4 @@ func Compare(baseline, candidate Summary, better Better, tolerance float64) Chan
 // |measured - claimed| <= tolerance x |claimed|.
 func Within(measured, claimed, tolerance float64) bool {
 	return math.Abs(measured-claimed) <= tolerance*math.Abs(claimed)
-}
-
-// Text is a median with its relative spread when repeated: "120.3 (spread 4.1%, n=3)";
-// "absent" when nothing was measured.
-func (s Summary) Text() string {
-	if s.N == 0 {
-		return "absent"
-	}
-	text := units.Number(*s.Median)
-	if s.N > 1 && s.RelativeSpread != nil {
-		text += fmt.Sprintf(" (spread %s, n=%d)", units.Share(*s.RelativeSpread), s.N)
-	}
-	return text
 }

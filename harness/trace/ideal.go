@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -109,13 +110,7 @@ type CapacityHitRate struct {
 // are not modelled (the trace does not say what a request generated).
 type TierShares struct {
 	Tiers
-	GPUHitTokens    int64   `json:"gpu_hit_tokens"`
-	HostHitTokens   int64   `json:"host_hit_tokens"`
-	RecomputeTokens int64   `json:"recompute_tokens"`
-	StoredTokens    int64   `json:"stored_tokens"` // written to the host tier
-	GPUShare        float64 `json:"gpu_share"`
-	HostShare       float64 `json:"host_share"`
-	RecomputeShare  float64 `json:"recompute_share"`
+	record.IdealShares
 }
 
 // Analyze reads src to its end and computes its ideal reference. Memory follows the number
@@ -208,12 +203,11 @@ func Analyze(src Source, cfg Config) (*Analysis, error) {
 		a.Capacities = append(a.Capacities, CapacityHitRate{CapacityTokens: c, CapacityBlocks: blocks, HitTokens: hit, HitRate: a.share(hit)})
 	}
 	if tiers != nil {
-		t := &TierShares{
-			Tiers:         *cfg.Tiers,
+		t := &TierShares{Tiers: *cfg.Tiers, IdealShares: record.IdealShares{
 			GPUHitTokens:  tiers.gpuHits * int64(bt),
 			HostHitTokens: tiers.hostHits * int64(bt),
 			StoredTokens:  tiers.stored * int64(bt),
-		}
+		}}
 		t.RecomputeTokens = a.PromptTokens - t.GPUHitTokens - t.HostHitTokens
 		t.GPUShare, t.HostShare, t.RecomputeShare = a.share(t.GPUHitTokens), a.share(t.HostHitTokens), a.share(t.RecomputeTokens)
 		a.Tiers = t

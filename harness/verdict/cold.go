@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -42,31 +43,21 @@ type ColdStep struct {
 }
 
 // WarmCaches is the finding that a cold step came back cached beyond anything the run itself
-// could have cached: the server's caches held these prompts before the run began (a
-// long-lived server whose tiers still hold the same bytes from an earlier run). The step
-// measured cache hits, not the stores, evictions and recomputes it was meant to.
-type WarmCaches struct {
-	Step string
-	// Requests of Of were served warm; when only the step's hits are known, Requests is Of.
-	Requests, Of int
-	// Cached are the cached tokens of those requests, of their Prompt tokens, and Beyond the
-	// cached tokens beyond their reusable prefixes.
-	Cached, Prompt, Beyond float64
-	By                     string
-}
+// could have cached: the record's type, which ColdCaches fills.
+type WarmCaches = record.WarmCaches
 
-// Reason says the finding in words, with what to do about it.
-func (w *WarmCaches) Reason() string {
+// warmReason says the finding in words, with what to do about it.
+func warmReason(w *WarmCaches) string {
 	share := 0.0
-	if w.Prompt > 0 {
-		share = w.Cached / w.Prompt
+	if w.PromptTokens > 0 {
+		share = w.CachedTokens / w.PromptTokens
 	}
 	who := fmt.Sprintf("%d of its %d requests came back", w.Requests, w.Of)
 	if w.By == ByStepHits {
 		who = fmt.Sprintf("its %d requests came back", w.Of)
 	}
 	return fmt.Sprintf("warm caches: step %s is a cold sequence, yet %s %s cached (%s of %s prompt tokens, %s beyond what the run itself could have cached; %s): the server's caches held these prompts before the run, so the step measured cache hits, not stores and evictions. Start from cold caches: restart the server, or give each run fresh bytes (kvbench run --salt random)",
-		w.Step, who, units.Fixed(units.Percentage).Places(2).Format(share), units.Whole(w.Cached), units.Whole(w.Prompt), units.Whole(w.Beyond), w.By)
+		w.Step, who, units.Fixed(units.Percentage).Places(2).Format(share), units.Whole(w.CachedTokens), units.Whole(w.PromptTokens), units.Whole(w.CachedBeyondReusable), w.By)
 }
 
 // Where ColdStep's Cached figures come from.
@@ -96,13 +87,14 @@ func ColdCaches(s ColdStep) *WarmCaches {
 		beyond := *q.Cached - allow
 		if beyond > 0 && beyond >= WarmShare*float64(q.PromptTokens-q.Reusable) {
 			w.Requests++
-			w.Cached += *q.Cached
-			w.Prompt += float64(q.PromptTokens)
-			w.Beyond += beyond
+			w.CachedTokens += *q.Cached
+			w.PromptTokens += float64(q.PromptTokens)
+			w.CachedBeyondReusable += beyond
 		}
 	}
 	switch {
 	case perRequest && w.Requests > 0:
+		w.Reason = warmReason(&w)
 		return &w
 	case perRequest || s.StepHits == nil || len(s.Requests) == 0:
 		return nil
@@ -111,7 +103,8 @@ func ColdCaches(s ColdStep) *WarmCaches {
 	if beyond <= 0 || beyond < WarmShare*fresh {
 		return nil
 	}
-	w.Requests, w.Cached, w.Prompt, w.Beyond, w.By = w.Of, *s.StepHits, prompt, beyond, ByStepHits
+	w.Requests, w.CachedTokens, w.PromptTokens, w.CachedBeyondReusable, w.By = w.Of, *s.StepHits, prompt, beyond, ByStepHits
+	w.Reason = warmReason(&w)
 	return &w
 }
 
@@ -119,7 +112,7 @@ func ColdCaches(s ColdStep) *WarmCaches {
 func warmSetupReason(ws []WarmCaches) string {
 	var parts []string
 	for i := range ws {
-		parts = append(parts, ws[i].Reason())
+		parts = append(parts, ws[i].Reason)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // seedSequence is seed 001's eviction sequence as a cold step: six 113,674-token prompts
@@ -56,8 +57,8 @@ func TestColdCaches(t *testing.T) {
 			if w == nil {
 				return
 			}
-			if w.Requests != c.requests || !strings.Contains(w.Reason(), c.reason) || !strings.Contains(w.Reason(), "--salt random") {
-				t.Errorf("%d warm requests, reason %q; want %d, %q", w.Requests, w.Reason(), c.requests, c.reason)
+			if w.Requests != c.requests || !strings.Contains(w.Reason, c.reason) || !strings.Contains(w.Reason, "--salt random") {
+				t.Errorf("%d warm requests, reason %q; want %d, %q", w.Requests, w.Reason, c.requests, c.reason)
 			}
 		})
 	}
@@ -69,7 +70,7 @@ func TestColdCaches(t *testing.T) {
 func TestWarmCachesInvalidateTheSetup(t *testing.T) {
 	e := Evidence{PromptTokens: i(113674), CachedPromptTokens: i(113664), SharedPrefixTokens: 8000, BlockSize: 16, LoadBytesPerToken: 8833,
 		Counters: window(gpuHits, 0.0, extHits, 113664.0, load, 1003994112.0),
-		Setup:    &capacity.Assessment{CanProveReload: capacity.Yes}}
+		Setup:    &capacity.Assessment{Capacity: record.Capacity{CanProveReload: capacity.Yes}}}
 	if d := Decide(e); d.SetupValid != capacity.Yes || d.Verdict != CPUReload {
 		t.Fatalf("without warm caches: %s, setup %s", d.Verdict, d.SetupValid)
 	}

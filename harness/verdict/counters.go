@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -19,7 +20,7 @@ type hitEvidence struct {
 // decideByCounters applies the counter rules to e, whose Counters are set.
 func decideByCounters(e Evidence) Decision {
 	c := e.Counters
-	d := Decision{DecidedBy: ByCounters}
+	d := Decision{record.Decision{DecidedBy: ByCounters}}
 	h := hitEvidence{gpu: c.Delta(metrics.GPUPrefixHits), ext: c.Delta(metrics.ExternalPrefixHits), load: c.Delta(metrics.LoadBytes), reload: c.Delta(metrics.ReloadTokens)}
 	var unreadable []string
 	for _, k := range []metrics.Counter{metrics.GPUPrefixHits, metrics.ExternalPrefixHits, metrics.LoadBytes} {

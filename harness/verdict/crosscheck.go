@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -32,18 +33,8 @@ const (
 	CheckCachedCounter = "cached_counter_vs_usage"
 )
 
-// CrossCheck is one quantity read from two independent sources: what each said, whether
-// they agree within rounding, and what the verdict went on where they do not.
-type CrossCheck struct {
-	Name    string
-	Sources []string
-	Agrees  bool
-	// Tolerance is the difference allowed as rounding, in the quantity's unit.
-	Tolerance float64
-	// Used names the evidence the verdict used when the sources disagree ("" when they
-	// agree).
-	Used string
-}
+// CrossCheck is one quantity read from two independent sources: the record's type.
+type CrossCheck = record.CrossCheck
 
 // check records a cross-check; a disagreement is also a note naming the check, both
 // sources and what the verdict used.

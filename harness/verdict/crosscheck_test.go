@@ -6,6 +6,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // checkNamed returns the decision's cross-check called name, failing when there is none.
@@ -146,7 +147,7 @@ func TestKVBMDiskStagedThroughHost(t *testing.T) {
 // TestStoreBytesCrossCheck: store bytes against stored tokens times the bytes per stored
 // token the capacity math uses.
 func TestStoreBytesCrossCheck(t *testing.T) {
-	a := &capacity.Assessment{CanProveReload: capacity.Yes, Setup: capacity.Setup{StoreBytesPerToken: 2048, StoreBytesSource: "scenario"}}
+	a := &capacity.Assessment{Capacity: record.Capacity{CanProveReload: capacity.Yes, Setup: capacity.Setup{StoreBytesPerToken: 2048, StoreBytesSource: "scenario"}}}
 	e := Evidence{PromptTokens: i(6000), CachedPromptTokens: i(5984), SharedPrefixTokens: 256, BlockSize: 16, Setup: a,
 		Counters: window(gpuHits, 256.0, extHits, 5728.0),
 		Offload:  OffloadEvidence{StoreBytes: f(6000 * 2048), StoreTokens: f(6000)}}

@@ -3,6 +3,7 @@ package verdict
 import (
 	"fmt"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -23,31 +24,11 @@ const (
 	DiagRoutedElsewhere = "replay_routed_elsewhere"
 )
 
-// Diagnosis is one cause the evidence points to, with the numbers in words.
-type Diagnosis struct {
-	Cause  string `json:"cause"`
-	Detail string `json:"detail"`
-}
+// Diagnosis is one cause the evidence points to, with the numbers in words: the record's type.
+type Diagnosis = record.Diagnosis
 
-// OffloadEvidence is the run-wide offload evidence up to the replay: deltas from the first
-// step's scrape to the replay's. A nil pointer is a counter the server does not serve.
-type OffloadEvidence struct {
-	StoreBytes *float64 `json:"store_bytes_delta"`
-	// StoreTokens is the device->host store in tokens where the engine counts it, for the
-	// cross-check of bytes per stored token; nil when it does not.
-	StoreTokens        *float64 `json:"store_tokens_delta,omitempty"`
-	StoresSkipped      *float64 `json:"stores_skipped_delta"`
-	AllocationFailures *float64 `json:"allocation_failures_delta"`
-	// TierHoldsSequence is the capacity math's answer with measured tokens ("" when unknown).
-	TierHoldsSequence string  `json:"cpu_tier_holds_sequence,omitempty"`
-	TierTokens        float64 `json:"cpu_tier_tokens,omitempty"`
-	UniqueTokens      int     `json:"unique_tokens,omitempty"`
-	// RoutedElsewhere is true when the replay is known to have reached another replica than
-	// the original request; the replicas are named where the server has several.
-	RoutedElsewhere *bool  `json:"routed_elsewhere,omitempty"`
-	OriginalReplica string `json:"original_replica,omitempty"`
-	ReplayReplica   string `json:"replay_replica,omitempty"`
-}
+// OffloadEvidence is the run-wide offload evidence up to the replay: the record's type.
+type OffloadEvidence = record.OffloadEvidence
 
 // Diagnose explains a recompute or partial verdict from the offload evidence; other verdicts,
 // and an invalid measurement, get none.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 func TestDiagnose(t *testing.T) {
@@ -83,7 +84,7 @@ func TestRoutedElsewhereNamesReplicas(t *testing.T) {
 func TestDecideDiagnoses(t *testing.T) {
 	e := Evidence{PromptTokens: i(6000), SharedPrefixTokens: 256, BlockSize: 16, Counters: window(gpuHits, 256.0, extHits, 0.0, load, 0.0),
 		Offload: OffloadEvidence{StoreBytes: f(1e6)}, Routing: Routing{OriginalReplica: "a", ReplayReplica: "b"},
-		Setup: &capacity.Assessment{TierHoldsSequence: capacity.No, UniqueTokens: 6000, CPUTierTokens: 1024}}
+		Setup: &capacity.Assessment{Capacity: record.Capacity{TierHoldsSequence: capacity.No, UniqueTokens: 6000, CPUTierTokens: 1024}}}
 	d := Decide(e)
 	var causes []string
 	for _, g := range d.Diagnosis {

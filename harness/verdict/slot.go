@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
@@ -23,15 +24,8 @@ type SlotEvidence struct {
 	Tolerance int
 }
 
-// SlotAttribution is how a slot-attributed replay's cached tokens split between the live
-// slot and the host-RAM cache.
-type SlotAttribution struct {
-	LiveTokens   *int
-	HostTokens   *int
-	CommonPrefix *int
-	Slots        int
-	Tolerance    int
-}
+// SlotAttribution is how a slot-attributed replay's cached tokens split: the record's type.
+type SlotAttribution = record.SlotAttribution
 
 // decideBySlot applies the attribution rules to e, whose request did not fail.
 func decideBySlot(e Evidence) Decision {
@@ -39,7 +33,7 @@ func decideBySlot(e Evidence) Decision {
 	if e.Slot != nil {
 		s = *e.Slot
 	}
-	d := Decision{DecidedBy: BySlot, Slot: &SlotAttribution{CommonPrefix: s.CommonPrefix, Slots: s.Slots, Tolerance: s.Tolerance}}
+	d := Decision{record.Decision{DecidedBy: BySlot, Slot: &SlotAttribution{CommonPrefix: s.CommonPrefix, Slots: s.Slots, Tolerance: s.Tolerance}}}
 	switch {
 	case e.PromptTokens == nil || *e.PromptTokens <= 0:
 		d.Verdict, d.Reason = TierUnknown, "the server reported no prompt token count"

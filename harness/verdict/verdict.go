@@ -11,12 +11,13 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // Verdict is the judgement on one replayed request. Every package spells verdicts with
 // these constants.
-type Verdict string
+type Verdict = record.Verdict
 
 // Replay verdicts.
 const (
@@ -133,13 +134,9 @@ func (c *Counters) Delta(k metrics.Counter) *float64 {
 	return &v
 }
 
-// TierTokens is a request's cached prompt tokens by the tier that served them.
-type TierTokens struct {
-	Device         int
-	Host           int
-	Storage        int
-	StorageBackend string
-}
+// TierTokens is a request's cached prompt tokens by the tier that served them: the record's
+// type, as the client read it.
+type TierTokens = record.TierTokens
 
 // Engine is what an engine's definition says about its evidence; the runner resolves it once
 // per run.
@@ -182,37 +179,17 @@ func (r Routing) Elsewhere() *bool {
 	return &b
 }
 
-// Decision is the verdict on one replayed request, with the numbers and words behind it.
+// Decision is the verdict on one replayed request, with the numbers and words behind it: the
+// record's Decision, built by the rules here.
 type Decision struct {
-	Verdict Verdict
-	Reason  string
-	Notes   []string
-	// DecidedBy names the rule set that decided (ByCounters, ByRequestTier, BySlot).
-	DecidedBy string
-	// HitCoverage = (GPU + host hits) / prompt tokens.
-	HitCoverage *float64
-	// UsageAgrees cross-checks the counters against usage's cached tokens (hit counters have
-	// been double-counted on scheduler retries in some vLLM versions); nil when unknown.
-	UsageAgrees *bool
-	// ExpectedLoadBytes = host hits x expected load bytes per token;
-	// MeasuredLoadBytesPerToken = load bytes delta / host hits.
-	ExpectedLoadBytes         *float64
-	MeasuredLoadBytesPerToken *float64
-	// CrossChecks are the comparisons of every quantity two independent sources gave, with
-	// which evidence the verdict used where they disagreed.
-	CrossChecks []CrossCheck
-	// Slot is the attribution by the single slot's common prefix; nil for other rules.
-	Slot *SlotAttribution
-	// Diagnosis says why a recompute or partial replay was not reloaded; Offload is the
-	// evidence it read.
-	Diagnosis []Diagnosis
-	Offload   *OffloadEvidence
-	// SetupValid says whether the setup could prove a reload, and SetupReason why: the
-	// replay's own evidence of a host reload beats the capacity math.
-	SetupValid  capacity.Answer
-	SetupReason string
-	// Interpretation says in words what the replay showed and what the setup could prove.
-	Interpretation string
+	record.Decision
+}
+
+// Undecided is the decision on a replay that was never measured, or whose verdict was never
+// decided, with why.
+func Undecided(why string) *record.Decision {
+	d := Decide(Evidence{NotSent: why})
+	return &d.Decision
 }
 
 // Decide judges a replayed request from all its evidence.
@@ -220,9 +197,9 @@ func Decide(e Evidence) Decision {
 	var d Decision
 	switch {
 	case e.NotSent != "":
-		d = Decision{Verdict: Invalid, Reason: e.NotSent}
+		d = Decision{record.Decision{Verdict: Invalid, Reason: e.NotSent}}
 	case e.Failed:
-		d = Decision{Verdict: Invalid, Reason: "the request failed: " + e.Failure}
+		d = Decision{record.Decision{Verdict: Invalid, Reason: "the request failed: " + e.Failure}}
 	case e.Engine.BySlot && (e.Counters == nil || !e.Counters.Contaminated):
 		d = decideBySlot(e)
 	case e.Counters == nil:
@@ -230,7 +207,7 @@ func Decide(e Evidence) Decision {
 		if why == "" {
 			why = "none were scraped"
 		}
-		d = Decision{Verdict: Invalid, Reason: invalidPrefix(metrics.InvalidScrapeFailed) + why, DecidedBy: ByCounters}
+		d = Decision{record.Decision{Verdict: Invalid, Reason: invalidPrefix(metrics.InvalidScrapeFailed) + why, DecidedBy: ByCounters}}
 	default:
 		d = decideByCounters(e)
 		d.engineNotes(e)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 func i(v int) *int         { return &v }
@@ -196,8 +197,8 @@ func TestEngineNotes(t *testing.T) {
 // TestSetupValidity: the capacity math decides, unless the replay itself shows a host
 // reload: then the setup is valid whatever the math could not tell.
 func TestSetupValidity(t *testing.T) {
-	unknown := &capacity.Assessment{CanProveReload: capacity.Unknown, TierLargerThanGPU: capacity.Unknown}
-	no := &capacity.Assessment{CanProveReload: capacity.No, TierLargerThanGPU: capacity.No, Setup: capacity.Setup{CPUOffloadGiB: 8, StoreBytesPerToken: 20790, GPUKVTokens: 503468}, CPUTierTokens: 413176}
+	unknown := &capacity.Assessment{Capacity: record.Capacity{CanProveReload: capacity.Unknown, TierLargerThanGPU: capacity.Unknown}}
+	no := &capacity.Assessment{Capacity: record.Capacity{CanProveReload: capacity.No, TierLargerThanGPU: capacity.No, Setup: capacity.Setup{CPUOffloadGiB: 8, StoreBytesPerToken: 20790, GPUKVTokens: 503468}, CPUTierTokens: 413176}}
 	reload := Evidence{PromptTokens: i(113674), CachedPromptTokens: i(113408), BlockSize: 16, Counters: window(gpuHits, 0.0, extHits, 113408.0, load, 1001721600.0)}
 	reload.Setup = unknown
 	d := Decide(reload)

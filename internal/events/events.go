@@ -9,6 +9,7 @@ package events
 import (
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 )
 
@@ -39,7 +40,7 @@ type Note struct{ Text string }
 type RunStarted struct {
 	Scenario string
 	Started  time.Time
-	Record   *record.Run
+	Record   *derive.Run
 }
 
 // StepStarted: repetition Repetition's step Index (from 0) begins; its file will be Artifact.
@@ -105,15 +106,15 @@ type StepDone struct {
 	Repetition int
 	Index      int
 	Artifact   string
-	Step       record.Step
-	Record     *record.Run
+	Step       derive.Step
+	Record     *derive.Run
 }
 
 // RunDone is the last event: the run ended; Record is its final record, and Dir the run's
 // directory (the Durable sink's; "" without one). Sinks listed after the run directory's see
 // the final run.json already on disk.
 type RunDone struct {
-	Record *record.Run
+	Record *derive.Run
 	Dir    string
 }
 

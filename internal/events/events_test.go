@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 )
 
@@ -35,7 +36,7 @@ func (s *durableSink) Dir() string { return s.dir }
 
 // aRun is the events of a run of one step with one request, in the runner's order.
 func aRun() []Event {
-	rec := &record.Run{Status: record.StatusRunning}
+	rec := &derive.Run{Run: &record.Run{Status: record.StatusRunning}}
 	return []Event{
 		RunStarted{Scenario: "unit", Record: rec},
 		Note{Text: "repetition 1 of 1"},

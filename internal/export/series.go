@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
@@ -217,7 +218,7 @@ func (b *builder) section(s record.Section) {
 	}
 }
 
-func (b *builder) requests(st record.Step) {
+func (b *builder) requests(st derive.Step) {
 	for _, q := range st.Requests {
 		l := []string{"step", st.Step, "request", strconv.Itoa(q.IndexInStep)}
 		res := q.Result

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -208,7 +209,7 @@ func runData(r *runs.Run) RunData {
 			}
 			rd.Requests = append(rd.Requests, RequestPoint{
 				Label: label, Step: st.Step, Index: q.IndexInStep, Replay: st.Kind == record.KindReplay && q.ColdTwin == nil,
-				TTFTMS: q.Result.TimeToFirstOutputMS, CachedFraction: record.RequestMetrics["cached_fraction"](q),
+				TTFTMS: q.Result.TimeToFirstOutputMS, CachedFraction: derive.RequestMetrics["cached_fraction"](q),
 			})
 		}
 		sb := StepBytes{Step: st.Step}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/internal/events"
@@ -218,9 +219,9 @@ func (c *Console) requestDone(r record.Request) {
 
 // stepDone prints a replay's verdict, a trace step's finding, and why the step's counters
 // are missing or invalid.
-func (c *Console) stepDone(s record.Step) {
+func (c *Console) stepDone(s derive.Step) {
 	if s.Kind == record.KindTrace {
-		ts := record.TraceOf(s, "")
+		ts := derive.TraceOf(s, "")
 		c.Printf("  trace %s: %d of %d requests sent, %d failed, %d dropped over max_input_tokens; TTFT p90 %s ms, dispatch lag p99 %s ms",
 			s.Step, ts.Requests, ts.PlannedRequests, ts.FailedRequests, ts.DroppedRequests, units.MS(ts.TTFTMS.P90), units.MS(ts.DispatchLagMS.P99))
 		c.Printf("  %s", ts.Finding)
@@ -263,11 +264,4 @@ func (c *Console) warmCaches(e events.StepDone) {
 			}
 		}
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

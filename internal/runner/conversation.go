@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -67,18 +68,7 @@ func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, a
 	sort.Slice(got, func(i, j int) bool { return got[i].IndexInStep < got[j].IndexInStep })
 	art.Requests = got
 	art.Conversation = trace
-	if errBefore != nil {
-		art.CountersError = "before the step: " + errBefore.Error()
-	}
-	if errAfter != nil {
-		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
-	}
-	if art.CountersError == "" {
-		art.Counters = record.NewCounters(before, after)
-		if why := scr.reset(); why != "" {
-			art.Counters.InvalidateAll(metrics.InvalidReset, why)
-		}
-	}
+	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, scr.reset())
 }
 
 // converse is one user's chat: arrive, then for each turn think, ask and keep the answer.
@@ -99,18 +89,18 @@ func (r *runner) converse(ctx context.Context, st plan.Step, user int, system st
 		index := user*cs.Turns + turn
 		req := plan.Request{
 			PlannedRequest: scenarios.PlannedRequest{Step: st.ID, IndexInStep: index, Ordinal: index, PlannedTokens: tokens},
-			Prompt: prompts.Prompt{
-				Index: index, PlannedTokens: tokens, Tokens: tokens, TokenCounting: prompts.Estimated,
-				WithinTolerance: true, SharedPrefixTokens: sysTokens, Identity: prompts.Identity(msgs), Messages: msgs,
+			Prompt: prompts.Prompt{Index: index, PlannedTokens: tokens, Messages: msgs, Prompt: record.Prompt{
+				Tokens: tokens, TokenCounting: prompts.Estimated,
+				WithinTolerance: true, SharedPrefixTokens: sysTokens, Identity: prompts.Identity(msgs),
 				Shape: prompts.ChatShape(uint64(sc.Prompt.Seed), user, turn, cs.TurnTokens, cs.SystemPromptTokens),
-			},
+			}},
 		}
 		if sysTokens > 0 {
 			req.Prompt.SharedPrefixSHA256 = prompts.Identity(msgs[:1])
 		}
 		res := r.send(ctx, req, nopSampler)
 		rec := r.newRequest(st, req)
-		rec.Result = record.ResultOf(res)
+		rec.Result = res
 		rec.Turn = &record.Turn{User: user, Turn: turn}
 		out <- rec
 		if res.Failed() || ctx.Err() != nil {
@@ -216,12 +206,12 @@ func (s *scraper) reset() string { return s.resetWhy }
 
 // point is the interval from a to b.
 func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
-	d := record.NewCounters(a, b)
+	d := derive.NewCounters(a, b)
 	p := record.SeriesPoint{AtMS: at}
 	if !d.Valid {
 		p.Invalid = fmt.Sprintf("interval ending at %s ms: %s", units.Whole(at), d.InvalidReasons[0])
 	} else {
-		record.SplitTiers(d).Point(&p)
+		derive.SplitTiers(d).Point(&p)
 		p.StoreBytes, p.LoadBytes, p.Preemptions = d.Delta(metrics.StoreBytes), d.Delta(metrics.LoadBytes), d.Delta(metrics.Preemptions)
 	}
 	gauge := func(g metrics.Gauge) *float64 {
@@ -233,32 +223,4 @@ func point(a, b metrics.Snapshot, at float64) record.SeriesPoint {
 	}
 	p.KVUsage, p.Running, p.Waiting = gauge(metrics.KVUsage), gauge(metrics.RequestsRunning), gauge(metrics.RequestsWaiting)
 	return p
-}
-
-// loadGate checks a gate on a step of overlapping requests (a conversation or a trace step,
-// kind): max_time_to_first_output_ms bounds the step's TTFT p90, max_failed_requests its
-// failed requests, require_store its store bytes.
-func loadGate(g scenarios.Gate, kind string, ttftP90 *float64, failed int, storeBytes *float64, passes, fails []string) ([]string, []string) {
-	check := func(ok bool, pass, fail string) {
-		if ok {
-			passes = append(passes, pass)
-		} else {
-			fails = append(fails, fail)
-		}
-	}
-	if g.MaxTimeToFirstOutputMS > 0 {
-		check(ttftP90 != nil && *ttftP90 <= g.MaxTimeToFirstOutputMS,
-			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS),
-			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS))
-	}
-	if g.MaxFailedRequests != nil {
-		check(failed <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", failed), fmt.Sprintf("%d failed requests, want <= %d", failed, *g.MaxFailedRequests))
-	}
-	if g.RequireStore {
-		check(storeBytes != nil && *storeBytes > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
-	}
-	if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.MinDecodeTokensPerSec > 0 {
-		fails = append(fails, "verdict, cached fraction, decode rate and setup validity do not apply to "+kind+" steps")
-	}
-	return passes, fails
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -36,25 +37,31 @@ func (r *runner) decide(q *record.Request, st plan.Step, slot *verdict.SlotEvide
 		Engine:             r.traits,
 	}
 	if t := res.CachedTokensDetails; t != nil && !res.Failed() {
-		e.RequestTier = &verdict.TierTokens{Device: t.Device, Host: t.Host, Storage: t.Storage, StorageBackend: t.StorageBackend}
+		tiers := *t
+		e.RequestTier = &tiers
 	}
 	// The run so far, this request included: its steps' spans joined, so a counter reset
 	// anywhere in it leaves the offload evidence unknown rather than wrong.
 	steps := r.stepsWith(st, *q)
-	span := record.SpanOf(steps)
+	span := derive.SpanOf(steps)
 	e.Offload = verdict.OffloadEvidence{StoreBytes: span.Delta(metrics.StoreBytes), StoreTokens: span.Delta(metrics.StoreTokens),
 		StoresSkipped: span.Delta(metrics.StoresSkipped), AllocationFailures: span.Delta(metrics.AllocationFailures)}
 	a := r.assess(st, steps)
 	e.Setup = a
 	e.WarmCaches = r.warmCaches(steps)
-	q.Verdict = record.VerdictOf(verdict.Decide(e), a)
+	d := verdict.Decide(e)
+	if a != nil {
+		c := a.Capacity
+		d.Capacity = &c
+	}
+	q.Verdict = &d.Decision
 }
 
 // warmCaches are the findings of the cold steps among steps that came back cached beyond
-// what the run could have cached, in step order (record.WarmSteps, as the record derives
+// what the run could have cached, in step order (derive.WarmSteps, as the record derives
 // them).
-func (r *runner) warmCaches(steps []record.Step) []verdict.WarmCaches {
-	found := record.WarmSteps(steps, record.PromptsOf(r.cfg.Scenario, r.cfg.BlockSize))
+func (r *runner) warmCaches(steps []derive.Step) []verdict.WarmCaches {
+	found := derive.WarmSteps(steps, derive.PromptsOf(r.cfg.Scenario, r.cfg.BlockSize))
 	var out []verdict.WarmCaches
 	for _, k := range slices.Sorted(maps.Keys(found)) {
 		out = append(out, *found[k])
@@ -63,18 +70,18 @@ func (r *runner) warmCaches(steps []record.Step) []verdict.WarmCaches {
 }
 
 // stepsWith is the running repetition's steps so far, and the current step holding q.
-func (r *runner) stepsWith(st plan.Step, q record.Request) []record.Step {
-	var steps []record.Step
+func (r *runner) stepsWith(st plan.Step, q record.Request) []derive.Step {
+	var steps []derive.Step
 	if r.cur != nil {
 		steps = slices.Clone(r.cur.Steps)
 	}
-	return append(steps, record.Assemble(record.StepArtifact{Step: st.ID, Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{q}}))
+	return append(steps, derive.Assemble(record.StepArtifact{Step: st.ID, Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{q}}))
 }
 
 // assess does the capacity math of the replay step st with the tokens the server counted,
 // and the bytes per stored token the run measured, on top of what preflight found.
-func (r *runner) assess(st plan.Step, steps []record.Step) *capacity.Assessment {
-	store, _ := record.MeasuredBytesPerToken(steps[:len(steps)-1])
+func (r *runner) assess(st plan.Step, steps []derive.Step) *capacity.Assessment {
+	store, _ := derive.MeasuredBytesPerToken(steps[:len(steps)-1])
 	setup := r.cfg.Engine.Resolve(plan.Measured(r.cfg.Capacity, store)...)
 	tokens := map[int]int{}
 	counting := "measured"

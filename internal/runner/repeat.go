@@ -3,8 +3,8 @@ package runner
 import (
 	"context"
 	"fmt"
-	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -59,7 +59,7 @@ func (r *runner) runRepetitions(ctx context.Context) {
 // runRepetition runs every step of p once, emitting each step's start and end: the run
 // directory's recorder journals its requests and writes its file and run.json.
 func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.Plan) {
-	r.cur = &record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted, Artifacts: []string{}}
+	r.cur = &derive.Repetition{Repetition: record.Repetition{Index: k, Seed: seed, Status: record.StatusCompleted, Artifacts: []string{}}}
 	r.curPlan = p
 	for i, st := range p.Steps {
 		if ctx.Err() != nil {
@@ -104,27 +104,4 @@ func describe(st plan.Step) string {
 		return fmt.Sprintf("trace %s, %d requests (%d dropped over max_input_tokens), %s, prompts as %s", t.File, t.Requests, t.Dropped, how, t.PromptForm)
 	}
 	return fmt.Sprintf("%d requests, concurrency %d", len(st.Requests), st.Step.Concurrency)
-}
-
-// EvaluateRepeatedGates checks the gates against every repetition's sections: a gate passes
-// only when it passes in all of them, and a failure names the repetition.
-func EvaluateRepeatedGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
-	if len(reps) == 0 {
-		return EvaluateGates(gates, nil)
-	}
-	out := EvaluateGates(gates, reps[0].Sections)
-	for _, rep := range reps[1:] {
-		for i, g := range EvaluateGates(gates, rep.Sections) {
-			if g.Passed {
-				continue
-			}
-			reason := fmt.Sprintf("repetition %d: %s", rep.Index, g.Reason)
-			if out[i].Passed {
-				out[i].Passed, out[i].Reason = false, reason
-			} else if !strings.Contains(out[i].Reason, reason) {
-				out[i].Reason += "; " + reason
-			}
-		}
-	}
-	return out
 }

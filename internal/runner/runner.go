@@ -18,6 +18,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
@@ -79,8 +80,8 @@ type Outcome struct {
 	RecordPath string
 	// Record is the final run record, derived from every repetition's steps; Steps are
 	// repetition 0's.
-	Record      *record.Run
-	Steps       []record.Step
+	Record      *derive.Run
+	Steps       []derive.Step
 	Gates       []record.GateResult
 	Interrupted bool
 	// Failed says why the run did less than asked (record status failed); "" when it did not.
@@ -105,9 +106,9 @@ type runner struct {
 	sinks  events.Sinks
 	// info is the run record's header as the run goes; reps the repetitions finished so
 	// far, cur the one running.
-	info    *record.RunInfo
-	reps    []record.Repetition
-	cur     *record.Repetition
+	info    *derive.RunInfo
+	reps    []derive.Repetition
+	cur     *derive.Repetition
 	curPlan *plan.Plan
 	// stop cancels the run; failed holds the first failure (a write, or /metrics gone) that
 	// stopped it.
@@ -137,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	r := &runner{cfg: cfg, traits: cfg.Engine.Traits(), origin: time.Now(), stop: stop}
 	r.cfg.Metrics = &metricsGuard{inner: cfg.Metrics, budget: ScrapeBudget, limit: DeadScrapes, dead: r.fail}
 	started := cfg.Now()
-	info := record.RunInfo{
+	info := derive.RunInfo{
 		Scenario:       cfg.Scenario,
 		ObservedAt:     started,
 		Status:         record.StatusRunning,
@@ -156,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		}
 	}
 	r.sinks = cfg.Sinks
-	begin := events.RunStarted{Scenario: cfg.Scenario.Name, Started: started, Record: record.NewRun(info)}
+	begin := events.RunStarted{Scenario: cfg.Scenario.Name, Started: started, Record: derive.NewRun(info)}
 	if err := r.sinks.Handle(begin); err != nil {
 		return nil, err // no run directory, or a sink that cannot follow this run
 	}
@@ -183,8 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	final := r.record()
 	if info.Status == record.StatusCompleted {
-		final.Gates = EvaluateRepeatedGates(cfg.Scenario.Gates, final.Repetitions)
-		final.Gates = append(final.Gates, implicitGates(cfg.Scenario.Gates, final.Repetitions)...)
+		final.Gates = final.CheckGates()
 	}
 	out.Record, out.Gates = final, final.Gates
 	if len(final.Repetitions) > 0 {
@@ -201,12 +201,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 
 // record is the run record of everything measured so far: the header, and what Derive
 // computes from the finished repetitions and the one running.
-func (r *runner) record() *record.Run {
-	reps := append([]record.Repetition(nil), r.reps...)
+func (r *runner) record() *derive.Run {
+	reps := append([]derive.Repetition(nil), r.reps...)
 	if r.cur != nil {
 		reps = append(reps, *r.cur)
 	}
-	rec := record.NewRun(*r.info)
+	rec := derive.NewRun(*r.info)
 	rec.Derive(reps)
 	return rec
 }
@@ -236,7 +236,7 @@ func (r *runner) failure() error {
 }
 
 // runStep runs one step of repetition k and returns it assembled.
-func (r *runner) runStep(ctx context.Context, k int, st plan.Step) record.Step {
+func (r *runner) runStep(ctx context.Context, k int, st plan.Step) derive.Step {
 	art := record.StepArtifact{
 		Schema:      record.StepSchema,
 		Scenario:    r.cfg.Scenario.Name,
@@ -282,7 +282,7 @@ func (r *runner) runStep(ctx context.Context, k int, st plan.Step) record.Step {
 	if cpu1, ok := processCPU(); ok && cpuRead && !r.cfg.EngineInProcess {
 		art.Client = clientCost(cpu1-cpu0, time.Since(wall0), art.Requests)
 	}
-	return record.Assemble(art)
+	return derive.Assemble(art)
 }
 
 // clientCost is what a step of reqs cost kvbench's process: cpu over wall time.
@@ -318,7 +318,7 @@ func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req p
 	}
 	smp := startSampler(ctx, r.cfg.Metrics, r.cfg.Scenario.Target.SampleInterval.Duration, r.origin)
 	res := r.stream(ctx, req, r.chatRequest(req, twin), smp)
-	rec.Result = record.ResultOf(res)
+	rec.Result = res
 	samples := smp.finish()
 	rec.Samples = &samples
 
@@ -339,9 +339,9 @@ func (r *runner) isolatedRequest(ctx context.Context, k int, st plan.Step, req p
 	case err2 != nil:
 		rec.CountersError = joinErr(rec.CountersError, "after the request: "+err2.Error())
 	case err == nil:
-		rec.Counters = record.NewCounters(before, after)
+		rec.Counters = derive.NewCounters(before, after)
 		checkIsolation(rec.Counters, rec.Result, iso, samples)
-		rec.Replica = record.ReplicaOf(metrics.ReplicaMoved(before, after))
+		rec.Replica = metrics.ReplicaMoved(before, after)
 	}
 	if req.Replay {
 		r.decide(&rec, st, slot)
@@ -385,7 +385,7 @@ func (r *runner) runConcurrentStep(ctx context.Context, k int, st plan.Step, art
 	got := map[int]record.Request{}
 	for d := range results {
 		rec := r.newRequest(st, st.Requests[d.i])
-		rec.Result = record.ResultOf(d.res)
+		rec.Result = d.res
 		r.emit(events.RequestDone{Repetition: k, Request: rec})
 		got[d.i] = rec
 	}
@@ -397,15 +397,7 @@ func (r *runner) runConcurrentStep(ctx context.Context, k int, st plan.Step, art
 		}
 	}
 	art.Samples = &samples
-	if errBefore != nil {
-		art.CountersError = "before the step: " + errBefore.Error()
-	}
-	if errAfter != nil {
-		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
-	}
-	if art.CountersError == "" {
-		art.Counters = record.NewCounters(before, after)
-	}
+	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, "")
 }
 
 func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
@@ -415,10 +407,13 @@ func (r *runner) newRequest(st plan.Step, req plan.Request) record.Request {
 		Ordinal:       req.Ordinal,
 		Replay:        req.Replay,
 		PlannedTokens: req.PlannedTokens,
-		Prompt:        record.PromptOf(req.Prompt),
+		Prompt:        req.Prompt.Prompt,
 	}
 	if req.Replay {
-		rec.ReplayOf = record.ReplayRefOf(st.Step.Replay)
+		if ref := st.Step.Replay; ref != nil {
+			of := *ref
+			rec.ReplayOf = &of
+		}
 	}
 	return rec
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
@@ -181,7 +182,7 @@ func TestRunCounterDeltas(t *testing.T) {
 	if disk.Counters != nil {
 		t.Errorf("an isolated step's span is written again: %+v", disk.Counters)
 	}
-	if got, ok := deltaOf(record.Assemble(disk).Span, metrics.StoreBytes); !ok || got != 6000 {
+	if got, ok := deltaOf(derive.Assemble(disk).Span, metrics.StoreBytes); !ok || got != 6000 {
 		t.Errorf("step-01 store bytes delta %v (usable %v), want 6000", got, ok)
 	}
 	if got, _ := deltaOf(disk.Requests[1].Counters, metrics.StoreBytes); got != 2000 {

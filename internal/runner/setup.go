@@ -157,7 +157,7 @@ func (rep *PreflightReport) WriteBrief(con *Console) {
 	con.Printf("  model %s (max_model_len %d), server %s", rep.Model, rep.MaxModelLen, units.Text(rep.ServerVersion))
 	if rep.Setup.Topology == capacity.SingleSlot {
 		con.Printf("  %d slot(s), slot context %d tokens (%s), %s; tokenize: %s; cached_tokens reported: %s",
-			rep.Slots, rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.Setup.HostTierWords(), rep.Tokenize, rep.CachedTokensReported)
+			rep.Slots, rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), capacity.HostTierWords(rep.Setup), rep.Tokenize, rep.CachedTokensReported)
 	} else {
 		con.Printf("  GPU KV pool %d tokens (%s), block %d, CPU tier %s GiB; tokenize: %s; cached_tokens reported: %s",
 			rep.Setup.GPUKVTokens, units.Text(rep.Setup.GPUKVTokensSource), rep.BlockSize, units.Exact(rep.Setup.CPUOffloadGiB), rep.Tokenize, rep.CachedTokensReported)

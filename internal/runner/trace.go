@@ -16,6 +16,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -136,18 +137,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 			tr.SHA256 = sha
 		}
 	}
-	if errBefore != nil {
-		art.CountersError = "before the step: " + errBefore.Error()
-	}
-	if errAfter != nil {
-		art.CountersError = joinErr(art.CountersError, "after the step: "+errAfter.Error())
-	}
-	if art.CountersError == "" {
-		art.Counters = record.NewCounters(before, after)
-		if why := scr.reset(); why != "" {
-			art.Counters.InvalidateAll(metrics.InvalidReset, why)
-		}
-	}
+	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, scr.reset())
 	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp)
 }
 
@@ -173,7 +163,7 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 	}
 	if p := r.cfg.Preflight; p != nil {
 		if d, ok := p.TraceTextBlocks[ts.ID]; ok {
-			tr.TextBlocks = record.BlockDeviationOf(d)
+			tr.TextBlocks = &d
 		}
 	}
 	return tr
@@ -403,7 +393,7 @@ func (r *runner) traceRecord(st plan.Step, d traceDone, start time.Time) record.
 	return record.Request{
 		Step: st.ID, IndexInStep: j.index, Ordinal: j.index, PlannedTokens: j.input,
 		Prompt: record.Prompt{Tokens: j.input, TokenCounting: st.Trace.PromptForm, WithinTolerance: true, Identity: j.identity},
-		Result: record.ResultOf(d.res),
+		Result: d.res,
 		Trace: &record.TraceRequest{
 			Line: j.line, TraceTimeMS: ms(j.traceTime), ScheduledMS: ms(j.due.Sub(start)), DispatchLagMS: ms(d.sentAt.Sub(j.due)),
 			InputLength: j.input, OutputLength: j.output, MaxTokens: j.maxTokens, HashIDs: j.hashIDs,
@@ -452,8 +442,7 @@ func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan) (*record.Ide
 		return nil, "analysing the trace: " + err.Error()
 	}
 	t := a.Tiers
-	ideal.PromptTokens, ideal.GPUHitTokens, ideal.HostHitTokens, ideal.RecomputeTokens, ideal.StoredTokens = a.PromptTokens, t.GPUHitTokens, t.HostHitTokens, t.RecomputeTokens, t.StoredTokens
-	ideal.GPUShare, ideal.HostShare, ideal.RecomputeShare, ideal.MaxHitRate = t.GPUShare, t.HostShare, t.RecomputeShare, a.MaxHitRate
+	ideal.PromptTokens, ideal.IdealShares, ideal.MaxHitRate = a.PromptTokens, t.IdealShares, a.MaxHitRate
 	ideal.BlockSizeNote = blockSizeNote(r.cfg.BlockSize, ts.BlockTokens)
 	return ideal, ""
 }
@@ -499,13 +488,13 @@ func (p *traceProgress) add(rec record.Request) {
 func (p *traceProgress) event(scr *scraper, before metrics.Snapshot, haveBefore bool, inFlight int, final bool) events.TraceProgress {
 	p.last = time.Now()
 	e := events.TraceProgress{Step: p.step, Done: p.done, Total: p.total, Failed: p.failed, InFlight: inFlight, Elapsed: time.Since(p.start), Final: final}
-	lag := record.PercentilesOf(p.lags)
+	lag := derive.PercentilesOf(p.lags)
 	if lag.P50 != nil {
 		e.LagP50MS, e.LagP99MS = *lag.P50, *lag.P99
 	}
 	if latest, ok := scr.latest(); ok && haveBefore {
-		if d := record.NewCounters(before, latest); d.Valid {
-			e.Tiers = record.SplitTiers(d).Shares()
+		if d := derive.NewCounters(before, latest); d.Valid {
+			e.Tiers = derive.SplitTiers(d).Shares()
 		}
 	}
 	return e

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/metrics"
-	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
@@ -62,7 +62,7 @@ func TestRunRestartInsideStepInvalidatesStep(t *testing.T) {
 	if s.GPUToCPUBytesDelta != nil || s.StoreProven {
 		t.Errorf("section store bytes delta %v proven %v, want absent and unproven", s.GPUToCPUBytesDelta, s.StoreProven)
 	}
-	if d := record.Assemble(readArtifact(t, out.Dir, "step-01-sequence.json")).Span; d.Valid || len(d.InvalidKinds) == 0 {
+	if d := derive.Assemble(readArtifact(t, out.Dir, "step-01-sequence.json")).Span; d.Valid || len(d.InvalidKinds) == 0 {
 		t.Errorf("step-01 on disk: step span %+v, want invalid with kinds", d)
 	}
 }

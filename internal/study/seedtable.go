@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/textout"
 	"github.com/anvil-serving/kvbench/harness/units"
@@ -11,12 +12,12 @@ import (
 
 // WriteSeedTable prints the verdict table of seed study 001 (kvbench demo): what its
 // eviction run and its control run set out to prove, and what they showed.
-func WriteSeedTable(w io.Writer, eviction, control *record.Run) error {
+func WriteSeedTable(w io.Writer, eviction, control *derive.Run) error {
 	return textout.Write(w, func(w io.Writer) { writeSeedTable(w, eviction, control) })
 }
 
 // writeSeedTable writes what WriteSeedTable writes.
-func writeSeedTable(w io.Writer, eviction, control *record.Run) {
+func writeSeedTable(w io.Writer, eviction, control *derive.Run) {
 	fmt.Fprintln(w, "seed study 001, reproduced")
 	var s record.SequenceSection
 	var r record.ReplaySection

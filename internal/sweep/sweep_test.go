@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/runner"
@@ -86,7 +87,7 @@ func fakeLevel(t *testing.T, failAt map[string]bool) RunLevel {
 		if err := os.WriteFile(path, []byte("{}"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out := &runner.Outcome{Dir: run, RecordPath: path, Record: &record.Run{Status: record.StatusCompleted}}
+		out := &runner.Outcome{Dir: run, RecordPath: path, Record: derive.Of(&record.Run{Status: record.StatusCompleted}, nil)}
 		if failAt[level.Name] {
 			out.Gates = []record.GateResult{{Gate: scenarios.Gate{Step: "chat"}, Reason: "ttft too high"}}
 		}

@@ -1,17 +1,18 @@
-package record
+package derive
 
 import (
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 func replayStep(ttft float64, v verdict.Verdict) Step {
 	prompt, cached := 1000, 990
-	return Assemble(StepArtifact{Step: "replay", Kind: KindReplay, DeltaScope: ScopeRequest, Requests: []Request{{
+	return Assemble(record.StepArtifact{Step: "replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{{
 		Step:    "replay",
-		Result:  Result{TimeToFirstOutputMS: &ttft, PromptTokens: &prompt, CachedPromptTokens: &cached},
-		Verdict: &Verdict{Verdict: v},
+		Result:  record.Result{TimeToFirstOutputMS: &ttft, PromptTokens: &prompt, CachedPromptTokens: &cached},
+		Verdict: &record.Decision{Verdict: v},
 	}}})
 }
 
@@ -19,9 +20,9 @@ func replayStep(ttft float64, v verdict.Verdict) Step {
 // such rather than averaged away.
 func TestBuildRepeats(t *testing.T) {
 	reps := []Repetition{
-		{Index: 0, Seed: 5, Steps: []Step{replayStep(100, verdict.CPUReload)}},
-		{Index: 1, Seed: 6, Steps: []Step{replayStep(120, verdict.CPUReload)}},
-		{Index: 2, Seed: 7, Steps: []Step{replayStep(90, verdict.Recompute)}},
+		{Repetition: record.Repetition{Index: 0, Seed: 5}, Steps: []Step{replayStep(100, verdict.CPUReload)}},
+		{Repetition: record.Repetition{Index: 1, Seed: 6}, Steps: []Step{replayStep(120, verdict.CPUReload)}},
+		{Repetition: record.Repetition{Index: 2, Seed: 7}, Steps: []Step{replayStep(90, verdict.Recompute)}},
 	}
 	for i := range reps {
 		reps[i].Sections = BuildSections(reps[i].Steps, nil)
@@ -49,7 +50,7 @@ func TestBuildRepeats(t *testing.T) {
 		t.Fatal("verdicts_agree with a recompute among cpu_reloads")
 	}
 	// A repetition that stopped before the replay says so.
-	short := Repetition{Index: 3, Steps: []Step{Assemble(StepArtifact{Step: "replay", Kind: KindReplay})}}
+	short := Repetition{Repetition: record.Repetition{Index: 3}, Steps: []Step{Assemble(record.StepArtifact{Step: "replay", Kind: record.KindReplay})}}
 	short.Sections = BuildSections(short.Steps, nil)
 	if v := short.Verdict("replay"); v != Missing {
 		t.Fatalf("unsent replay: %s", v)

@@ -1,10 +1,11 @@
-package record
+package derive
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -20,28 +21,88 @@ type RunInfo struct {
 	// ModelRoot is what the server says it loaded (vLLM's /v1/models root), the model's repo
 	// when the scenario names none.
 	ModelRoot string
-	Cache     Cache
+	Cache     record.Cache
 	// Preflight is the preflight report as JSON.
 	Preflight json.RawMessage
-	Probes    []ProbeResult
-	Gates     []GateResult
-	Artifacts []ArtifactRef
+	Probes    []record.ProbeResult
+	Gates     []record.GateResult
+	Artifacts []record.ArtifactRef
 	// Repeat is how many passes over the steps were asked for (0 or 1: one).
 	Repeat int
 }
 
-// Repetition is one pass over a scenario's steps; repetition 0 is the run's main record.
+// Run is a run record with the steps its derived parts were computed from: the record is
+// what run.json holds, and Derive fills its derived parts from the repetitions.
+type Run struct {
+	*record.Run
+	// Scenario is the scenario the run ran, parsed; the record keeps it as written.
+	Scenario *scenarios.Scenario
+	// Repetitions are the steps the derived parts were computed from (Derive); a record
+	// decoded from run.json alone has none.
+	Repetitions []Repetition
+	// repeated: more than one pass was asked for, so the record has a repeats section.
+	repeated bool
+}
+
+// Repetition is one pass over a scenario's steps with the steps themselves; repetition 0 is
+// the run's main record.
 type Repetition struct {
-	Index int   `json:"repetition"`
-	Seed  int64 `json:"seed"`
+	record.Repetition
 	// Steps are the repetition's steps in step order, and Artifacts[i] the file Steps[i]
 	// was written to (its journal's name when the step file was never written).
-	Steps     []Step   `json:"-"`
-	Artifacts []string `json:"artifacts"`
-	Status    string   `json:"status"`
+	Steps []Step
 	// Sections are Steps' sections, derived by (*Run).Derive.
-	Sections []Section `json:"-"`
+	Sections []record.Section
 }
+
+// UnmarshalJSON reads run.json into the record, allocating it when r has none, and parses
+// its scenario; what is derived stays to Derive.
+func (r *Run) UnmarshalJSON(data []byte) error {
+	if r.Run == nil {
+		r.Run = &record.Run{}
+	}
+	if err := r.Run.UnmarshalJSON(data); err != nil {
+		return err
+	}
+	r.Scenario = nil
+	if raw := r.Run.Scenario; len(raw) > 0 && string(raw) != "null" {
+		var sc scenarios.Scenario
+		if err := json.Unmarshal(raw, &sc); err != nil {
+			return fmt.Errorf("scenario: %w", err)
+		}
+		r.Scenario = &sc
+	}
+	return nil
+}
+
+// MarshalJSON writes the record with the scenario as it is now; the record itself is left
+// as it was, so writing a run never changes it.
+func (r Run) MarshalJSON() ([]byte, error) {
+	rec := *r.Run
+	r.Run = &rec
+	if err := r.keepScenario(); err != nil {
+		return nil, err
+	}
+	return rec.MarshalJSON()
+}
+
+// keepScenario writes the parsed scenario into the record, which keeps it as JSON.
+func (r *Run) keepScenario() error {
+	if r.Scenario == nil {
+		r.Run.Scenario = nil
+		return nil
+	}
+	raw, err := json.Marshal(r.Scenario)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	r.Run.Scenario = raw
+	return nil
+}
+
+// Of is a record as a derived view of scenario sc, with no repetitions yet (Derive adds
+// them).
+func Of(r *record.Run, sc *scenarios.Scenario) *Run { return &Run{Run: r, Scenario: sc} }
 
 // Prompts says how the run's prompts relate, for WarmSteps.
 func (r *Run) Prompts() Prompts { return PromptsOf(r.Scenario, r.Cache.BlockSize) }
@@ -69,8 +130,8 @@ func (r *Run) WarmFindings() []string {
 // NewRun is the run record's header: everything but what is derived from the steps.
 func NewRun(info RunInfo) *Run {
 	sc := info.Scenario
-	r := &Run{
-		Schema:     RunSchema,
+	r := &Run{Run: &record.Run{
+		Schema:     record.RunSchema,
 		ObservedAt: info.ObservedAt.UTC().Format(time.RFC3339),
 		Status:     info.Status,
 		StopReason: info.StopReason,
@@ -83,10 +144,8 @@ func NewRun(info RunInfo) *Run {
 		Preflight:  info.Preflight,
 		Artifacts:  info.Artifacts,
 		References: sc.Sources,
-		Kvbench:    Kvbench{Version: info.KvbenchVersion},
-		Scenario:   sc,
-		repeated:   info.Repeat > 1,
-	}
+		Kvbench:    record.Kvbench{Version: info.KvbenchVersion},
+	}, Scenario: sc, repeated: info.Repeat > 1}
 	if r.Model.ServedName == "" {
 		r.Model.ServedName = info.ServedModel
 	}
@@ -96,6 +155,7 @@ func NewRun(info RunInfo) *Run {
 	if r.Runtime.Engine == "" {
 		r.Runtime.Engine = info.ServerVersion // what /version says, when the scenario names none
 	}
+	_ = r.keepScenario() // MarshalJSON writes it again, and reports the error there
 	return r
 }
 
@@ -109,7 +169,7 @@ func (r *Run) Derive(reps []Repetition) {
 		reps[i].Sections = BuildSections(reps[i].Steps, reps[i].Artifacts)
 		for k, w := range WarmSteps(reps[i].Steps, r.Prompts()) {
 			if s := reps[i].Sections[k].Sequence; s != nil {
-				s.WarmCaches = WarmCachesOf(w)
+				s.WarmCaches = w
 			}
 		}
 		r.addReloadEvidence(reps[i])

@@ -1,4 +1,4 @@
-package runner
+package derive
 
 import (
 	"fmt"
@@ -126,7 +126,7 @@ func identicalOutput(f *record.ReloadFidelity) (pass, fail string) {
 // (an error, not a reasoning-only answer) in any repetition, unless a gate of the scenario
 // sets max_failed_requests for that step; and each replay whose measurement was invalid
 // (counters reset, unread or contaminated), unless a gate of the scenario names that step.
-func implicitGates(gates []scenarios.Gate, reps []record.Repetition) []record.GateResult {
+func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResult {
 	allowFailures, gated := map[string]bool{}, map[string]bool{}
 	for _, g := range gates {
 		gated[g.Step] = true
@@ -179,4 +179,78 @@ func implicitGates(gates []scenarios.Gate, reps []record.Repetition) []record.Ga
 		}
 	}
 	return out
+}
+
+// EvaluateRepeatedGates checks the gates against every repetition's sections: a gate passes
+// only when it passes in all of them, and a failure names the repetition.
+func EvaluateRepeatedGates(gates []scenarios.Gate, reps []Repetition) []record.GateResult {
+	if len(reps) == 0 {
+		return EvaluateGates(gates, nil)
+	}
+	out := EvaluateGates(gates, reps[0].Sections)
+	for _, rep := range reps[1:] {
+		for i, g := range EvaluateGates(gates, rep.Sections) {
+			if g.Passed {
+				continue
+			}
+			reason := fmt.Sprintf("repetition %d: %s", rep.Index, g.Reason)
+			if out[i].Passed {
+				out[i].Passed, out[i].Reason = false, reason
+			} else if !strings.Contains(out[i].Reason, reason) {
+				out[i].Reason += "; " + reason
+			}
+		}
+	}
+	return out
+}
+
+// GatesOf is the gates' results on a run's repetitions: each scenario gate across all of them
+// (EvaluateRepeatedGates), then the gate kvbench adds to a step whose requests failed.
+func GatesOf(gates []scenarios.Gate, reps []Repetition) []record.GateResult {
+	return append(EvaluateRepeatedGates(gates, reps), implicitGates(gates, reps)...)
+}
+
+// CheckGates is the gates' results on the run's repetitions, the same for a run that just
+// ended and one read back from disk.
+func (r *Run) CheckGates() []record.GateResult {
+	var gates []scenarios.Gate
+	if r.Scenario != nil {
+		gates = r.Scenario.Gates
+	}
+	return GatesOf(gates, r.Repetitions)
+}
+
+// loadGate checks a gate on a step of overlapping requests (a conversation or a trace step,
+// kind): max_time_to_first_output_ms bounds the step's TTFT p90, max_failed_requests its
+// failed requests, require_store its store bytes.
+func loadGate(g scenarios.Gate, kind string, ttftP90 *float64, failed int, storeBytes *float64, passes, fails []string) ([]string, []string) {
+	check := func(ok bool, pass, fail string) {
+		if ok {
+			passes = append(passes, pass)
+		} else {
+			fails = append(fails, fail)
+		}
+	}
+	if g.MaxTimeToFirstOutputMS > 0 {
+		check(ttftP90 != nil && *ttftP90 <= g.MaxTimeToFirstOutputMS,
+			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS),
+			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS))
+	}
+	if g.MaxFailedRequests != nil {
+		check(failed <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", failed), fmt.Sprintf("%d failed requests, want <= %d", failed, *g.MaxFailedRequests))
+	}
+	if g.RequireStore {
+		check(storeBytes != nil && *storeBytes > 0, "store bytes grew", "no GPU->CPU store bytes during the step")
+	}
+	if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.MinDecodeTokensPerSec > 0 {
+		fails = append(fails, "verdict, cached fraction, decode rate and setup validity do not apply to "+kind+" steps")
+	}
+	return passes, fails
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

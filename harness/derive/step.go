@@ -1,32 +1,40 @@
-package record
+package derive
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // Step is a step as every reader sees it: its artifact and what is derived from it. Assemble
 // builds it the one way there is, whether the step just ended, was read from its file, or
 // was rebuilt from its journal after a crash.
 type Step struct {
-	StepArtifact
+	record.StepArtifact
 	// Span is the counters over the whole step: the step's own scrapes when its requests
 	// overlapped, else its isolated requests' spans joined (Join), so a counter reset between
 	// two requests shows. Nil when nothing was read, and SpanError says why.
-	Span      *Counters
+	Span      *record.Counters
 	SpanError string
 	// Sampled are the step's gauge readings: its own when its requests overlapped, else its
 	// requests' merged.
-	Sampled Samples
+	Sampled record.Samples
 }
 
 // Assemble derives a step's span and samples from its artifact.
-func Assemble(a StepArtifact) Step {
+func Assemble(a record.StepArtifact) Step {
+	for _, q := range a.Requests {
+		if q.Verdict != nil && q.Verdict.FromV1 {
+			upgradeV1(q.Verdict)
+		}
+	}
 	s := Step{StepArtifact: a}
-	if a.DeltaScope == ScopeStep {
+	if a.DeltaScope == record.ScopeStep {
 		s.Span, s.SpanError = a.Counters, a.CountersError
 		if s.Span == nil && s.SpanError == "" {
 			s.SpanError = "the step's closing scrape was never taken (the run ended during the step)"
@@ -35,7 +43,7 @@ func Assemble(a StepArtifact) Step {
 		return s
 	}
 	var names, unread []string
-	var spans []*Counters
+	var spans []*record.Counters
 	for _, q := range a.Requests {
 		s.Sampled.Merge(q.Samples)
 		name := fmt.Sprintf("request %d", q.IndexInStep)
@@ -63,9 +71,9 @@ func Assemble(a StepArtifact) Step {
 // SpanOf joins the spans of steps (one repetition's, in order): the run's change from the
 // first step's first scrape to the last one's last, valid only when every scrape in between
 // is, and no step in between went unread; nil when no step read counters.
-func SpanOf(steps []Step) *Counters {
+func SpanOf(steps []Step) *record.Counters {
 	var names []string
-	var spans []*Counters
+	var spans []*record.Counters
 	var unread []string // unread steps since the last read one
 	var between []string
 	for _, st := range steps {
@@ -99,4 +107,19 @@ func (st *Step) SpanValidity() (bool, []string) {
 		return st.Span.Valid, st.Span.InvalidReasons
 	}
 	return false, nil
+}
+
+// upgradeV1 words a v1 verdict as v1 did, from the capacity math its step kept (the record
+// put it on the verdict): the sentences are verdict's and capacity's.
+func upgradeV1(v *record.Decision) {
+	if v.Slot != nil {
+		v.DecidedBy = verdict.BySlot // v1 kept a slot attribution only for slot verdicts
+	}
+	var a *capacity.Assessment
+	if v.Capacity != nil {
+		a = &capacity.Assessment{Capacity: *v.Capacity}
+	}
+	d := verdict.Decision{Decision: record.Decision{Verdict: v.Verdict, Reason: v.Reason, DecidedBy: v.DecidedBy, Diagnosis: v.Diagnosis}}
+	v.Interpretation = d.Interpret(a)
+	v.FromV1 = false
 }

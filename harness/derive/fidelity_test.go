@@ -1,38 +1,36 @@
-package record
+package derive
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-func ids(v ...int) []int { return v }
-
 func TestCompareOutputs(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		a, b      Result
+		a, b      record.Result
 		basis     string
 		identical bool
 		first     *int
 		compared  int
 		why       string
 	}{
-		{"same ids", Result{OutputTokenIDs: ids(1, 2, 3), OutputText: "x"}, Result{OutputTokenIDs: ids(1, 2, 3), OutputText: "y"}, BasisTokenIDs, true, nil, 3, ""},
-		{"ids differ at 1", Result{OutputTokenIDs: ids(1, 2, 3)}, Result{OutputTokenIDs: ids(1, 9, 3)}, BasisTokenIDs, false, i(1), 3, ""},
-		{"replay stops early", Result{OutputTokenIDs: ids(1, 2, 3)}, Result{OutputTokenIDs: ids(1, 2)}, BasisTokenIDs, false, i(2), 2, ""},
-		{"shorter one was cut where kvbench stopped keeping", Result{OutputTokenIDs: ids(1, 2, 3)}, Result{OutputTokenIDs: ids(1, 2), OutputTokenIDsTruncated: true}, BasisTokenIDs, true, nil, 2, ""},
-		{"text when one has no ids", Result{OutputTokenIDs: ids(1), OutputText: "the KV"}, Result{OutputText: "the KW"}, BasisText, false, i(5), 6, ""},
-		{"answer of an old record", Result{Answer: "hello"}, Result{Answer: "hello"}, BasisAnswer, true, nil, 5, ""},
-		{"failed replay", Result{OutputTokenIDs: ids(1)}, Result{ErrorKind: "stream_cut"}, "", false, nil, 0, "the request failed"},
-		{"nothing kept", Result{}, Result{}, "", false, nil, 0, "kept no output"},
+		{"same ids", record.Result{OutputTokenIDs: ids(1, 2, 3), OutputText: "x"}, record.Result{OutputTokenIDs: ids(1, 2, 3), OutputText: "y"}, record.BasisTokenIDs, true, nil, 3, ""},
+		{"ids differ at 1", record.Result{OutputTokenIDs: ids(1, 2, 3)}, record.Result{OutputTokenIDs: ids(1, 9, 3)}, record.BasisTokenIDs, false, i(1), 3, ""},
+		{"replay stops early", record.Result{OutputTokenIDs: ids(1, 2, 3)}, record.Result{OutputTokenIDs: ids(1, 2)}, record.BasisTokenIDs, false, i(2), 2, ""},
+		{"shorter one was cut where kvbench stopped keeping", record.Result{OutputTokenIDs: ids(1, 2, 3)}, record.Result{OutputTokenIDs: ids(1, 2), OutputTokenIDsTruncated: true}, record.BasisTokenIDs, true, nil, 2, ""},
+		{"text when one has no ids", record.Result{OutputTokenIDs: ids(1), OutputText: "the KV"}, record.Result{OutputText: "the KW"}, record.BasisText, false, i(5), 6, ""},
+		{"answer of an old record", record.Result{Answer: "hello"}, record.Result{Answer: "hello"}, record.BasisAnswer, true, nil, 5, ""},
+		{"failed replay", record.Result{OutputTokenIDs: ids(1)}, record.Result{ErrorKind: "stream_cut"}, "", false, nil, 0, "the request failed"},
+		{"nothing kept", record.Result{}, record.Result{}, "", false, nil, 0, "kept no output"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, why := compareOutputs(&tc.a, &tc.b)
@@ -49,40 +47,12 @@ func TestCompareOutputs(t *testing.T) {
 	}
 }
 
-func eqInt(a, b *int) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
-
-func fmtInt(p *int) any {
-	if p == nil {
-		return "null"
-	}
-	return *p
-}
-
-func fidelityScenario(t *testing.T, temperature float64) *scenarios.Scenario {
-	t.Helper()
-	src := `name = "f"
-[request]
-temperature = ` + fmt.Sprintf("%.1f", temperature) + `
-[[step]]
-id = "seq"
-planned_context_tokens = [1200]
-[[step]]
-id = "replay"
-replay = { step = "seq", request = 0 }
-`
-	sc, err := scenarios.Parse([]byte(src), "f.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
-
 func TestReloadFidelityFindings(t *testing.T) {
-	orig := &Request{Step: "seq", Result: Result{OutputTokenIDs: ids(5, 6, 7, 8)}}
-	same := &Request{Step: "replay", Result: Result{OutputTokenIDs: ids(5, 6, 7, 8)}}
-	diff := &Request{Step: "replay", Result: Result{OutputTokenIDs: ids(5, 6, 9, 9)}}
-	twinSame := &Request{Step: "replay", ColdTwin: &ColdTwin{Mechanism: "cache_salt"}, Result: Result{OutputTokenIDs: ids(5, 6, 7, 8)}}
-	twinDiff := &Request{Step: "replay", ColdTwin: &ColdTwin{Mechanism: "cache_salt"}, Result: Result{OutputTokenIDs: ids(5, 1, 7, 8)}}
+	orig := &record.Request{Step: "seq", Result: record.Result{OutputTokenIDs: ids(5, 6, 7, 8)}}
+	same := &record.Request{Step: "replay", Result: record.Result{OutputTokenIDs: ids(5, 6, 7, 8)}}
+	diff := &record.Request{Step: "replay", Result: record.Result{OutputTokenIDs: ids(5, 6, 9, 9)}}
+	twinSame := &record.Request{Step: "replay", ColdTwin: &record.ColdTwin{Mechanism: "cache_salt"}, Result: record.Result{OutputTokenIDs: ids(5, 6, 7, 8)}}
+	twinDiff := &record.Request{Step: "replay", ColdTwin: &record.ColdTwin{Mechanism: "cache_salt"}, Result: record.Result{OutputTokenIDs: ids(5, 1, 7, 8)}}
 	greedy, sampled := fidelityScenario(t, 0), fidelityScenario(t, 0.7)
 	fp8 := "fp8"
 
@@ -113,11 +83,11 @@ func TestReloadFidelityFindings(t *testing.T) {
 
 func TestOffloadGain(t *testing.T) {
 	ms := func(v float64) *float64 { return &v }
-	replay := &Request{Result: Result{TimeToFirstOutputMS: ms(40), DecodeTokensPerSecond: ms(100)}}
+	replay := &record.Request{Result: record.Result{TimeToFirstOutputMS: ms(40), DecodeTokensPerSecond: ms(100)}}
 	zero := map[metrics.Counter]float64{metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 0, metrics.StoreBytes: 0}
 	stored := map[metrics.Counter]float64{metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 0, metrics.StoreBytes: 20790 * 1000}
-	twin := &Request{ColdTwin: &ColdTwin{Mechanism: "cache_salt"}, Counters: span(zero, stored),
-		Result: Result{TimeToFirstOutputMS: ms(400), DecodeTokensPerSecond: ms(125)}}
+	twin := &record.Request{ColdTwin: &record.ColdTwin{Mechanism: "cache_salt"}, Counters: span(zero, stored),
+		Result: record.Result{TimeToFirstOutputMS: ms(400), DecodeTokensPerSecond: ms(125)}}
 	g := offloadGain(replay, twin)
 	if g.ColdTwin != "cache_salt" || *g.TTFTRatio != 10 || *g.PrefillSecondsSaved != 0.36 || *g.DecodeRatio != 0.8 || *g.TwinStoreBytes != 20790*1000 || g.TwinMissed != capacity.Yes || !g.Pays() {
 		t.Errorf("gain: %+v", g)
@@ -133,7 +103,7 @@ func TestOffloadGain(t *testing.T) {
 		t.Errorf("a twin nothing reports on: %+v", g)
 	}
 	failed := *twin
-	failed.Result = Result{ErrorKind: "http_status", Error: "400 cache_salt"}
+	failed.Result = record.Result{ErrorKind: "http_status", Error: "400 cache_salt"}
 	if g := offloadGain(replay, &failed); g.TTFTRatio != nil || g.TwinError == "" || g.Pays() {
 		t.Errorf("failed twin: %+v", g)
 	}
@@ -170,20 +140,20 @@ func TestReloadBandwidthSeed001(t *testing.T) {
 }
 
 func TestBreakEven(t *testing.T) {
-	pt := func(tokens int, gain float64) CurvePoint {
-		return CurvePoint{Tokens: tokens, Gain: &gain, Counted: true, Verdict: verdict.CPUReload}
+	pt := func(tokens int, gain float64) record.CurvePoint {
+		return record.CurvePoint{Tokens: tokens, Gain: &gain, Counted: true, Verdict: verdict.CPUReload}
 	}
 	for _, tc := range []struct {
 		name   string
-		points []CurvePoint
+		points []record.CurvePoint
 		want   float64 // 0: none
 		words  string
 	}{
-		{"crosses once", []CurvePoint{pt(1000, 0.5), pt(2000, 0.8), pt(4000, 2)}, 2000 * math.Pow(2, math.Log(1/0.8)/math.Log(2/0.8)), "reloading pays from about"},
-		{"always pays", []CurvePoint{pt(1000, 1.5), pt(2000, 3)}, 0, "faster than recomputing at every measured size (from 1,000 tokens)"},
-		{"never pays", []CurvePoint{pt(1000, 0.5), pt(2000, 0.9)}, 0, "at least as fast as reloading up to the largest measured size (2,000 tokens)"},
-		{"not monotone", []CurvePoint{pt(1000, 1.2), pt(2000, 0.9), pt(4000, 3)}, 0, "not monotone"},
-		{"excluded points do not count", []CurvePoint{{Tokens: 1000, Excluded: "no reload"}, pt(2000, 0.5), pt(4000, 4)}, 2000 * math.Pow(2, math.Log(2)/math.Log(8)), "reloading pays"},
+		{"crosses once", []record.CurvePoint{pt(1000, 0.5), pt(2000, 0.8), pt(4000, 2)}, 2000 * math.Pow(2, math.Log(1/0.8)/math.Log(2/0.8)), "reloading pays from about"},
+		{"always pays", []record.CurvePoint{pt(1000, 1.5), pt(2000, 3)}, 0, "faster than recomputing at every measured size (from 1,000 tokens)"},
+		{"never pays", []record.CurvePoint{pt(1000, 0.5), pt(2000, 0.9)}, 0, "at least as fast as reloading up to the largest measured size (2,000 tokens)"},
+		{"not monotone", []record.CurvePoint{pt(1000, 1.2), pt(2000, 0.9), pt(4000, 3)}, 0, "not monotone"},
+		{"excluded points do not count", []record.CurvePoint{{Tokens: 1000, Excluded: "no reload"}, pt(2000, 0.5), pt(4000, 4)}, 2000 * math.Pow(2, math.Log(2)/math.Log(8)), "reloading pays"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x, words := breakEven(tc.points)
@@ -232,12 +202,12 @@ require_identical_output = true
 	ms := func(v float64) *float64 { return &v }
 	c0 := map[metrics.Counter]float64{metrics.LoadBytes: 0, metrics.LoadSeconds: 0, metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 0}
 	c1 := map[metrics.Counter]float64{metrics.LoadBytes: 1e6, metrics.LoadSeconds: 0.001, metrics.GPUPrefixHits: 96, metrics.ExternalPrefixHits: 900}
-	seq := isolated("curve_1000", Request{Ordinal: 0, Result: Result{OutputTokenIDs: ids(1, 2, 3, 4)}})
-	replay := StepArtifact{Step: "curve_1000_replay", Kind: KindReplay, DeltaScope: ScopeRequest, Requests: []Request{
-		{Step: "curve_1000_replay", Replay: true, ReplayOf: &ReplayRef{Step: "curve_1000"}, Counters: span(c0, c1),
-			Result: Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(50), OutputTokenIDs: ids(1, 2, 3, 4)}, Verdict: &Verdict{Verdict: verdict.CPUReload}},
-		{Step: "curve_1000_replay", IndexInStep: 1, ColdTwin: &ColdTwin{Mechanism: "cache_salt", Field: "cache_salt", Value: "s"},
-			Counters: span(c0, c0), Result: Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(150), OutputTokenIDs: ids(1, 2, 3, 4)}},
+	seq := isolated("curve_1000", record.Request{Ordinal: 0, Result: record.Result{OutputTokenIDs: ids(1, 2, 3, 4)}})
+	replay := record.StepArtifact{Step: "curve_1000_replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{
+		{Step: "curve_1000_replay", Replay: true, ReplayOf: &record.ReplayRef{Step: "curve_1000"}, Counters: span(c0, c1),
+			Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(50), OutputTokenIDs: ids(1, 2, 3, 4)}, Verdict: &record.Decision{Verdict: verdict.CPUReload}},
+		{Step: "curve_1000_replay", IndexInStep: 1, ColdTwin: &record.ColdTwin{Mechanism: "cache_salt", Field: "cache_salt", Value: "s"},
+			Counters: span(c0, c0), Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(150), OutputTokenIDs: ids(1, 2, 3, 4)}},
 	}}
 	r := NewRun(RunInfo{Scenario: sc})
 	r.Derive([]Repetition{{Steps: []Step{Assemble(seq), Assemble(replay)}}})
@@ -265,7 +235,7 @@ func TestDeriveFillsReloadEvidenceAndCurve(t *testing.T) {
 	if !strings.Contains(string(data), `"reload_curves":{"curve":{"curve":{"id":"curve"`) {
 		t.Errorf("run.json lacks the keyed curve: %.400s", data)
 	}
-	var back Run
+	var back record.Run
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}

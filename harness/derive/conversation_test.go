@@ -1,10 +1,11 @@
-package record
+package derive
 
 import (
 	"testing"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // TestSplitTiers: the by-source counters where the server has them, else queries and hits.
@@ -12,13 +13,13 @@ func TestSplitTiers(t *testing.T) {
 	bySource := span(map[metrics.Counter]float64{metrics.PromptTokensLocalCacheHit: 0, metrics.PromptTokensExternal: 0, metrics.PromptTokensLocalCompute: 0, metrics.GPUPrefixQueries: 0},
 		map[metrics.Counter]float64{metrics.PromptTokensLocalCacheHit: 600, metrics.PromptTokensExternal: 300, metrics.PromptTokensLocalCompute: 100, metrics.GPUPrefixQueries: 5000})
 	s := SplitTiers(bySource).Shares()
-	if s.Source != TierBySource || *s.PromptTokens != 1000 || *s.GPU != 0.6 || *s.Host != 0.3 || *s.Recompute != 0.1 {
+	if s.Source != record.TierBySource || *s.PromptTokens != 1000 || *s.GPU != 0.6 || *s.Host != 0.3 || *s.Recompute != 0.1 {
 		t.Fatalf("by source %+v", s)
 	}
 	byHits := span(map[metrics.Counter]float64{metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 0},
 		map[metrics.Counter]float64{metrics.GPUPrefixQueries: 1000, metrics.GPUPrefixHits: 500, metrics.ExternalPrefixHits: 250})
 	s = SplitTiers(byHits).Shares()
-	if s.Source != TierByHits || *s.RecomputeTokens != 250 || *s.Host != 0.25 {
+	if s.Source != record.TierByHits || *s.RecomputeTokens != 250 || *s.Host != 0.25 {
 		t.Fatalf("by hits %+v", s)
 	}
 	// Without an external hit counter the host share is absent, and recompute is all not hit on GPU.
@@ -30,7 +31,7 @@ func TestSplitTiers(t *testing.T) {
 	if s := SplitTiers(span(nil, nil)).Shares(); s.Source != "" || s.GPU != nil {
 		t.Fatalf("nothing %+v", s)
 	}
-	var p SeriesPoint
+	var p record.SeriesPoint
 	SplitTiers(byHits).Point(&p)
 	if *p.PromptTokens != 1000 || *p.GPUHitTokens != 500 || *p.HostHitTokens != 250 || *p.RecomputeTokens != 250 {
 		t.Fatalf("point %+v", p)
@@ -51,15 +52,15 @@ func TestPercentilesOf(t *testing.T) {
 // percentiles and series, tiers from its span.
 func TestConversationOf(t *testing.T) {
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	turn := func(user, n int, ttft float64, at time.Duration) Request {
-		return Request{Step: "chat", IndexInStep: user*2 + n, Turn: &Turn{User: user, Turn: n}, Result: Result{StartedAt: start.Add(at), TimeToFirstOutputMS: &ttft, CachedPromptTokens: i(10)}}
+	turn := func(user, n int, ttft float64, at time.Duration) record.Request {
+		return record.Request{Step: "chat", IndexInStep: user*2 + n, Turn: &record.Turn{User: user, Turn: n}, Result: record.Result{StartedAt: start.Add(at), TimeToFirstOutputMS: &ttft, CachedPromptTokens: i(10)}}
 	}
 	c := span(map[metrics.Counter]float64{metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0, metrics.StoreBytes: 0, metrics.Preemptions: 0},
 		map[metrics.Counter]float64{metrics.GPUPrefixQueries: 400, metrics.GPUPrefixHits: 100, metrics.StoreBytes: 9000, metrics.Preemptions: 1})
-	failed := Request{Step: "chat", IndexInStep: 3, Result: Result{ErrorKind: "stream_cut", Error: "cut"}}
-	a := StepArtifact{Step: "chat", Kind: KindConversation, DeltaScope: ScopeStep, StartedAt: start, Counters: c, Samples: &Samples{PeakRunning: f(2)},
-		Requests:     []Request{turn(0, 0, 50, 0), turn(0, 1, 70, time.Second), turn(1, 0, 60, 100*time.Millisecond), failed},
-		Conversation: &ConversationTrace{Users: 2, Turns: 2, ScrapeIntervalMS: 500, Series: []SeriesPoint{{AtMS: 500, Waiting: f(3)}, {AtMS: 1000, Waiting: f(1)}}}}
+	failed := record.Request{Step: "chat", IndexInStep: 3, Result: record.Result{ErrorKind: "stream_cut", Error: "cut"}}
+	a := record.StepArtifact{Step: "chat", Kind: record.KindConversation, DeltaScope: record.ScopeStep, StartedAt: start, Counters: c, Samples: &record.Samples{PeakRunning: f(2)},
+		Requests:     []record.Request{turn(0, 0, 50, 0), turn(0, 1, 70, time.Second), turn(1, 0, 60, 100*time.Millisecond), failed},
+		Conversation: &record.ConversationTrace{Users: 2, Turns: 2, ScrapeIntervalMS: 500, Series: []record.SeriesPoint{{AtMS: 500, Waiting: f(3)}, {AtMS: 1000, Waiting: f(1)}}}}
 	s := ConversationOf(Assemble(a), "step-01-chat.json")
 	if s.Users != 2 || s.Requests != 4 || s.FailedRequests != 1 || *s.TTFTMS.P50 != 60 || *s.CachedPromptTokens != 30 || *s.PeakWaiting != 3 ||
 		*s.StoreBytesDelta != 9000 || *s.Preemptions != 1 || *s.Tiers.GPU != 0.25 || *s.PeakActiveSequences != 2 || !s.CountersValid {

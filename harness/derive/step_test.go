@@ -1,22 +1,19 @@
-package record
+package derive
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
 // span is an isolated request's counters from before to after (store bytes, GPU hits).
-func span(before, after map[metrics.Counter]float64) *Counters {
+func span(before, after map[metrics.Counter]float64) *record.Counters {
 	return NewCounters(snap(before), snap(after))
-}
-
-func isolated(id string, reqs ...Request) StepArtifact {
-	for i := range reqs {
-		reqs[i].Step, reqs[i].IndexInStep = id, i
-	}
-	return StepArtifact{Schema: StepSchema, Step: id, Kind: KindSequence, DeltaScope: ScopeRequest, Requests: reqs}
 }
 
 // TestAssembleJoinsRequests: an isolated step's span runs from its first request's before to
@@ -24,8 +21,8 @@ func isolated(id string, reqs ...Request) StepArtifact {
 // invalid, as it does for the same requests rebuilt from a journal (Assemble is the one way).
 func TestAssembleJoinsRequests(t *testing.T) {
 	a := isolated("seq",
-		Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 1000}), Samples: &Samples{Count: 1, PeakKVUsage: f(0.4)}},
-		Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 1000}, map[metrics.Counter]float64{metrics.StoreBytes: 2500}), Samples: &Samples{Count: 2, PeakKVUsage: f(0.7)}},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 1000}), Samples: &record.Samples{Count: 1, PeakKVUsage: f(0.4)}},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 1000}, map[metrics.Counter]float64{metrics.StoreBytes: 2500}), Samples: &record.Samples{Count: 2, PeakKVUsage: f(0.7)}},
 	)
 	s := Assemble(a)
 	if s.Span == nil || !s.Span.Valid || *s.Span.Delta(metrics.StoreBytes) != 2500 || s.SpanError != "" {
@@ -36,8 +33,8 @@ func TestAssembleJoinsRequests(t *testing.T) {
 	}
 	// The server restarted between the requests: 1000 -> 10, then growth past 2500.
 	reset := isolated("seq",
-		Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 1000})},
-		Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 10}, map[metrics.Counter]float64{metrics.StoreBytes: 5000})},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 1000})},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 10}, map[metrics.Counter]float64{metrics.StoreBytes: 5000})},
 	)
 	for _, name := range []string{"step file", "journal"} {
 		art := reset
@@ -55,15 +52,15 @@ func TestAssembleJoinsRequests(t *testing.T) {
 // unusable; with no request read at all there is no span and the error says why.
 func TestAssembleUnreadRequest(t *testing.T) {
 	a := isolated("seq",
-		Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10})},
-		Request{CountersError: "after the request: connection refused"},
-		Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 20}, map[metrics.Counter]float64{metrics.StoreBytes: 30})},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10})},
+		record.Request{CountersError: "after the request: connection refused"},
+		record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 20}, map[metrics.Counter]float64{metrics.StoreBytes: 30})},
 	)
 	s := Assemble(a)
 	if s.Span.Valid || s.Span.Delta(metrics.StoreBytes) != nil || !strings.Contains(strings.Join(s.Span.InvalidReasons, ";"), "counters not read around request 1: after the request: connection refused") {
 		t.Fatalf("%+v", s.Span)
 	}
-	none := Assemble(isolated("seq", Request{CountersError: "before the request: 500"}, Request{}))
+	none := Assemble(isolated("seq", record.Request{CountersError: "before the request: 500"}, record.Request{}))
 	if none.Span != nil || none.SpanError != "no request's counters were read: request 0: before the request: 500; request 1: no counters were recorded" {
 		t.Fatalf("span %v error %q", none.Span, none.SpanError)
 	}
@@ -76,15 +73,15 @@ func TestAssembleUnreadRequest(t *testing.T) {
 // a journal it has none, and says so.
 func TestAssembleStepScope(t *testing.T) {
 	c := span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 64})
-	s := Assemble(StepArtifact{Step: "load", DeltaScope: ScopeStep, Counters: c, Samples: &Samples{Count: 4}, Requests: []Request{{}, {}}})
+	s := Assemble(record.StepArtifact{Step: "load", DeltaScope: record.ScopeStep, Counters: c, Samples: &record.Samples{Count: 4}, Requests: []record.Request{{}, {}}})
 	if s.Span != c || s.Sampled.Count != 4 {
 		t.Fatalf("%+v", s)
 	}
-	j := Assemble(StepArtifact{Step: "load", DeltaScope: ScopeStep, Interrupted: true, Requests: []Request{{}}})
+	j := Assemble(record.StepArtifact{Step: "load", DeltaScope: record.ScopeStep, Interrupted: true, Requests: []record.Request{{}}})
 	if j.Span != nil || !strings.Contains(j.SpanError, "closing scrape was never taken") {
 		t.Fatalf("journal: %v %q", j.Span, j.SpanError)
 	}
-	failed := Assemble(StepArtifact{Step: "load", DeltaScope: ScopeStep, CountersError: "after the step: timeout"})
+	failed := Assemble(record.StepArtifact{Step: "load", DeltaScope: record.ScopeStep, CountersError: "after the step: timeout"})
 	if failed.SpanError != "after the step: timeout" {
 		t.Fatalf("%q", failed.SpanError)
 	}
@@ -93,11 +90,11 @@ func TestAssembleStepScope(t *testing.T) {
 // TestSpanValidity: a step's counters count only when a span was read and is valid; an
 // unread span says why, after the span's own reasons.
 func TestSpanValidity(t *testing.T) {
-	good := Assemble(isolated("seq", Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10})}))
+	good := Assemble(isolated("seq", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 10})}))
 	if ok, why := good.SpanValidity(); !ok || len(why) != 0 {
 		t.Errorf("a read span: %v %q", ok, why)
 	}
-	unread := Assemble(isolated("seq", Request{CountersError: "before the request: 500"}))
+	unread := Assemble(isolated("seq", record.Request{CountersError: "before the request: 500"}))
 	if ok, why := unread.SpanValidity(); ok || len(why) != 1 || !strings.HasPrefix(why[0], "counters not read: no request's counters were read") {
 		t.Errorf("no span: %v %q", ok, why)
 	}
@@ -113,10 +110,10 @@ func TestSpanValidity(t *testing.T) {
 // TestSpanOf: a run's change over its steps, which a reset between steps or an unread step
 // in the middle leaves unusable; unread steps outside the read ones do not matter.
 func TestSpanOf(t *testing.T) {
-	s0 := Assemble(isolated("a", Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 100})}))
-	s1 := Assemble(isolated("b", Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 100}, map[metrics.Counter]float64{metrics.StoreBytes: 300})}))
-	bad := Assemble(isolated("b", Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 5}, map[metrics.Counter]float64{metrics.StoreBytes: 900})}))
-	unread := Assemble(isolated("u", Request{CountersError: "timeout"}))
+	s0 := Assemble(isolated("a", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 0}, map[metrics.Counter]float64{metrics.StoreBytes: 100})}))
+	s1 := Assemble(isolated("b", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 100}, map[metrics.Counter]float64{metrics.StoreBytes: 300})}))
+	bad := Assemble(isolated("b", record.Request{Counters: span(map[metrics.Counter]float64{metrics.StoreBytes: 5}, map[metrics.Counter]float64{metrics.StoreBytes: 900})}))
+	unread := Assemble(isolated("u", record.Request{CountersError: "timeout"}))
 	if d := SpanOf([]Step{s0, s1}); !d.Valid || *d.Delta(metrics.StoreBytes) != 300 {
 		t.Fatalf("%+v", d)
 	}
@@ -141,7 +138,7 @@ func TestMeasuredBytesPerTokenSeed001(t *testing.T) {
 	zero := map[metrics.Counter]float64{metrics.StoreBytes: 0, metrics.LoadBytes: 0, metrics.ExternalPrefixHits: 0, metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0}
 	mid := map[metrics.Counter]float64{metrics.StoreBytes: 13627722240, metrics.LoadBytes: 0, metrics.ExternalPrefixHits: 0, metrics.GPUPrefixQueries: 682044, metrics.GPUPrefixHits: 26624}
 	end := map[metrics.Counter]float64{metrics.StoreBytes: 13627722240, metrics.LoadBytes: 1001721600, metrics.ExternalPrefixHits: 113408, metrics.GPUPrefixQueries: 682044 + 113674, metrics.GPUPrefixHits: 26624 + 266}
-	steps := []Step{Assemble(isolated("seq", Request{Counters: span(zero, mid)})), Assemble(isolated("replay", Request{Counters: span(mid, end)}))}
+	steps := []Step{Assemble(isolated("seq", record.Request{Counters: span(zero, mid)})), Assemble(isolated("replay", record.Request{Counters: span(mid, end)}))}
 	// The replay computed 266 of its tokens: 682,044 - 26,624 + 266 - 266 = 655,420 computed.
 	store, load := MeasuredBytesPerToken(steps)
 	if store == nil || *store < 20792 || *store > 20793 {
@@ -152,16 +149,31 @@ func TestMeasuredBytesPerTokenSeed001(t *testing.T) {
 	}
 	// The same counters, but the server restarted between the steps.
 	restarted := map[metrics.Counter]float64{metrics.StoreBytes: 0, metrics.LoadBytes: 0, metrics.ExternalPrefixHits: 0, metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0}
-	steps[1] = Assemble(isolated("replay", Request{Counters: span(restarted, end)}))
+	steps[1] = Assemble(isolated("replay", record.Request{Counters: span(restarted, end)}))
 	if s, l := MeasuredBytesPerToken(steps); s != nil || l != nil {
 		t.Fatalf("across a restart: %v %v", s, l)
 	}
 	// Absent counters give no figure rather than a made-up one.
 	noStore := map[metrics.Counter]float64{metrics.GPUPrefixQueries: 0, metrics.GPUPrefixHits: 0}
-	if s, _ := MeasuredBytesPerToken([]Step{Assemble(isolated("seq", Request{Counters: span(noStore, noStore)}))}); s != nil {
+	if s, _ := MeasuredBytesPerToken([]Step{Assemble(isolated("seq", record.Request{Counters: span(noStore, noStore)}))}); s != nil {
 		t.Fatalf("store bytes absent, got %v", *s)
 	}
 	if s, l := MeasuredBytesPerToken(nil); s != nil || l != nil {
 		t.Fatal("no steps, figures")
+	}
+}
+
+// TestV1SlotVerdictWorded: a v1 slot verdict read by the record is decided by the slot and
+// worded as v1 worded it, with no capacity math to weigh.
+func TestV1SlotVerdictWorded(t *testing.T) {
+	old := `{"verdict":"cpu_reload","reason":"r","slot_attribution":{"verdict":"cpu_reload","live_slot_tokens":818,"host_cache_tokens":5206,
+	"evidence":{"common_prefix_with_previous_prompt":818,"slots":1,"tolerance_tokens":16}},"evidence":{"counters_valid":true}}`
+	var v record.Decision
+	if err := json.Unmarshal([]byte(old), &v); err != nil {
+		t.Fatal(err)
+	}
+	upgradeV1(&v)
+	if v.DecidedBy != verdict.BySlot || v.FromV1 || v.Interpretation != "The replay was restored from the host-RAM prompt cache." || v.SetupValid != capacity.Unknown {
+		t.Fatalf("%+v", v)
 	}
 }

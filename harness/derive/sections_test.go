@@ -1,4 +1,4 @@
-package record
+package derive
 
 import (
 	"encoding/json"
@@ -9,11 +9,10 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
-
-func i(v int) *int { return &v }
 
 // seedRun is seed 001 in miniature: a sequence of two requests and a replay of the first,
 // with literal counters that reload the replay from the CPU tier.
@@ -24,15 +23,15 @@ func seedRun() []Step {
 	c3 := map[metrics.Counter]float64{metrics.StoreBytes: 20790 * 2000, metrics.LoadBytes: 8833 * 992, metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 992, metrics.GPUPrefixQueries: 3000}
 	ttft0, ttftR := 400.0, 40.0
 	seq := isolated("seq",
-		Request{Ordinal: 0, PlannedTokens: 1200, Prompt: Prompt{Identity: "p0"}, Result: Result{PromptTokens: i(1000), TimeToFirstOutputMS: &ttft0, VisibleAnswer: true}, Counters: span(c0, c1)},
-		Request{Ordinal: 1, PlannedTokens: 1200, Prompt: Prompt{Identity: "p1"}, Result: Result{PromptTokens: i(1000), ReasoningOnly: true}, Counters: span(c1, c2)},
+		record.Request{Ordinal: 0, PlannedTokens: 1200, Prompt: record.Prompt{Identity: "p0"}, Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: &ttft0, VisibleAnswer: true}, Counters: span(c0, c1)},
+		record.Request{Ordinal: 1, PlannedTokens: 1200, Prompt: record.Prompt{Identity: "p1"}, Result: record.Result{PromptTokens: i(1000), ReasoningOnly: true}, Counters: span(c1, c2)},
 	)
-	replay := StepArtifact{Schema: StepSchema, Step: "replay", Kind: KindReplay, DeltaScope: ScopeRequest, Requests: []Request{{
-		Step: "replay", Ordinal: 0, Replay: true, ReplayOf: &ReplayRef{Step: "seq", Request: 0}, PlannedTokens: 1200,
-		Prompt: Prompt{Identity: "p0"}, Result: Result{PromptTokens: i(1000), CachedPromptTokens: i(992), TimeToFirstOutputMS: &ttftR, OutputTokens: 7},
-		Counters: span(c2, c3), Samples: &Samples{PeakKVUsage: f(0.5)},
-		Verdict: &Verdict{Verdict: verdict.CPUReload, Reason: "992 tokens reloaded", SetupValid: capacity.Yes, SetupReason: "the capacity math", Interpretation: "reloaded.",
-			Capacity: &Capacity{CanProveReload: capacity.Yes}},
+	replay := record.StepArtifact{Schema: record.StepSchema, Step: "replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{{
+		Step: "replay", Ordinal: 0, Replay: true, ReplayOf: &record.ReplayRef{Step: "seq", Request: 0}, PlannedTokens: 1200,
+		Prompt: record.Prompt{Identity: "p0"}, Result: record.Result{PromptTokens: i(1000), CachedPromptTokens: i(992), TimeToFirstOutputMS: &ttftR, OutputTokens: 7},
+		Counters: span(c2, c3), Samples: &record.Samples{PeakKVUsage: f(0.5)},
+		Verdict: &record.Decision{Verdict: verdict.CPUReload, Reason: "992 tokens reloaded", SetupValid: capacity.Yes, SetupReason: "the capacity math", Interpretation: "reloaded.",
+			Capacity: &record.Capacity{CanProveReload: capacity.Yes}},
 	}}}
 	return []Step{Assemble(seq), Assemble(replay)}
 }
@@ -48,12 +47,12 @@ func TestSequenceSection(t *testing.T) {
 	// Differing plans are listed; a failed request is counted as failed.
 	steps := seedRun()
 	steps[0].Requests[1].PlannedTokens = 900
-	steps[0].Requests[1].Result = Result{ErrorKind: "http_status", Error: "500"}
+	steps[0].Requests[1].Result = record.Result{ErrorKind: "http_status", Error: "500"}
 	s = BuildSections(steps, nil)[0].Sequence
 	if !reflect.DeepEqual(s.PlannedContextTokensEach, []int{1200, 900}) || !reflect.DeepEqual(s.FailedRequestIndices, []int{1}) || s.ReasoningOnlyFailures != 0 {
 		t.Fatalf("%+v", s)
 	}
-	unread := Assemble(isolated("seq", Request{CountersError: "timeout"}))
+	unread := Assemble(isolated("seq", record.Request{CountersError: "timeout"}))
 	if s := BuildSections([]Step{unread}, nil)[0].Sequence; s.CountersValid || s.GPUToCPUBytesDelta != nil || !strings.Contains(s.InvalidReasons[0], "counters not read") {
 		t.Fatalf("unread: %+v", s)
 	}
@@ -67,7 +66,7 @@ func TestReplaySection(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	// A replay the run never sent, or whose verdict was never decided, is invalid in verdict's words.
-	empty := Assemble(StepArtifact{Step: "replay", Kind: KindReplay})
+	empty := Assemble(record.StepArtifact{Step: "replay", Kind: record.KindReplay})
 	if r := BuildSections([]Step{empty}, nil)[0].Replay; r.Verdict != verdict.Invalid || r.VerdictReason != "the run stopped before the replay was sent" || r.SetupValid != capacity.Unknown {
 		t.Fatalf("unsent: %+v", r)
 	}
@@ -82,12 +81,12 @@ func TestReplaySection(t *testing.T) {
 // measured bytes per token, repeats for several repetitions, and a control's section.
 func TestDeriveRun(t *testing.T) {
 	sc := &scenarios.Scenario{Name: "x", Study: scenarios.Study{Role: "control", Key: "offload8_control", Sequence: "two, then a replay"}}
-	r := NewRun(RunInfo{Scenario: sc, ObservedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Status: StatusCompleted, ServedModel: "m", ModelRoot: "org/m", ServerVersion: "0.11",
-		Cache: Cache{GPUKVCacheTokens: 4096, CPUOffloadGiB: 8}})
+	r := NewRun(RunInfo{Scenario: sc, ObservedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Status: record.StatusCompleted, ServedModel: "m", ModelRoot: "org/m", ServerVersion: "0.11",
+		Cache: record.Cache{GPUKVCacheTokens: 4096, CPUOffloadGiB: 8}})
 	if r.Model.ServedName != "m" || r.Model.Repo != "org/m" || r.Runtime.Engine != "0.11" || r.ObservedAt != "2026-12-01T00:00:00Z" {
 		t.Fatalf("header %+v", r)
 	}
-	r.Derive([]Repetition{{Index: 0, Steps: seedRun(), Artifacts: []string{"s1", "s2"}}})
+	r.Derive([]Repetition{{Repetition: record.Repetition{Index: 0, Artifacts: []string{"s1", "s2"}}, Steps: seedRun()}})
 	if len(r.Sections) != 2 || r.Repeats != nil || r.Control == nil {
 		t.Fatalf("derived %+v", r)
 	}
@@ -102,7 +101,7 @@ func TestDeriveRun(t *testing.T) {
 	if c.ReplayVerdict != verdict.CPUReload || *c.ReplayCachedFraction != 0.992 || *c.CPUToGPUBytesAfter != 8833*992 || !reflect.DeepEqual(c.Artifacts, []string{"s1", "s2"}) || c.Sequence != "two, then a replay" {
 		t.Fatalf("control %+v", c)
 	}
-	r.Derive([]Repetition{{Index: 0, Steps: seedRun()}, {Index: 1, Steps: seedRun()}})
+	r.Derive([]Repetition{{Repetition: record.Repetition{Index: 0}, Steps: seedRun()}, {Repetition: record.Repetition{Index: 1}, Steps: seedRun()}})
 	if r.Repeats == nil || r.Repeats.Count != 2 || !r.Repeats.VerdictsAgree || len(r.Repetitions) != 2 || len(r.Repetitions[1].Sections) != 2 {
 		t.Fatalf("repeats %+v", r.Repeats)
 	}
@@ -116,9 +115,9 @@ func TestDeriveRun(t *testing.T) {
 // its id) and reads back into the same sections.
 func TestRunJSONRoundTrip(t *testing.T) {
 	sc := &scenarios.Scenario{Name: "x", Steps: []scenarios.Step{{ID: "seq"}, {ID: "replay", Replay: &scenarios.ReplayRef{Step: "seq"}}}}
-	r := NewRun(RunInfo{Scenario: sc, Status: StatusCompleted})
-	r.Derive([]Repetition{{Index: 0, Steps: seedRun()}})
-	r.Artifacts = []ArtifactRef{{Path: "step-01-seq.json", SHA256: "ab"}}
+	r := NewRun(RunInfo{Scenario: sc, Status: record.StatusCompleted})
+	r.Derive([]Repetition{{Repetition: record.Repetition{Index: 0}, Steps: seedRun()}})
+	r.Artifacts = []record.ArtifactRef{{Path: "step-01-seq.json", SHA256: "ab"}}
 	data, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

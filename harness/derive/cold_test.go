@@ -1,4 +1,4 @@
-package record
+package derive
 
 import (
 	"strings"
@@ -6,28 +6,19 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// coldRequest is a sequence request of tokens prompt tokens behind a 128-token shared
-// prefix; cached < 0 leaves usage's cached tokens absent.
-func coldRequest(tokens, cached int) Request {
-	q := Request{Prompt: Prompt{Tokens: tokens, SharedPrefixTokens: 128}, Result: Result{PromptTokens: i(tokens)}}
-	if cached >= 0 {
-		q.Result.CachedPromptTokens = i(cached)
-	}
-	return q
-}
-
 // hitsAround is a valid counter window in which the prefix caches hit gpu and ext tokens.
-func hitsAround(gpu, ext float64) *Counters {
+func hitsAround(gpu, ext float64) *record.Counters {
 	return span(map[metrics.Counter]float64{metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 0},
 		map[metrics.Counter]float64{metrics.GPUPrefixHits: gpu, metrics.ExternalPrefixHits: ext})
 }
 
 func TestWarmSteps(t *testing.T) {
 	replayOf := func(tokens, cached int) Step {
-		return Assemble(StepArtifact{Step: "replay", Kind: KindReplay, DeltaScope: ScopeRequest, Requests: []Request{coldRequest(tokens, cached)}})
+		return Assemble(record.StepArtifact{Step: "replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{coldRequest(tokens, cached)}})
 	}
 	usageWarm := Assemble(isolated("seq", coldRequest(1800, 1792), coldRequest(1800, 1792), coldRequest(1800, 1792)))
 	noUsage := func(gpu, ext float64) Step {
@@ -37,7 +28,7 @@ func TestWarmSteps(t *testing.T) {
 	}
 	overlapping := func(gpu, ext float64) Step {
 		a := isolated("burst", coldRequest(1800, -1), coldRequest(1800, -1), coldRequest(1800, -1))
-		a.DeltaScope, a.Counters = ScopeStep, hitsAround(gpu, ext)
+		a.DeltaScope, a.Counters = record.ScopeStep, hitsAround(gpu, ext)
 		return Assemble(a)
 	}
 	nested := Assemble(isolated("nested", coldRequest(700, 0), coldRequest(800, 688), coldRequest(1000, 784)))
@@ -60,7 +51,7 @@ func TestWarmSteps(t *testing.T) {
 		// Read as shared-prefix prompts, the same nested hits would be warm: the mode matters.
 		{"nested prompts read as shared-prefix ones", []Step{nested}, false, map[int]string{0: "2 of its 3 requests"}},
 		{"a second sequence nested on the first", []Step{nested, Assemble(isolated("more", coldRequest(1200, 992)))}, true, nil},
-		{"a failed request is no evidence", []Step{Assemble(isolated("seq", Request{Prompt: Prompt{Tokens: 1800, SharedPrefixTokens: 128}, Result: Result{ErrorKind: "http_status", Error: "500", CachedPromptTokens: i(1792)}}))}, false, nil},
+		{"a failed request is no evidence", []Step{Assemble(isolated("seq", record.Request{Prompt: record.Prompt{Tokens: 1800, SharedPrefixTokens: 128}, Result: record.Result{ErrorKind: "http_status", Error: "500", CachedPromptTokens: i(1792)}}))}, false, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,20 +60,12 @@ func TestWarmSteps(t *testing.T) {
 				t.Fatalf("findings at %v, want %v", keysOf(got), c.want)
 			}
 			for k, want := range c.want {
-				if got[k] == nil || !strings.Contains(got[k].Reason(), want) {
+				if got[k] == nil || !strings.Contains(got[k].Reason, want) {
 					t.Errorf("step %d: %v, want %q", k, got[k], want)
 				}
 			}
 		})
 	}
-}
-
-func keysOf[V any](m map[int]V) []int {
-	var out []int
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // TestDeriveMarksWarmSteps: the record's sequence section carries the finding, in every
@@ -91,8 +74,8 @@ func TestDeriveMarksWarmSteps(t *testing.T) {
 	sc := &scenarios.Scenario{Name: "warm", Steps: []scenarios.Step{{ID: "seq"}}}
 	warm := Assemble(isolated("seq", coldRequest(1800, 1792), coldRequest(1800, 1792)))
 	cold := Assemble(isolated("seq", coldRequest(1800, 0), coldRequest(1800, 128)))
-	r := NewRun(RunInfo{Scenario: sc, ObservedAt: time.Unix(0, 0), Status: StatusCompleted, Cache: Cache{BlockSize: 16}, Repeat: 2})
-	r.Derive([]Repetition{{Index: 0, Steps: []Step{cold}}, {Index: 1, Steps: []Step{warm}}})
+	r := NewRun(RunInfo{Scenario: sc, ObservedAt: time.Unix(0, 0), Status: record.StatusCompleted, Cache: record.Cache{BlockSize: 16}, Repeat: 2})
+	r.Derive([]Repetition{{Repetition: record.Repetition{Index: 0}, Steps: []Step{cold}}, {Repetition: record.Repetition{Index: 1}, Steps: []Step{warm}}})
 	if w := r.Sequence("seq").WarmCaches; w != nil {
 		t.Errorf("repetition 0 was cold: %+v", w)
 	}

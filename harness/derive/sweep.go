@@ -1,0 +1,43 @@
+package derive
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/textout"
+	"github.com/anvil-serving/kvbench/harness/units"
+)
+
+// WriteSweep prints the sweep as a table.
+func WriteSweep(w io.Writer, s *record.Sweep) error {
+	return textout.Write(w, func(w io.Writer) { writeSweep(w, s) })
+}
+
+// writeSweep writes what WriteSweep writes.
+func writeSweep(w io.Writer, s *record.Sweep) {
+	fmt.Fprintf(w, "sweep %s step %s (%s)\n", s.Scenario, s.Step, s.Status)
+	load := "users"
+	if s.Load == record.SweepRequestRate {
+		load = "req/s"
+	}
+	fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", load, "requests", "p50 ms", "p90 ms", "p99 ms", "gpu", "host", "recomp", "preempt", "within")
+	for _, l := range s.Levels {
+		within := "-"
+		if l.WithinThreshold != nil {
+			within = fmt.Sprint(*l.WithinThreshold)
+		}
+		level := fmt.Sprint(l.Users)
+		if l.TimeScale != nil {
+			level = "-"
+			if l.RequestsPerSecond != nil {
+				level = fmt.Sprintf("%.3g", *l.RequestsPerSecond)
+			}
+		}
+		fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", level,
+			fmt.Sprintf("%d/%d", l.Requests-l.FailedRequests, l.Requests),
+			units.MS(l.TTFTMS.P50), units.MS(l.TTFTMS.P90), units.MS(l.TTFTMS.P99),
+			units.Percent(l.Tiers.GPU), units.Percent(l.Tiers.Host), units.Percent(l.Tiers.Recompute), units.Count(l.Preemptions), within)
+	}
+	fmt.Fprintf(w, "capacity: %s\n", s.CapacityReason)
+}

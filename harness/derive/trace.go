@@ -1,0 +1,95 @@
+package derive
+
+import (
+	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
+)
+
+// TraceOf computes a trace step's section from its artifact.
+func TraceOf(st Step, artifact string) record.TraceSection {
+	s := record.TraceSection{Artifact: artifact, Requests: len(st.Requests), Interrupted: st.Interrupted, CountersValid: true, Series: []record.SeriesPoint{}}
+	if tr := st.Trace; tr != nil {
+		s.File, s.SHA256, s.Mode, s.TimeScale, s.Concurrency, s.PromptForm = tr.File, tr.SHA256, tr.Mode, tr.TimeScale, tr.Concurrency, tr.PromptForm
+		s.PlannedRequests, s.DroppedRequests, s.PeakInFlight = tr.PlannedRequests, tr.DroppedRequests, tr.PeakInFlight
+		s.Ideal, s.IdealUnavailable, s.ScrapeIntervalMS = tr.Ideal, tr.IdealUnavailable, tr.ScrapeIntervalMS
+		if tr.TimeScale != nil && tr.SpanSeconds > 0 {
+			rate := float64(tr.PlannedRequests) / (tr.SpanSeconds * *tr.TimeScale)
+			s.OfferedRequestsPerSecond = &rate
+		}
+		if tr.Series != nil {
+			s.Series = tr.Series
+		}
+	}
+	var ttfts, decode, lags []float64
+	for _, r := range st.Requests {
+		if r.Trace != nil {
+			lags = append(lags, r.Trace.DispatchLagMS)
+		}
+		res := r.Result
+		if res.Failed() {
+			s.FailedRequests++
+			continue
+		}
+		s.PromptTokens = addInt(s.PromptTokens, res.PromptTokens)
+		s.CachedPromptTokens = addInt(s.CachedPromptTokens, res.CachedPromptTokens)
+		if d := res.CachedTokensDetails; d != nil {
+			if s.RequestTiers == nil {
+				s.RequestTiers = &record.TierTokens{StorageBackend: d.StorageBackend}
+			}
+			s.RequestTiers.Device += d.Device
+			s.RequestTiers.Host += d.Host
+			s.RequestTiers.Storage += d.Storage
+		}
+		if res.TimeToFirstOutputMS != nil {
+			ttfts = append(ttfts, *res.TimeToFirstOutputMS)
+		}
+		if res.DecodeTokensPerSecond != nil {
+			decode = append(decode, *res.DecodeTokensPerSecond)
+		}
+	}
+	s.TTFTMS, s.DecodeTokensPerSecond, s.DispatchLagMS = PercentilesOf(ttfts), PercentilesOf(decode), PercentilesOf(lags)
+	s.Tiers, s.StepLoad, s.CountersValid, s.InvalidReasons = stepLoad(st)
+	s.Finding = TraceFinding(s.Tiers, s.CountersValid, s.Ideal, s.IdealUnavailable)
+	return s
+}
+
+func addInt(sum *float64, v *int) *float64 {
+	if v == nil {
+		return sum
+	}
+	x := float64(*v)
+	if sum != nil {
+		x += *sum
+	}
+	return &x
+}
+
+// TraceFinding sets the measured host share beside the ideal's, the gap a user acts on: "the
+// host tier served 21.0% of prompt tokens; an LRU host tier of its size would have served
+// 27.0%". Absent counters are said to be absent, never taken for 0.
+func TraceFinding(measured record.TierShares, valid bool, ideal *record.IdealTiers, unavailable string) string {
+	var have string
+	switch {
+	case !valid:
+		have = "the step's counters are not valid, so what each tier served was not measured"
+	case measured.Host == nil && measured.GPU == nil:
+		have = "the server exposes no counter that splits prompt tokens by tier"
+	case measured.Host == nil:
+		have = fmt.Sprintf("the GPU prefix cache served %s of prompt tokens; the server exposes no host-tier hit counter", units.Share(*measured.GPU))
+	default:
+		have = fmt.Sprintf("the host tier served %s of prompt tokens", units.Share(*measured.Host))
+		if measured.GPU != nil {
+			have += fmt.Sprintf(" (the GPU prefix cache %s)", units.Share(*measured.GPU))
+		}
+	}
+	if ideal == nil {
+		if unavailable == "" {
+			unavailable = "no ideal was computed"
+		}
+		return have + "; the ideal at the server's pool sizes is unknown: " + unavailable
+	}
+	return fmt.Sprintf("%s; an LRU host tier of its size (%d tokens) would have served %s (and an LRU GPU pool of %d tokens %s; the most any cache could serve: %s)",
+		have, ideal.HostTokens, units.Share(ideal.HostShare), ideal.GPUTokens, units.Share(ideal.GPUShare), units.Share(ideal.MaxHitRate))
+}
