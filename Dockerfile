@@ -30,7 +30,7 @@ RUN go mod download
 COPY . .
 ARG VERSION
 RUN test -n "${VERSION}" || { echo "build with --build-arg VERSION=\$(git describe --tags --always --dirty): an image must say what it was built from" >&2; exit 1; }
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/anvil-serving/kvbench/internal/cli.BuildVersion=${VERSION}" \
 	-o /out/kvbench ./cmd/kvbench \
 	&& /out/kvbench version
 

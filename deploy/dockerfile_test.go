@@ -62,7 +62,7 @@ func TestDockerfileIsTraceable(t *testing.T) {
 	for _, want := range []string{
 		"ARG VERSION\n",
 		`RUN test -n "${VERSION}" ||`,
-		`-X main.version=${VERSION}`,
+		`-X github.com/anvil-serving/kvbench/internal/cli.BuildVersion=${VERSION}`,
 		`LABEL org.opencontainers.image.version="${VERSION}"`,
 	} {
 		if !strings.Contains(text, want) {

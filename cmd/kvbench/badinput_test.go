@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 // TestDerivedNameRefusedBeforeTheServer: a scenario named by its file (a 245-byte file
@@ -30,7 +32,7 @@ func TestDerivedNameRefusedBeforeTheServer(t *testing.T) {
 		out := t.TempDir()
 		for _, args := range [][]string{{"validate", file}, {"run", file, "--endpoint", counting.URL + "/v1", "--out", out}} {
 			_, errOut, code := runCLI(t, args...)
-			if code != exitUsage || !strings.Contains(errOut, file+": name: ") || !strings.Contains(errOut, "taken from the file name") || strings.Contains(errOut, ".creating-") {
+			if code != cli.ExitUsage || !strings.Contains(errOut, file+": name: ") || !strings.Contains(errOut, "taken from the file name") || strings.Contains(errOut, ".creating-") {
 				t.Errorf("%s %s: exit %d %q", args[0], name, code, errOut)
 			}
 			if entries, _ := os.ReadDir(out); len(entries) != 0 {
@@ -54,7 +56,7 @@ func TestClaimValueTypoIsBadInput(t *testing.T) {
 		claim := filepath.Join(t.TempDir(), "typo.toml")
 		os.WriteFile(claim, []byte("[source]\nurl = \"https://example.com/r\"\nobserved_date = \"2026-08-02\"\n[[expect]]\n"+value), 0o644)
 		_, errOut, code := runCLI(t, "verify", claim, "testdata/compare/baseline")
-		if code != exitUsage || !strings.Contains(errOut, want) {
+		if code != cli.ExitUsage || !strings.Contains(errOut, want) {
 			t.Errorf("exit %d %q, want 2 with %q", code, errOut, want)
 		}
 	}
@@ -67,7 +69,7 @@ func TestEveryTOMLTypeErrorIsReported(t *testing.T) {
 	os.WriteFile(file, []byte("repeat = \"three\"\n[prompt]\nseed = \"x\"\ntoken_counting = \"estimate\"\n[[step]]\nid = \"a\"\nrequests = \"two\"\nplanned_context_tokens = [1000]\n"), 0o644)
 	_, errOut, code := runCLI(t, "validate", file)
 	for _, want := range []string{file + ":1: repeat:", file + ":3: prompt.seed:", file + ":7: step[0].requests:"} {
-		if code != exitUsage || !strings.Contains(errOut, want) {
+		if code != cli.ExitUsage || !strings.Contains(errOut, want) {
 			t.Errorf("exit %d, missing %q in %q", code, want, errOut)
 		}
 	}
@@ -81,14 +83,14 @@ func TestEveryTOMLTypeErrorIsReported(t *testing.T) {
 func TestReservedLabelsRefused(t *testing.T) {
 	run := filepath.Join("testdata", "compare", "baseline")
 	for _, l := range []string{"le=1", "quantile=0.5", "__name__=x", "__meta=x", "job=x", "instance=x", "scenario=x"} {
-		if _, errOut, code := runCLI(t, "export", run, "--label", l); code != exitUsage || strings.Count(errOut, "\n") != 1 {
+		if _, errOut, code := runCLI(t, "export", run, "--label", l); code != cli.ExitUsage || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("export --label %s: exit %d %q", l, code, errOut)
 		}
 	}
-	if _, errOut, code := runCLI(t, "run", "smoke", "--endpoint", "http://127.0.0.1:1/v1", "--push", "http://127.0.0.1:1", "--push-label", "le=1"); code != exitUsage || !strings.Contains(errOut, `"le" is reserved`) {
+	if _, errOut, code := runCLI(t, "run", "smoke", "--endpoint", "http://127.0.0.1:1/v1", "--push", "http://127.0.0.1:1", "--push-label", "le=1"); code != cli.ExitUsage || !strings.Contains(errOut, `"le" is reserved`) {
 		t.Errorf("run --push-label le=1: exit %d %q", code, errOut)
 	}
-	if _, errOut, code := runCLI(t, "export", run, "--label", "cluster=eu1"); code != exitOK {
+	if _, errOut, code := runCLI(t, "export", run, "--label", "cluster=eu1"); code != cli.ExitOK {
 		t.Errorf("export --label cluster=eu1: exit %d %q", code, errOut)
 	}
 }
@@ -101,7 +103,7 @@ func TestBadSaltRefusedBeforeTheServer(t *testing.T) {
 	defer counting.Close()
 	out := t.TempDir()
 	_, errOut, code := runCLI(t, "run", "smoke", "--endpoint", counting.URL+"/v1", "--out", out, "--salt", "night\x1b[2J")
-	if code != exitUsage || !strings.Contains(errOut, `-salt: "night\x1b[2J" must be letters, digits`) || strings.Contains(errOut, "\x1b") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, `-salt: "night\x1b[2J" must be letters, digits`) || strings.Contains(errOut, "\x1b") {
 		t.Errorf("exit %d %q", code, errOut)
 	}
 	if n := hits.Load(); n != 0 {

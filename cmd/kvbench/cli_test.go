@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/runner"
 )
 
@@ -26,7 +27,7 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, &out, &errb)
-	code := exitCode(err, &errb)
+	code := cli.ExitCode(err, &errb)
 	return out.String(), errb.String(), code
 }
 
@@ -53,7 +54,7 @@ func golden(t *testing.T, name, got string) {
 func TestPlanGolden(t *testing.T) {
 	for _, name := range []string{"offload8-control", "eviction-6x150k-replay"} {
 		out, errOut, code := runCLI(t, "plan", name)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("plan %s: exit %d: %s", name, code, errOut)
 		}
 		golden(t, "plan-"+name+".golden", out)
@@ -76,15 +77,15 @@ func TestExitCodes(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"nonsense"}, exitUsage, `unknown command "nonsense"`},
-		{[]string{}, exitUsage, "no command given"},
-		{[]string{"validate", bad}, exitUsage, "bad.toml:3: step[0].concurrency: must be at least 1"},
-		{[]string{"plan", "no-such-scenario"}, exitUsage, "no such scenario"},
-		{[]string{"plan", "smoke", "--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
-		{[]string{"plan", "smoke", "--endpoint", "http://127.0.0.1:1/v1"}, exitUsage, "127.0.0.1:1"},
-		{[]string{"validate", "smoke", "offload8-control"}, exitOK, ""},
-		{[]string{"plan", "-h"}, exitOK, ""},
-		{[]string{"version"}, exitOK, ""},
+		{[]string{"nonsense"}, cli.ExitUsage, `unknown command "nonsense"`},
+		{[]string{}, cli.ExitUsage, "no command given"},
+		{[]string{"validate", bad}, cli.ExitUsage, "bad.toml:3: step[0].concurrency: must be at least 1"},
+		{[]string{"plan", "no-such-scenario"}, cli.ExitUsage, "no such scenario"},
+		{[]string{"plan", "smoke", "--bogus"}, cli.ExitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"plan", "smoke", "--endpoint", "http://127.0.0.1:1/v1"}, cli.ExitUsage, "127.0.0.1:1"},
+		{[]string{"validate", "smoke", "offload8-control"}, cli.ExitOK, ""},
+		{[]string{"plan", "-h"}, cli.ExitOK, ""},
+		{[]string{"version"}, cli.ExitOK, ""},
 	}
 	for _, c := range cases {
 		_, errOut, code := runCLI(t, c.args...)
@@ -99,7 +100,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestHelpShowsExample(t *testing.T) {
 	out, _, code := runCLI(t, "plan", "-h")
-	if code != exitOK || !strings.Contains(out, "Example:") || !strings.Contains(out, "kvbench plan eviction-6x150k-replay") {
+	if code != cli.ExitOK || !strings.Contains(out, "Example:") || !strings.Contains(out, "kvbench plan eviction-6x150k-replay") {
 		t.Fatalf("plan -h: %d\n%s", code, out)
 	}
 	out, _, _ = runCLI(t, "help")
@@ -114,8 +115,8 @@ func TestHelpShowsExample(t *testing.T) {
 // gates passed.
 func TestOutcomeErrorFailedRun(t *testing.T) {
 	err := outcomeError(&runner.Outcome{Dir: "results/x", Failed: "repetition 2 of 2 could not run: tokenizer down"})
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitRuntime || !strings.Contains(err.Error(), "repetition 2 of 2") {
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != cli.ExitRuntime || !strings.Contains(err.Error(), "repetition 2 of 2") {
 		t.Fatalf("outcomeError = %v", err)
 	}
 	if err := outcomeError(&runner.Outcome{Dir: "results/x"}); err != nil {
@@ -132,7 +133,7 @@ func TestValidateRefusesWhatRunWould(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr, code := runCLI(t, "validate", path)
-	if code != exitUsage || !strings.Contains(stderr, path+":3: prompt.shared_prefix_tokens") || !strings.Contains(stderr, "fixed text") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, path+":3: prompt.shared_prefix_tokens") || !strings.Contains(stderr, "fixed text") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 // engineProcessEnv makes the test binary serve the embedded engine from the profile file it
@@ -32,7 +34,7 @@ func serveEngineProcess(profile string) int {
 	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
 	err := run(ctx, []string{"sim", "--profile-file", profile, "--addr", "127.0.0.1:0"}, os.Stdout, os.Stderr)
-	return exitCode(err, os.Stderr)
+	return cli.ExitCode(err, os.Stderr)
 }
 
 // clientCostEngine answers after 50 ms and then sends a token every millisecond, with a

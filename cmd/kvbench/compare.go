@@ -9,43 +9,44 @@ import (
 	"github.com/anvil-serving/kvbench/harness/compare"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/export"
 )
 
 func init() {
-	register(command{name: "compare", summary: "compare a candidate run (or sweep) with a baseline (exit 4 on regression)", run: runCompare})
+	cli.Register(cli.Command{Name: "compare", Summary: "compare a candidate run (or sweep) with a baseline (exit 4 on regression)", Run: runCompare})
 }
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var push pushFlags
-	fs := newFlagSet("compare", "BASELINE_RUN CANDIDATE_RUN [flags]",
+	var push export.PushFlags
+	fs := cli.NewFlagSet("compare", "BASELINE_RUN CANDIDATE_RUN [flags]",
 		"kvbench compare baselines/eviction-6x150k-replay results/eviction-6x150k-replay-20260802T061907Z\nkvbench compare base/ cand/ --format markdown >> \"$GITHUB_STEP_SUMMARY\"\nkvbench compare base/ cand/ --push http://pushgateway:9091 --push-label cluster=eu1   # the result as series, for alerts\nkvbench compare baselines/chat-sweep results/chat-capacity-offload16-sweep-20260803T020000Z   # two sweeps: capacity", stdout)
-	push.register(fs, "push the comparison's series (kvbench_compare_regressions, ...) to this Prometheus Pushgateway, grouped under job "+export.CompareJob+" and the candidate's identity; a failed push exits 5 unless a regression (4) outranks it")
+	push.Register(fs, "push the comparison's series (kvbench_compare_regressions, ...) to this Prometheus Pushgateway, grouped under job "+export.CompareJob+" and the candidate's identity; a failed push exits 5 unless a regression (4) outranks it")
 	var format string
-	formatVar(fs, &format, "output: text (table), json or markdown", "text", "json", "markdown")
+	cli.FormatVar(fs, &format, "output: text (table), json or markdown", "text", "json", "markdown")
 	tolerance := fs.Float64("tolerance", compare.DefaultTolerance, "relative change below which nothing counts (0.10 = 10%), whatever the noise")
 	allow := fs.Bool("allow-mismatch", false, "compare runs of different scenarios, models or prompt identities anyway")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "compare a run that did not finish (interrupted, failed or killed) anyway")
-	args, err := parseFlags(fs, args)
+	args, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) != 2 {
-		return usageErrorf("compare: want a baseline and a candidate run directory, got %d arguments", len(args))
+		return cli.Usagef("compare: want a baseline and a candidate run directory, got %d arguments", len(args))
 	}
 	if *tolerance < 0 {
-		return usageErrorf("compare: --tolerance must not be negative")
+		return cli.Usagef("compare: --tolerance must not be negative")
 	}
-	if err := push.check(); err != nil {
+	if err := push.Check(); err != nil {
 		return err
 	}
 	if runs.IsSweep(args[0]) || runs.IsSweep(args[1]) {
-		if push.url != "" {
-			return usageErrorf("compare: --push compares runs, not sweeps")
+		if push.URL != "" {
+			return cli.Usagef("compare: --push compares runs, not sweeps")
 		}
 		res, err := compare.SweepDirs(args[0], args[1], *tolerance, *allow)
 		if err != nil {
-			return usageError(err)
+			return cli.UsageError(err)
 		}
 		return cmp.Or(res.Write(stdout, format), regressionError(res.Regressions()))
 	}
@@ -55,26 +56,21 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	res, err := compare.Compare(loaded[0], loaded[1], compare.Options{Tolerance: *tolerance, AllowMismatch: *allow, AllowIncomplete: *allowIncomplete})
 	if err != nil {
-		return usageError(err) // refused: an unfinished, warm or different run
+		return cli.UsageError(err) // refused: an unfinished, warm or different run
 	}
 	cmpErr := regressionError(res.Regressions())
-	if err := res.Write(stdout, format); err != nil || push.url == "" {
+	if err := res.Write(stdout, format); err != nil || push.URL == "" {
 		return cmp.Or(err, cmpErr)
 	}
-	if err := export.PushComparison(ctx, res, loaded[1], push.opts); err != nil {
+	if err := export.PushComparison(ctx, res, loaded[1], push.Opts); err != nil {
 		if cmpErr != nil { // a regression (exit 4) outranks a failed push (5)
 			return fmt.Errorf("%w; also: the comparison's push failed: %v", cmpErr, err)
 		}
 		return pushError(err)
 	}
-	fmt.Fprintf(stderr, "pushed the comparison to %s\n", redact.URL(push.url))
+	fmt.Fprintf(stderr, "pushed the comparison to %s\n", redact.URL(push.URL))
 	return cmpErr
 }
 
 // regressionError marks a comparison's regressions: exit 4.
-func regressionError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: exitRegression, err: err}
-}
+func regressionError(err error) error { return cli.WithCode(cli.ExitRegression, err) }

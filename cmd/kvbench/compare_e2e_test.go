@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -66,7 +67,7 @@ func runTiny(t *testing.T, scenario string, repeat int, override func(*sim.Profi
 		args = append(args, "--repeat", itoa(repeat))
 	}
 	_, stderr, code := runJSON(t, context.Background(), args...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
 	return filepath.Join(out, onlyEntry(t, out))
@@ -87,7 +88,7 @@ func writeScenario(t *testing.T, body string) string {
 func compareJSON(t *testing.T, base, cand string, extra ...string) (map[string]any, int, string) {
 	t.Helper()
 	out, stderr, code := runCLI(t, append([]string{"compare", base, cand, "--format", "json"}, extra...)...)
-	if code != exitOK && code != exitRegression {
+	if code != cli.ExitOK && code != cli.ExitRegression {
 		return nil, code, stderr
 	}
 	var res map[string]any
@@ -190,7 +191,7 @@ func TestRepeatCompareOnEmbeddedEngine(t *testing.T) {
 	t.Run("noise is not a regression", func(t *testing.T) {
 		noisy := runTiny(t, file, 3, jitter(29))
 		res, code, stderr := compareJSON(t, base, noisy)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("exit %d (%s): %v", code, stderr, findings(res))
 		}
 		if !strings.HasPrefix(res["noise"].(string), "measured from repetitions") {
@@ -204,7 +205,7 @@ func TestRepeatCompareOnEmbeddedEngine(t *testing.T) {
 		// 800 ms beyond the threshold, whatever the jitter draws.
 		slow := runTiny(t, file, 0, func(p *sim.Profile) { p.PrefillTokensPerSecond /= 3 })
 		res, code, stderr := compareJSON(t, base, slow)
-		if code != exitRegression {
+		if code != cli.ExitRegression {
 			t.Fatalf("exit %d (%s), want 4", code, stderr)
 		}
 		got := strings.Join(findings(res), "\n")
@@ -224,7 +225,7 @@ func TestRepeatCompareOnEmbeddedEngine(t *testing.T) {
 		// from both tiers by the replay. Only the verdict matters here: time runs 10x fast.
 		small := runTiny(t, file, 0, func(p *sim.Profile) { p.CPUOffloadGiB, p.Speed = 0.001953125, 10 })
 		res, code, stderr := compareJSON(t, base, small)
-		if code != exitRegression {
+		if code != cli.ExitRegression {
 			t.Fatalf("exit %d (%s), want 4", code, stderr)
 		}
 		got := strings.Join(findings(res), "\n")
@@ -240,11 +241,11 @@ func TestCompareRefusesMismatch(t *testing.T) {
 	base := filepath.Join("testdata", "compare", "baseline")
 	other := filepath.Join("testdata", "compare", "other-scenario")
 	_, stderr, code := runCLI(t, "compare", base, other)
-	if code != exitUsage || !strings.Contains(stderr, "scenario differs") || !strings.Contains(stderr, "prompt identity of sequence[0] differs") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "scenario differs") || !strings.Contains(stderr, "prompt identity of sequence[0] differs") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	res, code, stderr := compareJSON(t, base, other, "--allow-mismatch")
-	if code != exitOK && code != exitRegression {
+	if code != cli.ExitOK && code != cli.ExitRegression {
 		t.Fatalf("--allow-mismatch: exit %d: %s", code, stderr)
 	}
 	if len(res["mismatches"].([]any)) == 0 {

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 // The compare goldens read two fixed runs from testdata (written once by kvbench run on the
@@ -18,7 +20,7 @@ func TestCompareGolden(t *testing.T) {
 		{"text", "compare.txt.golden"},
 	} {
 		out, stderr, code := runCLI(t, "compare", base, cand, "--format", f.format)
-		if code != exitRegression {
+		if code != cli.ExitRegression {
 			t.Fatalf("%s: exit %d, want 4: %s", f.format, code, stderr)
 		}
 		if !strings.Contains(stderr, "replay: verdict cpu_reload -> recompute") {
@@ -28,7 +30,7 @@ func TestCompareGolden(t *testing.T) {
 	}
 	// The same run against itself: nothing changed, exit 0.
 	out, stderr, code := runCLI(t, "compare", base, base, "--format", "markdown")
-	if code != exitOK || !strings.Contains(out, "No regression") {
+	if code != cli.ExitOK || !strings.Contains(out, "No regression") {
 		t.Fatalf("self-compare: exit %d %s\n%s", code, stderr, out)
 	}
 }
@@ -44,7 +46,7 @@ func TestCompareBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, stderr, code := runCLI(t, c.args...)
-		if code != exitUsage || !strings.Contains(stderr, c.msg) {
+		if code != cli.ExitUsage || !strings.Contains(stderr, c.msg) {
 			t.Errorf("%v: exit %d %q, want 2 with %q", c.args, code, stderr, c.msg)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -43,7 +44,7 @@ func TestRunConversation(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	c := section(t, rec, "chat")
@@ -106,7 +107,7 @@ func TestRunConversation(t *testing.T) {
 	// The report draws TTFT over time (one point per turn) and the tier shares per interval.
 	page := filepath.Join(t.TempDir(), "report.html")
 	var rout, rerr bytes.Buffer
-	if code := exitCode(run(context.Background(), []string{"report", dir, "-o", page}, &rout, &rerr), &rerr); code != exitOK {
+	if code := cli.ExitCode(run(context.Background(), []string{"report", dir, "-o", page}, &rout, &rerr), &rerr); code != cli.ExitOK {
 		t.Fatalf("report exit %d: %s", code, rerr.String())
 	}
 	html, err := os.ReadFile(page)

@@ -8,34 +8,35 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/engine"
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 func init() {
-	register(command{name: "counters", summary: "print the normalized KV counters read from /metrics URLs or saved files", run: runCounters})
+	cli.Register(cli.Command{Name: "counters", Summary: "print the normalized KV counters read from /metrics URLs or saved files", Run: runCounters})
 }
 
 // runCounters prints as JSON the summed readings of its sources (one target's), and their metrics.
 func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlagSet("counters", "URL|FILE... [--backend NAME] [--metric COUNTER=SELECTOR]...",
+	fs := cli.NewFlagSet("counters", "URL|FILE... [--backend NAME] [--metric COUNTER=SELECTOR]...",
 		"kvbench counters http://localhost:8000/metrics\n"+
 			"kvbench counters saved.prom --metric external_prefix_hits='myfork:ext_hits_total'", stdout)
 	backend := fs.String("backend", engine.Default, "engine (metric names): "+strings.Join(engine.Names(), ", "))
-	var overrides stringList
+	var overrides cli.StringList
 	fs.Var(&overrides, "metric", "read `COUNTER=SELECTOR` from another metric, e.g. "+
 		`load_bytes='vllm:kv_offload_total_bytes_total{transfer_type="CPU_to_GPU"}'; repeatable`)
 	timeout := fs.Duration("timeout", 30*time.Second, "limit for each /metrics request")
 	var format string
-	formatVar(fs, &format, "output: json (the only format: counters always prints JSON)", "json")
-	sources, err := parseFlags(fs, args)
+	cli.FormatVar(fs, &format, "output: json (the only format: counters always prints JSON)", "json")
+	sources, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(sources) == 0 {
-		return usageErrorf("counters: give at least one /metrics URL or saved exposition file")
+		return cli.Usagef("counters: give at least one /metrics URL or saved exposition file")
 	}
 	snap, err := engine.ReadCounters(ctx, *backend, overrides, *timeout, sources)
 	if err != nil {
-		return usageError(err) // an engine, override or source that is not what it must be
+		return cli.UsageError(err) // an engine, override or source that is not what it must be
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")

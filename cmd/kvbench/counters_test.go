@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 const counterSample = "../../harness/record/testdata/reference/vllm-metrics-sample.prom"
@@ -132,11 +134,11 @@ func TestCountersBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, out, err := runCountersCLI(t, tt.args...)
-			if code := exitCode(err, io.Discard); code != exitUsage {
-				t.Fatalf("exit code %d (%v), want %d", code, err, exitUsage)
+			if code := cli.ExitCode(err, io.Discard); code != cli.ExitUsage {
+				t.Fatalf("exit code %d (%v), want %d", code, err, cli.ExitUsage)
 			}
 			var stderr bytes.Buffer
-			exitCode(err, &stderr)
+			cli.ExitCode(err, &stderr)
 			if msg := stderr.String(); !strings.Contains(msg, tt.want) || strings.Count(msg, "\n") != 1 {
 				t.Errorf("stderr %q: want one line containing %q", msg, tt.want)
 			}
@@ -150,7 +152,7 @@ func TestCountersBadInput(t *testing.T) {
 func TestCountersHelpShowsExample(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"counters", "-h"}, &out, io.Discard)
-	if code := exitCode(err, io.Discard); code != exitOK {
+	if code := cli.ExitCode(err, io.Discard); code != cli.ExitOK {
 		t.Fatalf("exit code %d", code)
 	}
 	for _, want := range []string{"Usage: kvbench counters URL|FILE...", "Example:", "kvbench counters http://localhost:8000/metrics", "-backend", "-metric"} {

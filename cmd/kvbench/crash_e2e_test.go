@@ -19,6 +19,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -276,7 +277,7 @@ func TestKill9NeverLosesARequest(t *testing.T) {
 	// A killed run never passes for a finished one: compare refuses it as the candidate.
 	if incomplete != "" {
 		_, stderr, code := runCLI(t, "compare", refDirs[0], incomplete)
-		if code != exitUsage || !strings.Contains(stderr, "candidate is incomplete") {
+		if code != cli.ExitUsage || !strings.Contains(stderr, "candidate is incomplete") {
 			t.Fatalf("compare with a killed candidate: exit %d: %s", code, stderr)
 		}
 	}
@@ -292,12 +293,12 @@ func readers(t *testing.T, dir, status, what string) {
 		{"summarize", dir, "--allow-incomplete"},
 		{"accounting", dir},
 	} {
-		if _, stderr, code := runCLI(t, args...); strings.Contains(stderr, "not a kvbench run") || code != exitOK && args[0] != "accounting" {
+		if _, stderr, code := runCLI(t, args...); strings.Contains(stderr, "not a kvbench run") || code != cli.ExitOK && args[0] != "accounting" {
 			t.Fatalf("%s: %s: exit %d: %s", what, args[0], code, stderr)
 		}
 	}
 	if status != record.StatusCompleted {
-		if _, stderr, code := runCLI(t, "summarize", dir); code != exitUsage || !strings.Contains(stderr, "is "+status) {
+		if _, stderr, code := runCLI(t, "summarize", dir); code != cli.ExitUsage || !strings.Contains(stderr, "is "+status) {
 			t.Fatalf("%s: summarize of a %s run: exit %d: %s", what, status, code, stderr)
 		}
 	}
@@ -326,7 +327,7 @@ func TestStopSignalsEndRunCleanly(t *testing.T) {
 
 func checkInterrupted(t *testing.T, c *child, code int, out, signal string) {
 	t.Helper()
-	if code != exitRuntime || !strings.Contains(c.stderr.String(), "interrupted") {
+	if code != cli.ExitRuntime || !strings.Contains(c.stderr.String(), "interrupted") {
 		t.Fatalf("exit %d, want 1; stderr: %s", code, c.stderr.String())
 	}
 	dirs := runDirs(t, out)
@@ -405,7 +406,7 @@ func TestUnwritableStepFileStopsRun(t *testing.T) {
 	}()
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"run", file, "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != exitRuntime || !strings.Contains(stderr.String(), "step-02-second.json") {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitRuntime || !strings.Contains(stderr.String(), "step-02-second.json") {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	r, err := runs.Load(filepath.Join(out, onlyEntry(t, out)))
@@ -443,7 +444,7 @@ func TestReadOnlyRunDirStopsRun(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Chmod(dir, 0o755) })
 	code := c.wait(t, time.Minute)
-	if code != exitRuntime || !strings.Contains(c.stderr.String(), "permission denied") {
+	if code != cli.ExitRuntime || !strings.Contains(c.stderr.String(), "permission denied") {
 		t.Fatalf("exit %d: %s", code, c.stderr.String())
 	}
 	r, err := runs.Load(dir)
@@ -470,7 +471,7 @@ func TestLongStepIDIsWritten(t *testing.T) {
 	file := writeScenario(t, strings.Replace(crashScenario, `id = "second"`, `id = "`+id+`"`, 1))
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if code := exitCode(run(context.Background(), []string{"run", file, "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr), &stderr); code != exitOK {
+	if code := cli.ExitCode(run(context.Background(), []string{"run", file, "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr), &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	r, err := runs.Load(filepath.Join(out, onlyEntry(t, out)))
@@ -521,12 +522,12 @@ func TestCompareRefusesUnfinishedRun(t *testing.T) {
 		{killed, base, "baseline is incomplete"},
 	} {
 		_, stderr, code := runCLI(t, "compare", c.base, c.cand)
-		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "prompt identity") {
+		if code != cli.ExitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "prompt identity") {
 			t.Fatalf("compare %s %s: exit %d: %s", c.base, c.cand, code, stderr)
 		}
 	}
 	out, stderr, code := runCLI(t, "compare", base, killed, "--allow-incomplete")
-	if code != exitOK || !strings.Contains(out, "INCOMPLETE (allowed): candidate is incomplete: the run did not finish") {
+	if code != cli.ExitOK || !strings.Contains(out, "INCOMPLETE (allowed): candidate is incomplete: the run did not finish") {
 		t.Fatalf("--allow-incomplete: exit %d: %s\n%s", code, stderr, out)
 	}
 	out, _, _ = runCLI(t, "verify", filepath.Join("testdata", "claims", "seed001-replay.toml"), killed)
@@ -551,7 +552,7 @@ func TestReadersAcceptRunWithoutRecord(t *testing.T) {
 	}
 	readers(t, dir, r.Status, "no run.json")
 	_, stderr, code := runCLI(t, "compare", filepath.Join("testdata", "compare", "baseline"), dir)
-	if code != exitUsage || !strings.Contains(stderr, "run.json is unreadable") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "run.json is unreadable") {
 		t.Fatalf("compare: exit %d: %s", code, stderr)
 	}
 }

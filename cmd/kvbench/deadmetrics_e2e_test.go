@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -23,9 +24,9 @@ func TestDeadMetricsStopsTheRun(t *testing.T) {
 	}})
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := exitCode(run(context.Background(), []string{"run", "smoke", "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr), &stderr)
-	if code != exitRuntime || !strings.Contains(stderr.String(), "/metrics stopped answering") {
-		t.Fatalf("exit %d, want %d naming /metrics:\n%s", code, exitRuntime, stderr.String())
+	code := cli.ExitCode(run(context.Background(), []string{"run", "smoke", "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr), &stderr)
+	if code != cli.ExitRuntime || !strings.Contains(stderr.String(), "/metrics stopped answering") {
+		t.Fatalf("exit %d, want %d naming /metrics:\n%s", code, cli.ExitRuntime, stderr.String())
 	}
 	dir := filepath.Join(out, onlyEntry(t, out))
 	r, err := runs.Load(dir)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -107,7 +108,7 @@ func TestDemo(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"demo", "--out", out}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != exitOK {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitOK {
 		t.Fatalf("demo: exit %d: %s\n%s", code, stderr.String(), stdout.String())
 	}
 	dir := filepath.Join(out, onlyEntry(t, out))
@@ -190,7 +191,7 @@ func smokeRun(t *testing.T, srv *sim.Server, out, name, extra string) string {
 		t.Fatal(err)
 	}
 	_, stderr, code := runCLI(t, "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("run %s: exit %d %s", name, code, stderr)
 	}
 	m, _ := filepath.Glob(filepath.Join(out, name+"-*"))
@@ -206,19 +207,19 @@ func TestSummarizeRefusesMixedModels(t *testing.T) {
 	a := smokeRun(t, srv, out, "model-a", "\n[model]\nrepo = \"org/model-a\"\n")
 	b := smokeRun(t, srv, out, "model-b", "\n[model]\nrepo = \"org/model-b\"\n")
 	_, stderr, code := runCLI(t, "summarize", a, b)
-	if code != exitUsage || !strings.Contains(stderr, "model.repo") || !strings.Contains(stderr, `"org/model-a"`) || !strings.Contains(stderr, `"org/model-b"`) {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "model.repo") || !strings.Contains(stderr, `"org/model-a"`) || !strings.Contains(stderr, `"org/model-b"`) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	stdout, stderr, code := runCLI(t, "summarize", a, b, "--allow-mixed")
-	if code != exitUsage || !strings.Contains(stderr, `step "sequence" comes from both`) {
+	if code != cli.ExitUsage || !strings.Contains(stderr, `step "sequence" comes from both`) {
 		t.Fatalf("two primary runs with the same step ids must be refused: exit %d %s %s", code, stderr, stdout)
 	}
 	// A file written by summarize is never overwritten.
 	target := filepath.Join(t.TempDir(), "study.json")
-	if _, stderr, code := runCLI(t, "summarize", a, "--out", target); code != exitOK {
+	if _, stderr, code := runCLI(t, "summarize", a, "--out", target); code != cli.ExitOK {
 		t.Fatalf("summarize one run: %d %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "summarize", a, "--out", target); code != exitUsage || !strings.Contains(stderr, "never overwrites") {
+	if _, stderr, code := runCLI(t, "summarize", a, "--out", target); code != cli.ExitUsage || !strings.Contains(stderr, "never overwrites") {
 		t.Fatalf("second write: %d %s", code, stderr)
 	}
 }
@@ -228,7 +229,7 @@ func TestAccountingNamesRunWithoutOccupancy(t *testing.T) {
 	out := t.TempDir()
 	dir := smokeRun(t, srv, out, "no-usage", "\n[target.metric_names]\nkv_usage = \"nonexistent:kv_usage\"\n")
 	_, stderr, code := runCLI(t, "accounting", dir)
-	if code != exitUsage || !strings.Contains(stderr, "no-usage-") || !strings.Contains(stderr, "no kv_usage sample") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "no-usage-") || !strings.Contains(stderr, "no kv_usage sample") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
@@ -255,7 +256,7 @@ func TestDemoEngines(t *testing.T) {
 			out := t.TempDir()
 			var stdout, stderr bytes.Buffer
 			err := run(context.Background(), []string{"demo", "--engine", engineName, "--out", out}, &stdout, &stderr)
-			if code := exitCode(err, &stderr); code != exitOK {
+			if code := cli.ExitCode(err, &stderr); code != cli.ExitOK {
 				t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
 			}
 			if !strings.Contains(stdout.String(), "speaking "+engineName) {
@@ -269,7 +270,7 @@ func TestDemoEngines(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	err := run(context.Background(), []string{"demo", "--engine", "llamacpp", "--out", t.TempDir()}, &bytes.Buffer{}, &stderr)
-	if code := exitCode(err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "does not speak it") {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitUsage || !strings.Contains(stderr.String(), "does not speak it") {
 		t.Errorf("llamacpp on the embedded engine: exit %d: %s", code, stderr.String())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/export"
 	"github.com/anvil-serving/kvbench/sim"
 )
@@ -33,7 +34,7 @@ func readDeploy(t *testing.T, path string) string {
 func commandFlags(t *testing.T, command string) []string {
 	t.Helper()
 	out, stderr, code := runCLI(t, command, "-h")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("kvbench %s -h: exit %d: %s", command, code, stderr)
 	}
 	var flags []string
@@ -70,7 +71,7 @@ func TestNightlyManifestUsesRealFlags(t *testing.T) {
 	used := map[string][]string{}
 	for _, call := range calls {
 		cmd := call[1]
-		if _, ok := commands[cmd]; !ok {
+		if _, ok := cli.Commands[cmd]; !ok {
 			t.Errorf("nightly.sh runs kvbench %s: no such command", cmd)
 			continue
 		}
@@ -283,7 +284,7 @@ func pushedSeries(t *testing.T) map[string][]map[string]string {
 		srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.DecodeTokensPerSecond = 50 }})
 		out := t.TempDir()
 		_, stderr, code := runCLI(t, "run", scenario, "--endpoint", srv.URL()+"/v1", "--out", out, "--force", "--repeat", "2")
-		if code != exitOK && code != exitGateFailed {
+		if code != cli.ExitOK && code != cli.ExitGateFailed {
 			t.Fatalf("run: exit %d: %s", code, stderr)
 		}
 		dirs = append(dirs, filepath.Join(out, onlyEntry(t, out)))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -277,7 +278,7 @@ func TestEngineTRTLLMCollector(t *testing.T) {
 	out := t.TempDir()
 	// No --metrics: the engine's definition knows where trtllm-serve serves its text.
 	rec, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, "trtllm"), "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	pf := section(t, rec, "preflight")
@@ -308,7 +309,7 @@ func TestEngineTRTLLMTierSplit(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: versioned(sim.DialectTRTLLM, sim.TRTLLMTierSplit, nil)})
 	out := t.TempDir()
 	_, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, "trtllm"), "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	art := readArtifact(t, filepath.Join(out, onlyEntry(t, out)), "step-02-replay.json")
@@ -416,7 +417,7 @@ func TestEngineTRTLLMJSONMetrics(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: dialect(sim.DialectTRTLLM, nil)})
 	_, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, "trtllm"), "--endpoint", srv.URL()+"/v1",
 		"--metrics", srv.URL()+"/metrics", "--out", t.TempDir())
-	if code != exitUsage || !strings.Contains(stderr, "not a Prometheus text exposition") || !strings.Contains(stderr, "trtllm serves its Prometheus text at /prometheus/metrics") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "not a Prometheus text exposition") || !strings.Contains(stderr, "trtllm serves its Prometheus text at /prometheus/metrics") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
@@ -439,7 +440,7 @@ func TestEngineEveryDialectReplay(t *testing.T) {
 				if d == sim.DialectTRTLLM {
 					srv := startSim(t, sim.Options{Profile: "tiny", Override: versioned(d, v, nil)})
 					out := t.TempDir()
-					if _, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, backend[d]), "--endpoint", srv.URL()+"/v1", "--out", out); code != exitOK {
+					if _, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, backend[d]), "--endpoint", srv.URL()+"/v1", "--out", out); code != cli.ExitOK {
 						t.Fatalf("exit %d: %s", code, stderr)
 					}
 					req = readArtifact(t, filepath.Join(out, onlyEntry(t, out)), "step-02-replay.json")["requests"].([]any)[0].(map[string]any)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 //go:generate go test -run TestCLIDocIsCurrent -update .
@@ -19,7 +21,7 @@ const cliDoc = "../../docs/cli.md"
 func commandHelp(t *testing.T, args ...string) string {
 	t.Helper()
 	out, stderr, code := runCLI(t, append(args, "-h")...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("kvbench %s -h: exit %d: %s", strings.Join(args, " "), code, stderr)
 	}
 	return out
@@ -30,8 +32,8 @@ func commandHelp(t *testing.T, args ...string) string {
 // so the page is the flag definitions themselves, however the commands build them.
 func cliReference(t *testing.T) string {
 	t.Helper()
-	names := make([]string, 0, len(commands))
-	for n := range commands {
+	names := make([]string, 0, len(cli.Commands))
+	for n := range cli.Commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -44,7 +46,7 @@ func cliReference(t *testing.T) string {
 	sub := regexp.MustCompile(`'kvbench (\S+) (\S+) -h'`)
 	for _, n := range names {
 		help := commandHelp(t, n)
-		summary := commands[n].summary
+		summary := cli.Commands[n].Summary
 		fmt.Fprintf(&b, "\n## kvbench %s\n\n%s%s.\n\n```text\n%s```\n", n, strings.ToUpper(summary[:1]), summary[1:], help)
 		for _, m := range sub.FindAllStringSubmatch(help, -1) {
 			if m[1] != n {

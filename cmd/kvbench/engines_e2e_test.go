@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -77,7 +78,7 @@ func engineRunDir(t *testing.T, backend string, extra func(*sim.Profile), metric
 		}
 	}
 	rec, stderr, code := runJSON(t, context.Background(), args...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	dir := filepath.Join(out, onlyEntry(t, out))

@@ -5,20 +5,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 func TestExportOpenMetrics(t *testing.T) {
 	base := filepath.Join("testdata", "compare", "baseline")
 	other := filepath.Join("testdata", "compare", "other-scenario")
 	stdout, stderr, code := runCLI(t, "export", "--format", "openmetrics", base, other, "--label", "cluster=ci")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if !strings.HasSuffix(stdout, "# EOF\n") || !strings.Contains(stdout, `scenario="other-tiny"`) || !strings.Contains(stdout, `cluster="ci"`) {
 		t.Errorf("export of two runs:\n%s", stdout)
 	}
 	file := filepath.Join(t.TempDir(), "kvbench.prom")
-	if _, stderr, code := runCLI(t, "export", base, "-o", file); code != exitOK {
+	if _, stderr, code := runCLI(t, "export", base, "-o", file); code != cli.ExitOK {
 		t.Fatalf("-o: exit %d: %s", code, stderr)
 	}
 	data, err := os.ReadFile(file)
@@ -26,10 +28,10 @@ func TestExportOpenMetrics(t *testing.T) {
 		t.Errorf("-o wrote %q (%v)", data, err)
 	}
 	// The same run twice would be the same series twice: refused.
-	if _, stderr, code := runCLI(t, "export", base, base); code != exitUsage || !strings.Contains(stderr, "same series") {
+	if _, stderr, code := runCLI(t, "export", base, base); code != cli.ExitUsage || !strings.Contains(stderr, "same series") {
 		t.Errorf("duplicate runs: exit %d: %s", code, stderr)
 	}
-	if _, _, code := runCLI(t, "export", "--format", "json", base); code != exitUsage {
-		t.Errorf("--format json: exit %d, want %d", code, exitUsage)
+	if _, _, code := runCLI(t, "export", "--format", "json", base); code != cli.ExitUsage {
+		t.Errorf("--format json: exit %d, want %d", code, cli.ExitUsage)
 	}
 }

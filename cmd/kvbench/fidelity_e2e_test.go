@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -30,7 +31,7 @@ func TestReloadCurveOnTheEmbeddedEngine(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: curveProfile})
 	out := t.TempDir()
 	rec, stderr, code := runJSON(t, context.Background(), "run", "reload-curve", "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	curves := section(t, rec, "reload_curves")
@@ -122,7 +123,7 @@ func TestCorruptReloadFailsTheIdenticalOutputGate(t *testing.T) {
 	for _, tc := range []struct {
 		flags []string
 		code  int
-	}{{nil, exitOK}, {[]string{"--corrupt-reload"}, exitGateFailed}} {
+	}{{nil, cli.ExitOK}, {[]string{"--corrupt-reload"}, cli.ExitGateFailed}} {
 		t.Run(strings.Join(append([]string{"sim"}, tc.flags...), " "), func(t *testing.T) {
 			url, _, _ := startSimCommand(t, append([]string{"--profile", "tiny"}, tc.flags...)...)
 			file := filepath.Join(t.TempDir(), "corrupt.toml")
@@ -138,7 +139,7 @@ func TestCorruptReloadFailsTheIdenticalOutputGate(t *testing.T) {
 			if r["verdict"] != "cpu_reload" || f["basis"] != "token_ids" || f["cold_twin_identical"] != true {
 				t.Fatalf("replay %v, fidelity %v", r["verdict"], f)
 			}
-			if tc.code == exitOK {
+			if tc.code == cli.ExitOK {
 				if f["identical"] != true {
 					t.Fatalf("a faithful reload: fidelity %v", f)
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -58,7 +59,7 @@ func TestAccountingReadsARunKilledInItsFirstStep(t *testing.T) {
 		t.Fatalf("load: %v (%+v)", err, r)
 	}
 	stdout, stderr, code := runCLI(t, "accounting", dir)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("accounting: exit %d: %s", code, stderr)
 	}
 	var summary struct {
@@ -101,7 +102,7 @@ func TestReadersRefuseAnEditedStatus(t *testing.T) {
 		{"summarize", dir}, {"verify", "testdata/claims/seed001-replay.toml", dir}, {"report", dir, "-o", filepath.Join(t.TempDir(), "r.html")},
 		{"compare", dir, dir}, {"accounting", dir}, {"export", dir}, {"push", dir, "http://127.0.0.1:1"},
 	} {
-		if _, stderr, code := runCLI(t, args...); code != exitUsage || !strings.Contains(stderr, want) {
+		if _, stderr, code := runCLI(t, args...); code != cli.ExitUsage || !strings.Contains(stderr, want) {
 			t.Errorf("%s: exit %d: %s\nwant 2 with %s", args[0], code, stderr, want)
 		}
 	}
@@ -131,7 +132,7 @@ func TestReadersRefuseImpossibleJournalValues(t *testing.T) {
 		}
 		want := journal + ":1: result." + field + " is "
 		for _, args := range [][]string{{"summarize", dir, "--allow-incomplete"}, {"export", dir}, {"accounting", dir}} {
-			if _, stderr, code := runCLI(t, args...); code != exitUsage || !strings.Contains(stderr, want) {
+			if _, stderr, code := runCLI(t, args...); code != cli.ExitUsage || !strings.Contains(stderr, want) {
 				t.Errorf("%s with %s = %g: exit %d: %s\nwant 2 with %s", args[0], field, value, code, stderr, want)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -22,7 +23,7 @@ func TestOversizedScenarioIsBadInput(t *testing.T) {
 	os.WriteFile(file, []byte("[prompt]\ntoken_counting = \"estimate\"\n[[step]]\nid = \"a\"\nplanned_context_tokens = [1000000000000]\n[[step]]\nid = \"b\"\nrequests = 1000000000\nplanned_context_tokens = [500]\n"), 0o644)
 	for _, cmd := range []string{"validate", "plan"} {
 		_, errOut, code := runCLI(t, cmd, file)
-		if code != exitUsage || !strings.Contains(errOut, "huge.toml:5: step[0].planned_context_tokens: value 0 (1000000000000) is above the ceiling") ||
+		if code != cli.ExitUsage || !strings.Contains(errOut, "huge.toml:5: step[0].planned_context_tokens: value 0 (1000000000000) is above the ceiling") ||
 			!strings.Contains(errOut, "huge.toml:8: step[1].requests: 1000000000 is above the ceiling") {
 			t.Errorf("%s: exit %d %q", cmd, code, errOut)
 		}
@@ -63,7 +64,7 @@ func TestProbesAreOptIn(t *testing.T) {
 	defer counting.Close()
 	out := t.TempDir()
 	_, errOut, code := runCLI(t, "run", file, "--endpoint", counting.URL+"/v1", "--out", out, "--api-key-env", "KVBENCH_TEST_KEY")
-	if code != exitUsage || !strings.Contains(errOut, shown) || !strings.Contains(errOut, "--allow-probes") || !strings.Contains(errOut, "--no-probes") || strings.Count(errOut, "\n") != 1 {
+	if code != cli.ExitUsage || !strings.Contains(errOut, shown) || !strings.Contains(errOut, "--allow-probes") || !strings.Contains(errOut, "--no-probes") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("without --allow-probes: exit %d %q", code, errOut)
 	}
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
@@ -74,7 +75,7 @@ func TestProbesAreOptIn(t *testing.T) {
 	}
 	for _, cmd := range [][]string{{"validate", file}, {"plan", file, "--estimate"}} {
 		stdout, errOut, code := runCLI(t, cmd...)
-		if code != exitOK || !strings.Contains(stdout, `probe env (before, timeout 5m0s): sh -c "printf`) {
+		if code != cli.ExitOK || !strings.Contains(stdout, `probe env (before, timeout 5m0s): sh -c "printf`) {
 			t.Errorf("%s does not show the probe command: exit %d %s\n%s", cmd, code, errOut, stdout)
 		}
 	}
@@ -83,7 +84,7 @@ func TestProbesAreOptIn(t *testing.T) {
 		t.Helper()
 		args := append([]string{"run", file, "--endpoint", srv.URL() + "/v1", "--out", t.TempDir(), "--api-key-env", "KVBENCH_TEST_KEY", "--allow-probes"}, extra...)
 		rec, stderr, code := runJSON(t, context.Background(), args...)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		p := section(t, rec, "probes")["env"].(map[string]any)
@@ -121,7 +122,7 @@ func TestURLCredentialsNeverWritten(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"run", "smoke", "--endpoint", endpoint, "--metrics", metricsURL, "--out", out, "--format", "json"}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != exitOK {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	noSecret(t, "the output", stdout.String()+stderr.String())
@@ -155,7 +156,7 @@ func TestURLCredentialsNeverWritten(t *testing.T) {
 		"endpoint not URL": {"--endpoint", "ftp://alice:PASS-1234@" + host + "/v1"},
 	} {
 		_, errOut, code := runCLI(t, append([]string{"run", "smoke", "--out", t.TempDir()}, args...)...)
-		if code != exitUsage || !strings.Contains(errOut, "REDACTED@") {
+		if code != cli.ExitUsage || !strings.Contains(errOut, "REDACTED@") {
 			t.Errorf("%s: exit %d %q; want exit 2 naming the redacted URL", name, code, errOut)
 		}
 		noSecret(t, name+"'s error", errOut)
@@ -168,7 +169,7 @@ func TestAPIKeyWithNewlineIsBadKey(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny"})
 	t.Setenv("KVBENCH_TEST_KEY", "sk-kvbench-test\n")
 	_, errOut, code := runCLI(t, "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--api-key-env", "KVBENCH_TEST_KEY")
-	if code != exitUsage || !strings.Contains(errOut, "KVBENCH_TEST_KEY (target.api_key_env) holds a bad API key") || strings.Contains(errOut, "unreachable") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, "KVBENCH_TEST_KEY (target.api_key_env) holds a bad API key") || strings.Contains(errOut, "unreachable") {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
 }
@@ -179,7 +180,7 @@ func TestClaimMetricTypoIsBadInput(t *testing.T) {
 	claim := filepath.Join(t.TempDir(), "typo.toml")
 	os.WriteFile(claim, []byte("[source]\nurl = \"https://example.com/r\"\nobserved_date = \"2026-08-02\"\n[[expect]]\nmetric = \"cached_fractoin\"\nat_least = 0.99\n"), 0o644)
 	_, errOut, code := runCLI(t, "verify", claim, "testdata/compare/baseline")
-	if code != exitUsage || !strings.Contains(errOut, "typo.toml:5: expect[0].metric: \"cached_fractoin\" is not a field") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, "typo.toml:5: expect[0].metric: \"cached_fractoin\" is not a field") {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
 }
@@ -189,7 +190,7 @@ func TestClaimMetricTypoIsBadInput(t *testing.T) {
 func TestReportIntoMissingDirectoryNamesThePath(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "missing", "dir", "x.html")
 	_, errOut, code := runCLI(t, "report", "testdata/compare/baseline", "-o", target)
-	if code != exitUsage || !strings.Contains(errOut, "-o "+target+": its directory does not exist") || strings.Contains(errOut, ".tmp-") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, "-o "+target+": its directory does not exist") || strings.Contains(errOut, ".tmp-") {
 		t.Fatalf("exit %d %q", code, errOut)
 	}
 }

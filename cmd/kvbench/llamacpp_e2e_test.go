@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/llamacpptest"
 )
 
@@ -52,7 +53,7 @@ func TestLlamaCppPromptCacheTiers(t *testing.T) {
 			defer srv.Close()
 			out := t.TempDir()
 			rec, stderr, code := runJSON(t, ctx, "run", c.scenario, "--endpoint", srv.URL()+"/v1", "--out", out)
-			if code != exitOK {
+			if code != cli.ExitOK {
 				t.Fatalf("exit %d: %s\nserver log:\n%s", code, stderr, srv.Log())
 			}
 			r := section(t, rec, "replay")
@@ -166,7 +167,7 @@ func TestLlamaCppEngineModel(t *testing.T) {
 
 	t.Run("plan counts on the server", func(t *testing.T) {
 		stdout, stderr, code := runCLI(t, "plan", writeScenario(t, ramReplayScenario(0)), "--endpoint", endpoint, "--format", "json")
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		var p struct {
@@ -187,7 +188,7 @@ func TestLlamaCppEngineModel(t *testing.T) {
 
 	t.Run("valid setup gate on a RAM-tier reload", func(t *testing.T) {
 		rec, stderr, code := runJSON(t, ctx, "run", writeScenario(t, ramReplayScenario(0)), "--endpoint", endpoint, "--out", t.TempDir())
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("exit %d: %s\nserver log:\n%s", code, stderr, srv.LogTail(40))
 		}
 		r := section(t, rec, "replay")
@@ -203,7 +204,7 @@ func TestLlamaCppEngineModel(t *testing.T) {
 	t.Run("valid setup shown by the replay", func(t *testing.T) {
 		sc := strings.Replace(ramReplayScenario(200), "store_bytes_per_token = 523\n", "", 1)
 		rec, stderr, code := runJSON(t, ctx, "run", writeScenario(t, sc), "--endpoint", endpoint, "--out", t.TempDir())
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("exit %d: %s\nserver log:\n%s", code, stderr, srv.LogTail(40))
 		}
 		r := section(t, rec, "replay")
@@ -216,7 +217,7 @@ func TestLlamaCppEngineModel(t *testing.T) {
 	t.Run("repeat 2 records both", func(t *testing.T) {
 		// Another seed: the first subtest's prompts are in the RAM cache already.
 		rec, stderr, code := runJSON(t, ctx, "run", writeScenario(t, ramReplayScenario(100)), "--endpoint", endpoint, "--out", t.TempDir(), "--repeat", "2")
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		reps := section(t, rec, "repeats")
@@ -247,11 +248,11 @@ func TestLlamaCppTwoSlotsTierUnknown(t *testing.T) {
 	file := writeScenario(t, text)
 	// plan reads the slot count too, so its prediction agrees with the verdict below.
 	stdout, stderr, code := runCLI(t, "plan", file, "--endpoint", srv.URL()+"/v1", "--format", "json")
-	if code != exitOK || !strings.Contains(stdout, `"can_prove_reload": "unknown"`) || !strings.Contains(stdout, `"slots": 2`) {
+	if code != cli.ExitOK || !strings.Contains(stdout, `"can_prove_reload": "unknown"`) || !strings.Contains(stdout, `"slots": 2`) {
 		t.Fatalf("plan exit %d: %s\n%s", code, stderr, stdout)
 	}
 	rec, stderr, code := runJSON(t, ctx, "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	r := section(t, rec, "replay")

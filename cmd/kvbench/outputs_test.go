@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 // copyRunDir copies a run directory's files into a fresh directory, so a test that writes
@@ -57,7 +58,7 @@ func TestNoWriterReplacesARecord(t *testing.T) {
 	}
 	// A study record outside any run directory: a record all the same.
 	study := filepath.Join(t.TempDir(), "study.json")
-	if _, errOut, code := runCLI(t, "summarize", run, "--out", study); code != exitOK {
+	if _, errOut, code := runCLI(t, "summarize", run, "--out", study); code != cli.ExitOK {
 		t.Fatalf("summarize: exit %d %s", code, errOut)
 	}
 	studySum, _ := runs.FileSHA256(study)
@@ -83,7 +84,7 @@ func TestNoWriterReplacesARecord(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, errOut, code := runCLI(t, c.args...)
-		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
+		if code != cli.ExitUsage || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%s: exit %d %q; want exit 2 saying %q in one line", c.name, code, errOut, c.want)
 		}
 	}
@@ -108,12 +109,12 @@ func TestNoWriterReplacesARecord(t *testing.T) {
 	// and a missing directory is named, not a temp file.
 	prom := filepath.Join(t.TempDir(), "kvbench.prom")
 	for range 2 {
-		if _, errOut, code := runCLI(t, "export", run, "-o", prom); code != exitOK {
+		if _, errOut, code := runCLI(t, "export", run, "-o", prom); code != cli.ExitOK {
 			t.Fatalf("export -o %s: exit %d %s", prom, code, errOut)
 		}
 	}
 	missing := filepath.Join(t.TempDir(), "no", "such", "x.prom")
-	if _, errOut, code := runCLI(t, "export", run, "-o", missing); code != exitUsage || !strings.Contains(errOut, missing+": its directory does not exist") || strings.Contains(errOut, ".tmp-") {
+	if _, errOut, code := runCLI(t, "export", run, "-o", missing); code != cli.ExitUsage || !strings.Contains(errOut, missing+": its directory does not exist") || strings.Contains(errOut, ".tmp-") {
 		t.Errorf("export -o into a missing directory: exit %d %q", code, errOut)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -212,7 +213,7 @@ scrape_configs:
 	// More than one output token per request, so the dashboard's decode-rate panel has data.
 	_, stderr, code := runCLI(t, "run", writeScenario(t, strings.Replace(regressionScenario, "max_tokens = 1\n", "max_tokens = 8\n", 1)), "--endpoint", srv.URL()+"/v1",
 		"--out", out, "--force", "--repeat", "2", "--push", "http://"+gwAddr, "--push-label", "ci=run")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("run --push: exit %d: %s", code, stderr)
 	}
 	r, err := runs.Load(filepath.Join(out, onlyEntry(t, out)))
@@ -259,10 +260,10 @@ scrape_configs:
 	// compared with itself, pushed under ci=run.
 	single := t.TempDir()
 	if _, stderr, code := runCLI(t, "run", writeScenario(t, strings.Replace(regressionScenario, "max_tokens = 1\n", "max_tokens = 8\n", 1)), "--endpoint", srv.URL()+"/v1",
-		"--out", single, "--force", "--push", "http://"+gwAddr, "--push-label", "ci=single"); code != exitOK {
+		"--out", single, "--force", "--push", "http://"+gwAddr, "--push-label", "ci=single"); code != cli.ExitOK {
 		t.Fatalf("unrepeated run --push: exit %d: %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "compare", r.Dir, r.Dir, "--push", "http://"+gwAddr, "--push-label", "ci=run"); code != exitOK {
+	if _, stderr, code := runCLI(t, "compare", r.Dir, r.Dir, "--push", "http://"+gwAddr, "--push-label", "ci=run"); code != cli.ExitOK {
 		t.Fatalf("compare --push: exit %d: %s", code, stderr)
 	}
 	check(`kvbench_compare_regressions{ci="run",job="kvbench_compare"}`, 0)
@@ -291,7 +292,7 @@ scrape_configs:
 	}
 
 	// kvbench push, as a retry: the same run under another grouping key.
-	if _, stderr, code := runCLI(t, "push", r.Dir, "http://"+gwAddr, "--push-label", "ci=retry"); code != exitOK {
+	if _, stderr, code := runCLI(t, "push", r.Dir, "http://"+gwAddr, "--push-label", "ci=retry"); code != cli.ExitOK {
 		t.Fatalf("push: exit %d: %s", code, stderr)
 	}
 	check(`kvbench_cached_fraction{ci="retry",step="replay"}`, *replay.CachedFraction)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/internal/export"
 	"github.com/anvil-serving/kvbench/sim"
@@ -39,8 +40,8 @@ func TestPushBadInput(t *testing.T) {
 	}
 	for _, args := range cases {
 		_, stderr, code := runCLI(t, args...)
-		if code != exitUsage || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("%v: exit %d, want %d with one line: %q", args, code, exitUsage, stderr)
+		if code != cli.ExitUsage || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, want %d with one line: %q", args, code, cli.ExitUsage, stderr)
 		}
 	}
 }
@@ -143,12 +144,12 @@ func TestPushRefusesUnfinishedRuns(t *testing.T) {
 	killed := fixtureWithStatus(t, "running", "")
 	for dir, status := range map[string]string{interrupted: "interrupted", killed: "incomplete"} {
 		_, stderr, code := runCLI(t, "push", dir, pg.URL)
-		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "not pushed: "+dir+" is "+status) {
+		if code != cli.ExitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "not pushed: "+dir+" is "+status) {
 			t.Errorf("push of an %s run: exit %d: %q", status, code, stderr)
 		}
 	}
 	// One refused run refuses the whole push: nothing is sent.
-	if _, _, code := runCLI(t, "push", filepath.Join("testdata", "compare", "baseline"), interrupted, pg.URL); code != exitUsage {
+	if _, _, code := runCLI(t, "push", filepath.Join("testdata", "compare", "baseline"), interrupted, pg.URL); code != cli.ExitUsage {
 		t.Errorf("a complete and an interrupted run: exit %d", code)
 	}
 	if p := gw.pushes(); len(p) != 0 {
@@ -174,7 +175,7 @@ func TestPushRefusesUnfinishedRuns(t *testing.T) {
 	}
 
 	stdout, stderr2, code := runCLI(t, "push", interrupted, pg.URL, "--allow-incomplete")
-	if code != exitOK || !strings.Contains(stdout, "pushed "+interrupted+" (marked interrupted)") {
+	if code != cli.ExitOK || !strings.Contains(stdout, "pushed "+interrupted+" (marked interrupted)") {
 		t.Fatalf("--allow-incomplete: exit %d: %s%s", code, stdout, stderr2)
 	}
 	if _, _, bodies := gw.pushed(); len(bodies) != 1 || statusOf(bodies[0]) != "interrupted" {
@@ -196,7 +197,7 @@ func TestPushURLWithQueryAndBasicAuthFromEnv(t *testing.T) {
 	out := t.TempDir()
 	stdout, stderr, code := runCLI(t, "run", writeScenario(t, regressionScenario), "--endpoint", srv.URL()+"/v1", "--out", out, "--force",
 		"--push", pg.URL+"/?tenant=eu1&token=t0ken", "--push-user-env", "KVBENCH_TEST_PUSH_USER", "--push-password-env", "KVBENCH_TEST_PUSH_PASSWORD")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("run --push: exit %d: %s", code, stderr)
 	}
 	paths := gw.pushes()
@@ -229,7 +230,7 @@ func TestPushURLWithQueryAndBasicAuthFromEnv(t *testing.T) {
 		{"push", run, strings.Replace(pg.URL, "http://", "http://a:b@", 1), "--push-user-env", "KVBENCH_TEST_PUSH_USER", "--push-password-env", "KVBENCH_TEST_PUSH_PASSWORD"},
 	} {
 		_, stderr, code := runCLI(t, args...)
-		if code != exitUsage || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "hunter2") {
+		if code != cli.ExitUsage || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "hunter2") {
 			t.Errorf("%v: exit %d: %q", args[3:], code, stderr)
 		}
 	}
@@ -256,8 +257,8 @@ func TestRunPushFailureKeepsTheRun(t *testing.T) {
 	out := t.TempDir()
 	_, stderr, code := runCLI(t, "run", writeScenario(t, regressionScenario), "--endpoint", srv.URL()+"/v1",
 		"--out", out, "--force", "--push", pushURL, "--push-label", "cluster=ci")
-	if code != exitPushFailed {
-		t.Fatalf("exit %d, want %d: %s", code, exitPushFailed, stderr)
+	if code != cli.ExitPushFailed {
+		t.Fatalf("exit %d, want %d: %s", code, cli.ExitPushFailed, stderr)
 	}
 	if strings.Contains(stderr, "hunter2") || !strings.Contains(stderr, "kvbench push ") || !strings.Contains(stderr, "503") {
 		t.Errorf("stderr should name the status and the retry, without the password: %s", stderr)
@@ -274,7 +275,7 @@ func TestRunPushFailureKeepsTheRun(t *testing.T) {
 	gw.status = http.StatusOK
 	gw.mu.Unlock()
 	stdout, stderr, code := runCLI(t, "push", dir, pushURL, "--push-label", "cluster=ci")
-	if code != exitOK || !strings.Contains(stdout, "pushed "+dir) {
+	if code != cli.ExitOK || !strings.Contains(stdout, "pushed "+dir) {
 		t.Fatalf("retry: exit %d: %s%s", code, stdout, stderr)
 	}
 	p := gw.pushes()
@@ -319,8 +320,8 @@ func TestComparePushesItsResult(t *testing.T) {
 	defer pg.Close()
 	base, cand := filepath.Join("testdata", "compare", "baseline"), filepath.Join("testdata", "compare", "candidate")
 	_, stderr, code := runCLI(t, "compare", base, cand, "--push", pg.URL, "--push-label", "cluster=ci")
-	if code != exitRegression {
-		t.Fatalf("exit %d, want %d: %s", code, exitRegression, stderr)
+	if code != cli.ExitRegression {
+		t.Fatalf("exit %d, want %d: %s", code, cli.ExitRegression, stderr)
 	}
 	paths := gw.pushes()
 	_, _, bodies := gw.pushed()
@@ -342,10 +343,10 @@ func TestComparePushesItsResult(t *testing.T) {
 	gw.mu.Lock()
 	gw.status = http.StatusServiceUnavailable
 	gw.mu.Unlock()
-	if _, stderr, code := runCLI(t, "compare", base, cand, "--push", pg.URL); code != exitRegression || !strings.Contains(stderr, "push failed") {
+	if _, stderr, code := runCLI(t, "compare", base, cand, "--push", pg.URL); code != cli.ExitRegression || !strings.Contains(stderr, "push failed") {
 		t.Errorf("regression and a failed push: exit %d: %s", code, stderr)
 	}
-	if _, stderr, code := runCLI(t, "compare", base, base, "--push", pg.URL); code != exitPushFailed || !strings.Contains(stderr, "503") {
+	if _, stderr, code := runCLI(t, "compare", base, base, "--push", pg.URL); code != cli.ExitPushFailed || !strings.Contains(stderr, "503") {
 		t.Errorf("no regression and a failed push: exit %d: %s", code, stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -51,7 +52,7 @@ func replayOnReplicas(t *testing.T, router string) (r, ev map[string]any, sequen
 	}
 	out := t.TempDir()
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	r = section(t, rec, "replay")
@@ -154,7 +155,7 @@ func TestReplicaNamesRedacted(t *testing.T) {
 	metricsURL := srv.URL() + "/metrics?token=T0K-5678"
 	out := t.TempDir()
 	_, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--metrics", metricsURL, "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	dir := filepath.Join(out, onlyEntry(t, out))
@@ -177,7 +178,7 @@ func TestPlanWarnsAboutReplicas(t *testing.T) {
 	for _, n := range []int{1, 2} {
 		srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.DataParallel = n }})
 		out, errOut, code := runCLI(t, "plan", "smoke", "--endpoint", srv.URL()+"/v1")
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		warned := strings.Contains(out, "warning: 2 replicas serve this endpoint")

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 // reportData is the part of the embedded chart data the tests check.
@@ -52,7 +54,7 @@ func writeFixtureReport(t *testing.T) (string, string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "report.html")
 	_, stderr, code := runCLI(t, "report", filepath.Join("testdata", "compare", "baseline"), filepath.Join("testdata", "compare", "candidate"), "-o", file)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("report: exit %d: %s", code, stderr)
 	}
 	page, err := os.ReadFile(file)
@@ -133,7 +135,7 @@ func TestReportOfAStudy(t *testing.T) {
 	demo := filepath.Join("..", "..", "internal", "study", "testdata", "demo")
 	file := filepath.Join(t.TempDir(), "study.html")
 	_, stderr, code := runCLI(t, "report", filepath.Join(demo, "eviction-6x150k-replay-20261201T060008Z"), filepath.Join(demo, "offload8-control-20261201T060010Z"), "-o", file)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("report: exit %d: %s", code, stderr)
 	}
 	page, err := os.ReadFile(file)

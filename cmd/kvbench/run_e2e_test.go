@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -35,8 +36,8 @@ func runJSON(t *testing.T, ctx context.Context, args ...string) (map[string]any,
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(ctx, append(args, "--format", "json"), &out, &errb)
-	code := exitCode(err, &errb)
-	if code != exitOK && code != exitGateFailed {
+	code := cli.ExitCode(err, &errb)
+	if code != cli.ExitOK && code != cli.ExitGateFailed {
 		return nil, errb.String(), code
 	}
 	var rec map[string]any
@@ -91,7 +92,7 @@ func TestRunEvictionReplayReloads(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "dsv4-offload16", Speed: 1000})
 	out := t.TempDir()
 	rec, stderr, code := runJSON(t, context.Background(), "run", "eviction-6x150k-replay", "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if rec["schema"] != "anvil-serving.kv-offload-replay/v1" || rec["status"] != "completed" {
@@ -154,7 +155,7 @@ func onlyEntry(t *testing.T, dir string) string {
 func TestRunOffload8ControlCannotProveReload(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "dsv4-offload8", Speed: 1000})
 	rec, stderr, code := runJSON(t, context.Background(), "run", "offload8-control", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	r := section(t, rec, "replay")
@@ -176,7 +177,7 @@ func TestRunOffload8ControlCannotProveReload(t *testing.T) {
 func metricsVariant(t *testing.T, override func(*sim.Profile)) (map[string]any, map[string]any) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: override})
 	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	return section(t, rec, "sequence"), section(t, rec, "replay")
@@ -230,7 +231,7 @@ func TestRunBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			out := t.TempDir()
 			_, stderr, code := runCLI(t, append([]string{"run", "smoke", "--out", out}, c.args...)...)
-			if code != exitUsage || !strings.Contains(strings.ToLower(stderr), strings.ToLower(c.msg)) || strings.Count(stderr, "\n") != 1 {
+			if code != cli.ExitUsage || !strings.Contains(strings.ToLower(stderr), strings.ToLower(c.msg)) || strings.Count(stderr, "\n") != 1 {
 				t.Fatalf("exit %d, stderr %q; want exit 2 with %q on one line", code, stderr, c.msg)
 			}
 			if entries, _ := os.ReadDir(out); len(entries) != 0 {
@@ -258,13 +259,13 @@ id = "sequence"
 planned_context_tokens = [3000, 500]
 `), 0o644)
 	_, stderr, code := runCLI(t, "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitUsage || !strings.Contains(stderr, "max_model_len is 2048") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "max_model_len is 2048") {
 		t.Fatalf("without --force: exit %d %q", code, stderr)
 	}
 	// With --force the over-long request fails on the server: recorded, and the run does
 	// not pass (no gate of the scenario says failures are expected).
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--force")
-	if code != exitGateFailed || !strings.Contains(stderr, "1 of 2 requests failed") {
+	if code != cli.ExitGateFailed || !strings.Contains(stderr, "1 of 2 requests failed") {
 		t.Fatalf("with --force: exit %d %s", code, stderr)
 	}
 	seq := section(t, rec, "sequence")
@@ -281,7 +282,7 @@ planned_context_tokens = [3000, 500]
 	allowed := filepath.Join(t.TempDir(), "allowed.toml")
 	data, _ := os.ReadFile(file)
 	os.WriteFile(allowed, append(data, []byte("[[gate]]\nstep = \"sequence\"\nmax_failed_requests = 1\n")...), 0o644)
-	if _, stderr, code := runCLI(t, "run", allowed, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--force"); code != exitOK {
+	if _, stderr, code := runCLI(t, "run", allowed, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--force"); code != cli.ExitOK {
 		t.Fatalf("with max_failed_requests = 1: exit %d %s", code, stderr)
 	}
 }
@@ -330,7 +331,7 @@ func TestRestartInvalidatesReplay(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.RestartAtRequest = 6 }})
 	// The measurement is data, and the run does not pass: its replay proved nothing.
 	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitGateFailed || !strings.Contains(stderr, "the replay's measurement is invalid") {
+	if code != cli.ExitGateFailed || !strings.Contains(stderr, "the replay's measurement is invalid") {
 		t.Fatalf("exit %d %s", code, stderr)
 	}
 	r := section(t, rec, "replay")
@@ -361,7 +362,7 @@ step = "replay"
 verdict = "cpu_reload"
 `)...), 0o644)
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--allow-probes")
-	if code != exitGateFailed || !strings.Contains(stderr, "gate(s) failed: replay: verdict gpu_hit, want cpu_reload") {
+	if code != cli.ExitGateFailed || !strings.Contains(stderr, "gate(s) failed: replay: verdict gpu_hit, want cpu_reload") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	probes := section(t, rec, "probes")
@@ -391,7 +392,7 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"run", "smoke", "--endpoint", srv.URL() + "/v1", "--out", out, "--api-key-env", "KVBENCH_TEST_KEY"}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != exitOK {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if strings.Contains(stdout.String()+stderr.String(), key) {
@@ -409,7 +410,7 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 	// A wrong key is a clear usage error.
 	t.Setenv("KVBENCH_TEST_KEY", "wrong")
 	_, errOut, code := runCLI(t, "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir(), "--api-key-env", "KVBENCH_TEST_KEY")
-	if code != exitUsage || !strings.Contains(errOut, "401") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, "401") {
 		t.Fatalf("wrong key: exit %d %s", code, errOut)
 	}
 }
@@ -434,7 +435,7 @@ func TestServerFaultsAreData(t *testing.T) {
 			// The faults are recorded as data and the run goes on; it then fails its
 			// implicit gate, since no gate of smoke allows failed requests.
 			rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", out)
-			if code != exitGateFailed || !strings.Contains(stderr, "requests failed") {
+			if code != cli.ExitGateFailed || !strings.Contains(stderr, "requests failed") {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
 			seq := section(t, rec, "sequence")
@@ -482,7 +483,7 @@ concurrency = 2
 `), 0o644)
 	out := t.TempDir()
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	burst := section(t, rec, "burst")

@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
 func init() {
-	register(command{name: "sim", summary: "serve the embedded vLLM-compatible engine (no GPU needed)", run: runSim})
+	cli.Register(cli.Command{Name: "sim", Summary: "serve the embedded vLLM-compatible engine (no GPU needed)", Run: runSim})
 }
 
 func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlagSet("sim", "[--profile NAME | --profile-file FILE] [--addr HOST:PORT] [--speed X] [--api-key-env VAR] [--allow-remote] [--data-parallel N --router POLICY] [fault flags]",
+	fs := cli.NewFlagSet("sim", "[--profile NAME | --profile-file FILE] [--addr HOST:PORT] [--speed X] [--api-key-env VAR] [--allow-remote] [--data-parallel N --router POLICY] [fault flags]",
 		"kvbench sim --profile dsv4-offload16 --speed 50\n"+
 			"curl -s http://127.0.0.1:8000/metrics | grep kv_offload\n"+
 			"# rehearse faults: every 5th chat a 500, /tokenize hangs, no GPU prefix-hit counter,\n"+
@@ -23,16 +24,16 @@ func runSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			"# two replicas, each with its own caches, requests sent in turn\n"+
 			"kvbench sim --profile tiny --data-parallel 2 --router round-robin", stdout)
 	options := sim.RegisterFlags(fs)
-	positional, err := parseFlags(fs, args)
+	positional, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(positional) > 0 {
-		return usageErrorf("sim: unexpected arguments %q", positional)
+		return cli.Usagef("sim: unexpected arguments %q", positional)
 	}
 	opts, err := options()
 	if err != nil {
-		return usageErrorf("sim: %v", err) // flags, the profile, or the two together
+		return cli.Usagef("sim: %v", err) // flags, the profile, or the two together
 	}
 	srv, err := sim.Start(opts)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 // syncBuffer lets the test read what a running command writes.
@@ -173,8 +175,8 @@ func TestSimUsageErrors(t *testing.T) {
 		{"sim", "--profile", "tiny", "--profile-file", "testdata/no-such-profile.toml"},
 	} {
 		err := run(context.Background(), args, io.Discard, io.Discard)
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != exitUsage {
+		var ee *cli.ExitError
+		if !errors.As(err, &ee) || ee.Code != cli.ExitUsage {
 			t.Errorf("%v: err %v, want a usage error", args, err)
 		}
 	}
@@ -183,7 +185,7 @@ func TestSimUsageErrors(t *testing.T) {
 func TestSimHelpShowsExample(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"sim", "-h"}, &out, io.Discard)
-	if !errors.Is(err, errHelpShown) || !strings.Contains(out.String(), "Example:") || !strings.Contains(out.String(), "--allow-remote") ||
+	if !errors.Is(err, cli.ErrHelpShown) || !strings.Contains(out.String(), "Example:") || !strings.Contains(out.String(), "--allow-remote") ||
 		!strings.Contains(out.String(), "--fail-every 5 --hang /tokenize") {
 		t.Errorf("err %v, help:\n%s", err, out.String())
 	}

@@ -4,45 +4,37 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/study"
 )
 
 func init() {
-	register(command{name: "summarize", summary: "merge run directories into one kv-offload-replay/v1 study record", run: runSummarize})
-	register(command{name: "accounting", summary: "write the kv-accounting-summary/v1 of run directories", run: runAccounting})
+	cli.Register(cli.Command{Name: "summarize", Summary: "merge run directories into one kv-offload-replay/v1 study record", Run: runSummarize})
+	cli.Register(cli.Command{Name: "accounting", Summary: "write the kv-accounting-summary/v1 of run directories", Run: runAccounting})
 }
 
 // runStudy parses a study command's run directories, builds its record from them (an error is
 // bad input) and writes it atomically to out (never over an existing file), or prints it.
 func runStudy[T any](fs *flag.FlagSet, args []string, out *string, stdout io.Writer, build func(dirs []string) (T, error)) error {
-	dirs, err := parseFlags(fs, args)
+	dirs, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(dirs) == 0 {
-		return usageErrorf("%s: name at least one run directory", fs.Name())
+		return cli.Usagef("%s: name at least one run directory", fs.Name())
 	}
 	v, err := build(dirs)
 	if err != nil {
-		return usageError(err)
+		return cli.UsageError(err)
 	}
-	if *out == "" {
-		return printJSON(stdout, v)
-	}
-	if _, err := runs.WriteOutputJSON(*out, v); err != nil {
-		return outputError("--out", *out, err)
-	}
-	fmt.Fprintln(stdout, *out)
-	return nil
+	return cli.OutputJSON("--out", *out, v, stdout)
 }
 
 func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlagSet("summarize", "RUN_DIR... [--out FILE]", "kvbench summarize results/eviction-6x150k-replay-20261130T101500Z results/offload8-control-20261130T103000Z --out study.json", stdout)
+	fs := cli.NewFlagSet("summarize", "RUN_DIR... [--out FILE]", "kvbench summarize results/eviction-6x150k-replay-20261130T101500Z results/offload8-control-20261130T103000Z --out study.json", stdout)
 	out := fs.String("out", "", "write the study record to FILE (default: print it)")
 	allowMixed := fs.Bool("allow-mixed", false, "merge runs even if their model, runtime or topology differ")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "merge a run that did not finish (interrupted, failed or killed) anyway")
@@ -52,7 +44,7 @@ func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
 }
 
 func runAccounting(_ context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlagSet("accounting", "RUN_DIR... [--pool-bytes-per-gpu N --gpus N] [--out FILE]",
+	fs := cli.NewFlagSet("accounting", "RUN_DIR... [--pool-bytes-per-gpu N --gpus N] [--out FILE]",
 		"kvbench accounting results/*-2026*/ --pool-bytes-per-gpu 7650410496 --gpus 2 --pool-source plans/load-preview.json --out accounting.json", stdout)
 	out := fs.String("out", "", "write the summary to FILE (default: print it)")
 	var spec study.PoolSpec

@@ -10,13 +10,14 @@ import (
 	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/runner"
 	"github.com/anvil-serving/kvbench/internal/sweep"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 func init() {
-	register(command{name: "sweep", summary: "run a conversation step at several user counts, or a trace step at several request rates, and report the capacity within a TTFT p90", run: runSweep})
+	cli.Register(cli.Command{Name: "sweep", Summary: "run a conversation step at several user counts, or a trace step at several request rates, and report the capacity within a TTFT p90", Run: runSweep})
 }
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -28,7 +29,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scales := fs.String("time-scales", "", "trace step (open loop): time_scale values to run, descending, so each level offers a higher request rate (e.g. 1,0.5,0.25)")
 	threshold := fs.Float64("ttft-p90-ms", 0, "TTFT p90 (ms) a level must stay within to count toward capacity; 0: report levels only")
 	stepID := fs.String("step", "", "the conversation or trace step to sweep (default: the scenario's only one)")
-	args, err := parseFlags(fs, args)
+	args, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -38,15 +39,15 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	p, err := sweep.NewPlan(sc, *stepID, *users, *scales, *threshold)
 	if err != nil {
-		return usageErrorf("sweep: %w", err)
+		return cli.Usagef("sweep: %w", err)
 	}
 	// What a level's run would refuse before sending anything (the key's variable, hosts
 	// the file names, probes) is refused before the sweep directory exists.
 	if _, err := o.admit(sc); err != nil {
 		return err
 	}
-	consoleW := consoleFor(o.format, stdout, stderr)
-	res, err := sweep.Run(ctx, p, o.out, kvbenchVersion(), consoleW, func(ctx context.Context, level *scenarios.Scenario, dir string) (*runner.Outcome, error) {
+	consoleW := cli.ConsoleFor(o.format, stdout, stderr)
+	res, err := sweep.Run(ctx, p, o.out, cli.Version(), consoleW, func(ctx context.Context, level *scenarios.Scenario, dir string) (*runner.Outcome, error) {
 		lo := o
 		lo.out, lo.format = dir, "text"
 		return runScenario(ctx, level, lo, consoleW, stderr)
@@ -55,17 +56,17 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	sw := res.Record
-	if err := emit(stdout, o.format, sw, func(w io.Writer) error { fmt.Fprintln(w); return derive.WriteSweep(w, sw) }); err != nil {
+	if err := cli.Emit(stdout, o.format, sw, func(w io.Writer) error { fmt.Fprintln(w); return derive.WriteSweep(w, sw) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(consoleW, "sweep record: %s\n", filepath.Join(res.Dir, runs.SweepFile))
 	// The exit code follows run's: a sweep that did less than asked exits 1, one whose levels
 	// failed gates 3.
 	if sw.Status != record.StatusCompleted {
-		return &exitError{code: exitRuntime, err: fmt.Errorf("sweep %s: %s; what was measured is in %s", sw.Status, sw.StopReason, res.Dir)}
+		return &cli.ExitError{Code: cli.ExitRuntime, Err: fmt.Errorf("sweep %s: %s; what was measured is in %s", sw.Status, sw.StopReason, res.Dir)}
 	}
 	if len(res.GatesFailed) > 0 {
-		return &exitError{code: exitGateFailed, err: fmt.Errorf("sweep: %d level(s) failed gates: %s; the records are in %s", len(res.GatesFailed), strings.Join(res.GatesFailed, "; "), res.Dir)}
+		return &cli.ExitError{Code: cli.ExitGateFailed, Err: fmt.Errorf("sweep: %d level(s) failed gates: %s; the records are in %s", len(res.GatesFailed), strings.Join(res.GatesFailed, "; "), res.Dir)}
 	}
 	return nil
 }
@@ -73,5 +74,5 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // expandSweeps replaces each sweep directory among dirs by its levels' run directories.
 func expandSweeps(dirs []string) ([]string, error) {
 	out, err := sweep.ExpandDirs(dirs)
-	return out, usageError(err)
+	return out, cli.UsageError(err)
 }

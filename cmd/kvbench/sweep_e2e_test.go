@@ -12,6 +12,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -20,7 +21,7 @@ func sweepJSON(t *testing.T, args ...string) (*record.Sweep, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), append(append([]string{"sweep"}, args...), "--format", "json"), &out, &errb)
-	if code := exitCode(err, &errb); code != exitOK {
+	if code := cli.ExitCode(err, &errb); code != cli.ExitOK {
 		t.Fatalf("sweep exit %d: %s", code, errb.String())
 	}
 	var s record.Sweep
@@ -97,13 +98,13 @@ func TestSweepOffloadGain(t *testing.T) {
 	}
 	var cmp, errb bytes.Buffer
 	err := run(context.Background(), []string{"compare", dirOn, dirOff, "--allow-mismatch"}, &cmp, &errb)
-	if code := exitCode(err, &errb); code != exitRegression || !strings.Contains(cmp.String(), "REGRESSION") {
+	if code := cli.ExitCode(err, &errb); code != cli.ExitRegression || !strings.Contains(cmp.String(), "REGRESSION") {
 		t.Fatalf("compare tier on -> off: exit %d\n%s%s", code, cmp.String(), errb.String())
 	}
 	// The offload gain: the tier-off sweep as baseline, the tier on as candidate.
 	cmp.Reset()
 	err = run(context.Background(), []string{"compare", dirOff, dirOn, "--allow-mismatch", "--format", "json"}, &cmp, &errb)
-	if code := exitCode(err, &errb); code != exitOK {
+	if code := cli.ExitCode(err, &errb); code != cli.ExitOK {
 		t.Fatalf("compare tier off -> on: exit %d\n%s", code, errb.String())
 	}
 	var gain compare.SweepResult
@@ -118,12 +119,12 @@ func TestSweepOffloadGain(t *testing.T) {
 	}
 	cmp.Reset()
 	err = run(context.Background(), []string{"compare", dirOn, dirOn}, &cmp, &errb)
-	if code := exitCode(err, &errb); code != exitOK {
+	if code := cli.ExitCode(err, &errb); code != cli.ExitOK {
 		t.Fatalf("compare a sweep with itself: exit %d\n%s", code, cmp.String())
 	}
 	err = run(context.Background(), []string{"compare", dirOn, dirOff}, &cmp, &errb)
-	if code := exitCode(err, &errb); code != exitUsage {
-		t.Fatalf("compare sweeps of different scenarios: exit %d, want %d", code, exitUsage)
+	if code := cli.ExitCode(err, &errb); code != cli.ExitUsage {
+		t.Fatalf("compare sweeps of different scenarios: exit %d, want %d", code, cli.ExitUsage)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -60,7 +61,7 @@ func TestSweepFailedRequestsFailTheGate(t *testing.T) {
 			srv := startSim(t, sim.Options{Profile: "tiny", Speed: 50, Override: c.override})
 			out := t.TempDir()
 			_, errOut, code := runCLI(t, "sweep", file, "--endpoint", srv.URL()+"/v1", "--users", "2,3", "--ttft-p90-ms", "60000", "--out", out)
-			if code != exitGateFailed || !strings.Contains(errOut, "level(s) failed gates") {
+			if code != cli.ExitGateFailed || !strings.Contains(errOut, "level(s) failed gates") {
 				t.Fatalf("exit %d, want 3: %s", code, lastLine(errOut))
 			}
 			s, _ := sweepRecord(t, out)
@@ -116,7 +117,7 @@ wait:
 		t.Fatal("the sweep did not stop")
 	}
 	var stderr bytes.Buffer
-	if code := exitCode(err, &stderr); code != exitRuntime || !strings.Contains(stderr.String(), "interrupted") {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitRuntime || !strings.Contains(stderr.String(), "interrupted") {
 		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
 	}
 	s, _ := sweepRecord(t, out)
@@ -152,7 +153,7 @@ func TestSweepBadInputLeavesNothing(t *testing.T) {
 	for _, c := range cases {
 		out := t.TempDir()
 		_, errOut, code := runCLI(t, append(append([]string{"sweep"}, c.args...), "--users", "2,3", "--out", out)...)
-		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
+		if code != cli.ExitUsage || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%s: exit %d %q; want exit 2 naming %q", c.name, code, errOut, c.want)
 		}
 		if entries, _ := os.ReadDir(out); len(entries) != 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -33,7 +34,7 @@ func TestServerTextIsInertOnTheConsole(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"run", "smoke", "--endpoint", srv.URL() + "/v1", "--out", t.TempDir()}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != exitOK {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	inert(t, "run's console", stdout.String()+stderr.String())
@@ -54,7 +55,7 @@ func TestServerTextIsInertOnTheConsole(t *testing.T) {
 	}
 
 	rec, errOut, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("json: exit %d %s", code, errOut)
 	}
 	if got := section(t, rec, "model")["served_name"]; got != evil {

@@ -7,10 +7,11 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 func init() {
-	register(command{name: "trace", summary: "analyze a Mooncake-format KV-cache trace (ideal LRU hit rates, tier shares) or generate one", run: runTrace})
+	cli.Register(cli.Command{Name: "trace", Summary: "analyze a Mooncake-format KV-cache trace (ideal LRU hit rates, tier shares) or generate one", Run: runTrace})
 }
 
 const traceUsage = `Usage: kvbench trace analyze FILE [flags]
@@ -32,7 +33,7 @@ Run 'kvbench trace analyze -h' or 'kvbench trace generate -h' for their flags.
 func runTrace(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, traceUsage)
-		return usageErrorf("trace: name a subcommand: analyze or generate")
+		return cli.Usagef("trace: name a subcommand: analyze or generate")
 	}
 	switch args[0] {
 	case "analyze":
@@ -43,55 +44,55 @@ func runTrace(_ context.Context, args []string, stdout, _ io.Writer) error {
 		fmt.Fprint(stdout, traceUsage)
 		return nil
 	}
-	return usageErrorf("trace: unknown subcommand %q (analyze or generate)", args[0])
+	return cli.Usagef("trace: unknown subcommand %q (analyze or generate)", args[0])
 }
 
 func runTraceAnalyze(args []string, stdout io.Writer) error {
-	flags := newFlagSet("trace analyze", "FILE [flags]",
+	flags := cli.NewFlagSet("trace analyze", "FILE [flags]",
 		"kvbench trace analyze conversation_trace.jsonl\n"+
 			"kvbench trace analyze conversation_trace.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7 --format json\n"+
 			"kvbench trace analyze conversation_trace.jsonl --start 10m --duration 5m --max-input-tokens 32768", stdout)
 	analysis := trace.RegisterAnalyzeFlags(flags)
 	var format string
-	formatVar(flags, &format, "output: text or json", "text", "json")
-	args, err := parseFlags(flags, args)
+	cli.FormatVar(flags, &format, "output: text or json", "text", "json")
+	args, err := cli.Parse(flags, args)
 	if err != nil {
 		return err
 	}
 	if len(args) != 1 {
-		return usageErrorf("trace analyze: want one trace file, got %d arguments", len(args))
+		return cli.Usagef("trace analyze: want one trace file, got %d arguments", len(args))
 	}
 	cfg, window, err := analysis()
 	if err != nil {
-		return usageErrorf("trace analyze: %w", err)
+		return cli.Usagef("trace analyze: %w", err)
 	}
 	a, err := trace.AnalyzeFile(args[0], window, cfg)
 	if err != nil {
-		return usageError(err) // a bad file, a bad line or an empty window
+		return cli.UsageError(err) // a bad file, a bad line or an empty window
 	}
 	if format == "json" {
-		return printJSON(stdout, a)
+		return cli.PrintJSON(stdout, a)
 	}
 	return a.WriteText(stdout)
 }
 
 func runTraceGenerate(args []string, stdout io.Writer) error {
-	flags := newFlagSet("trace generate", "[flags] [-o FILE]",
+	flags := cli.NewFlagSet("trace generate", "[flags] [-o FILE]",
 		"kvbench trace generate -o conversation.jsonl   # like the public conversation trace: 12,031 requests in an hour\n"+
 			"kvbench trace generate --seed 7 --requests 200 --scale 0.03125 --block-tokens 16 -o small.jsonl", stdout)
 	config := trace.RegisterGeneratorFlags(flags)
 	out := flags.String("o", "", "write the trace to this new file (never overwritten) instead of stdout")
-	args, err := parseFlags(flags, args)
+	args, err := cli.Parse(flags, args)
 	if err != nil {
 		return err
 	}
 	if len(args) != 0 {
-		return usageErrorf("trace generate: unexpected argument %q (the output file goes after -o)", args[0])
+		return cli.Usagef("trace generate: unexpected argument %q (the output file goes after -o)", args[0])
 	}
 	cfg := config()
 	g, err := trace.NewGenerator(cfg)
 	if err != nil {
-		return usageErrorf("trace generate: %w", err) // one line: exitCode joins the problems with "; "
+		return cli.Usagef("trace generate: %w", err) // one line: exitCode joins the problems with "; "
 	}
 	var n int
 	write := func(w io.Writer) (err error) { n, err = trace.WriteJSONL(w, g); return err }
@@ -99,7 +100,7 @@ func runTraceGenerate(args []string, stdout io.Writer) error {
 		return write(stdout)
 	}
 	if _, err := runs.WriteOutputFrom(*out, write); err != nil {
-		return outputError("-o", *out, err)
+		return cli.OutputError("-o", *out, err)
 	}
 	fmt.Fprintf(stdout, "trace: %s (%d requests, blocks of %d tokens)\n", *out, n, cfg.BlockTokens)
 	return nil

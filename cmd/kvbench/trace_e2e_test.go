@@ -16,6 +16,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -104,7 +105,7 @@ func replayMatchesIdeal(t *testing.T, form string) {
 	sc := traceScenario(t, dir, filepath.Base(file), "concurrency = 1\nprompt_form = \""+form+"\"")
 	out := t.TempDir()
 	rec, stderr, code := runJSON(t, context.Background(), "run", sc, "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("run exit %d:\n%s", code, stderr)
 	}
 	var ts record.TraceSection
@@ -186,7 +187,7 @@ func replayMatchesIdeal(t *testing.T, form string) {
 
 	// The trace step's population is a kv-accounting-summary/v1 row.
 	stdout, stderr, code := runCLI(t, "accounting", runDir, "--pool-bytes-per-gpu", fmt.Sprint(gpuTokens*2048))
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("accounting: exit %d: %s", code, stderr)
 	}
 	var acc struct {
@@ -230,7 +231,7 @@ func TestTraceStepBadInput(t *testing.T) {
 			for _, args := range [][]string{{"validate", sc}, {"plan", sc}, {"run", sc, "--endpoint", srv.URL() + "/v1", "--out", t.TempDir()}} {
 				var out, errb bytes.Buffer
 				err := run(context.Background(), args, &out, &errb)
-				if code := exitCode(err, &errb); code != exitUsage || !strings.Contains(errb.String(), c.want) || !strings.Contains(errb.String(), "trace.toml:") {
+				if code := cli.ExitCode(err, &errb); code != cli.ExitUsage || !strings.Contains(errb.String(), c.want) || !strings.Contains(errb.String(), "trace.toml:") {
 					t.Errorf("%s: exit %d, stderr %q; want exit 2 naming the scenario's line and %q", args[0], code, errb.String(), c.want)
 				}
 				if n := strings.Count(strings.TrimSpace(errb.String()), "\n"); args[0] != "run" && n > 0 {
@@ -253,13 +254,13 @@ func TestTraceStepBadInput(t *testing.T) {
 		sc := traceScenario(t, dir, file, "concurrency = 1")
 		var out, errb bytes.Buffer
 		err := run(context.Background(), []string{"plan", sc}, &out, &errb)
-		if code := exitCode(err, &errb); code != exitUsage || !strings.Contains(errb.String(), "outside the scenario file's directory") || !strings.Contains(errb.String(), "--trace") {
+		if code := cli.ExitCode(err, &errb); code != cli.ExitUsage || !strings.Contains(errb.String(), "outside the scenario file's directory") || !strings.Contains(errb.String(), "--trace") {
 			t.Errorf("file %q: exit %d, %q", file, code, errb.String())
 		}
 		out.Reset()
 		errb.Reset()
 		err = run(context.Background(), []string{"plan", sc, "--trace", secret}, &out, &errb)
-		if code := exitCode(err, &errb); file == "link.jsonl" && (code != exitOK || !strings.Contains(out.String(), "named by the command line")) {
+		if code := cli.ExitCode(err, &errb); file == "link.jsonl" && (code != cli.ExitOK || !strings.Contains(out.String(), "named by the command line")) {
 			t.Errorf("--trace %s: exit %d, %s%s", secret, code, out.String(), errb.String())
 		}
 	}
@@ -332,7 +333,7 @@ func TestSweepTraceOffloadGain(t *testing.T) {
 	}
 	var cmp, errb bytes.Buffer
 	err = run(context.Background(), []string{"compare", dirOff, dirOn, "--format", "json"}, &cmp, &errb)
-	if code := exitCode(err, &errb); code != exitOK {
+	if code := cli.ExitCode(err, &errb); code != cli.ExitOK {
 		t.Fatalf("compare tier off -> on: exit %d\n%s", code, errb.String())
 	}
 	var gain compare.SweepResult
@@ -344,7 +345,7 @@ func TestSweepTraceOffloadGain(t *testing.T) {
 	}
 	cmp.Reset()
 	err = run(context.Background(), []string{"compare", dirOn, dirOff}, &cmp, &errb)
-	if code := exitCode(err, &errb); code != exitRegression || !strings.Contains(cmp.String(), "REGRESSION") || !strings.Contains(cmp.String(), "requests/s") {
+	if code := cli.ExitCode(err, &errb); code != cli.ExitRegression || !strings.Contains(cmp.String(), "REGRESSION") || !strings.Contains(cmp.String(), "requests/s") {
 		t.Fatalf("compare tier on -> off: exit %d\n%s%s", code, cmp.String(), errb.String())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
 // smallTraceArgs generate testdata/trace-small.jsonl: the conversation shape at 1/32 scale
@@ -18,7 +20,7 @@ var smallTraceArgs = []string{"trace", "generate", "--seed", "7", "--requests", 
 func TestTraceGolden(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "small.jsonl")
 	stdout, stderr, code := runCLI(t, append(smallTraceArgs, "-o", out)...)
-	if code != exitOK || stdout != "trace: "+out+" (200 requests, blocks of 16 tokens)\n" {
+	if code != cli.ExitOK || stdout != "trace: "+out+" (200 requests, blocks of 16 tokens)\n" {
 		t.Fatalf("generate: exit %d %q %q", code, stdout, stderr)
 	}
 	data, err := os.ReadFile(out)
@@ -27,20 +29,20 @@ func TestTraceGolden(t *testing.T) {
 	}
 	golden(t, "trace-small.jsonl", string(data))
 	piped, _, code := runCLI(t, smallTraceArgs...)
-	if code != exitOK || piped != string(data) {
+	if code != cli.ExitOK || piped != string(data) {
 		t.Errorf("generate to stdout differs from -o (exit %d)", code)
 	}
 
 	analyze := []string{"trace", "analyze", "testdata/trace-small.jsonl", "--block-tokens", "16",
 		"--capacity-tokens", "256,1024,4096,1e4", "--gpu-tokens", "1024", "--host-tokens", "4096"}
 	stdout, stderr, code = runCLI(t, analyze...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("analyze: exit %d %s", code, stderr)
 	}
 	golden(t, "trace-analyze.golden", stdout)
 
 	stdout, stderr, code = runCLI(t, append(analyze, "--format", "json")...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("analyze --format json: exit %d %s", code, stderr)
 	}
 	var got struct {
@@ -113,7 +115,7 @@ func TestTraceErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, errOut, code := runCLI(t, c.args...)
-		if code != exitUsage || !strings.Contains(errOut, c.msg) || strings.Count(errOut, "\n") != 1 {
+		if code != cli.ExitUsage || !strings.Contains(errOut, c.msg) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("kvbench %s: exit %d %q, want exit 2 and one line with %q", strings.Join(c.args, " "), code, errOut, c.msg)
 		}
 	}
@@ -128,7 +130,7 @@ func TestTraceErrors(t *testing.T) {
 func TestTraceHelp(t *testing.T) {
 	for _, args := range [][]string{{"trace", "-h"}, {"trace", "analyze", "-h"}, {"trace", "generate", "-h"}} {
 		out, _, code := runCLI(t, args...)
-		if code != exitOK || !strings.Contains(out, "Example:") || !strings.Contains(out, "kvbench trace ") {
+		if code != cli.ExitOK || !strings.Contains(out, "Example:") || !strings.Contains(out, "kvbench trace ") {
 			t.Errorf("kvbench %s: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
 	}

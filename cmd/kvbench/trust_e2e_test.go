@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -63,7 +64,7 @@ func TestScenarioKeyNeedsConsent(t *testing.T) {
 		{"sweep", chat, "--users", "2", "--out", t.TempDir()},
 	} {
 		_, errOut, code := runCLI(t, args...)
-		if code != exitUsage || !regexp.MustCompile(`stranger\.toml:\d+: target\.api_key_env: the scenario file asks to send the secret`).MatchString(errOut) ||
+		if code != cli.ExitUsage || !regexp.MustCompile(`stranger\.toml:\d+: target\.api_key_env: the scenario file asks to send the secret`).MatchString(errOut) ||
 			!strings.Contains(errOut, "$KVBENCH_TEST_SECRET to "+host) || !strings.Contains(errOut, "pass --api-key-env KVBENCH_TEST_SECRET") || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%s: exit %d %q; want exit 2 naming the variable, the host and how to consent", args[0], code, errOut)
 		}
@@ -77,7 +78,7 @@ func TestScenarioKeyNeedsConsent(t *testing.T) {
 	for _, args := range [][]string{{"validate", file}, {"plan", file, "--estimate"}} {
 		stdout, errOut, code := runCLI(t, args...)
 		want := "API key       $KVBENCH_TEST_SECRET, named by the scenario file, would go to " + host + ": sent only if you pass --api-key-env KVBENCH_TEST_SECRET"
-		if code != exitOK || !strings.Contains(stdout, want) || !strings.Contains(stdout, "requests to   "+counting.URL+"/v1 (scenario file, this machine)") {
+		if code != cli.ExitOK || !strings.Contains(stdout, want) || !strings.Contains(stdout, "requests to   "+counting.URL+"/v1 (scenario file, this machine)") {
 			t.Errorf("%s: exit %d %s\n%s", args[0], code, errOut, stdout)
 		}
 	}
@@ -88,7 +89,7 @@ func TestScenarioKeyNeedsConsent(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"run", file, "--api-key-env", "KVBENCH_TEST_SECRET", "--out", out}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != exitOK {
+	if code := cli.ExitCode(err, &stderr); code != cli.ExitOK {
 		t.Fatalf("with --api-key-env: exit %d: %s", code, stderr.String())
 	}
 	console := stdout.String()
@@ -127,15 +128,15 @@ func TestScenarioHostNeedsConsent(t *testing.T) {
 		{"sweep", chat, "--users", "2", "--out", t.TempDir()},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := exitCode(run(ctx, args, &stdout, &stderr), &stderr)
+		code := cli.ExitCode(run(ctx, args, &stdout, &stderr), &stderr)
 		errOut := stderr.String()
-		if code != exitUsage || !regexp.MustCompile(`stranger\.toml:\d+: target\.endpoint: requests would go to 192\.0\.2\.7:19000, a host the scenario file names`).MatchString(errOut) ||
+		if code != cli.ExitUsage || !regexp.MustCompile(`stranger\.toml:\d+: target\.endpoint: requests would go to 192\.0\.2\.7:19000, a host the scenario file names`).MatchString(errOut) ||
 			!strings.Contains(errOut, "target.metrics: requests would go to 192.0.2.8:9100") || !strings.Contains(errOut, "--endpoint") || !strings.Contains(errOut, "--trust-hosts") {
 			t.Errorf("%s: exit %d %q", args[0], code, errOut)
 		}
 	}
 	stdout, _, code := runCLI(t, "validate", file)
-	if code != exitOK || !strings.Contains(stdout, "requests to   http://192.0.2.7:19000/v1 (scenario file, another host: run needs --endpoint or --trust-hosts)") {
+	if code != cli.ExitOK || !strings.Contains(stdout, "requests to   http://192.0.2.7:19000/v1 (scenario file, another host: run needs --endpoint or --trust-hosts)") {
 		t.Errorf("validate: exit %d\n%s", code, stdout)
 	}
 

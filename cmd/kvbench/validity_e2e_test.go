@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -33,7 +34,7 @@ func TestMissingGPUHitCounterIsInvalidNotZero(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny"})
 	file := smokeWith(t, `metric_names = { gpu_prefix_hits = "vllm:not_served_total" }`)
 	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitGateFailed || !strings.Contains(stderr, "the replay's measurement is invalid") {
+	if code != cli.ExitGateFailed || !strings.Contains(stderr, "the replay's measurement is invalid") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	pre := section(t, rec, "preflight")
@@ -62,7 +63,7 @@ func TestIsolationCleanOnQuietServer(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny"})
 	out := t.TempDir()
 	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if s := section(t, rec, "sequence"); s["counters_valid"] != true {
@@ -89,7 +90,7 @@ func TestIsolationCleanOnQuietServer(t *testing.T) {
 func TestRestartInsideSequenceInvalidatesStep(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Override: func(p *sim.Profile) { p.RestartAtRequest = 4 }})
 	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	s := section(t, rec, "sequence")

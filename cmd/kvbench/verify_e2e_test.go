@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -20,12 +21,12 @@ func TestVerifySeed001ClaimOnEmbeddedEngine(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "dsv4-offload16", Speed: 1000})
 	out := t.TempDir()
 	run, stderr, code := runJSON(t, context.Background(), "run", "eviction-6x150k-replay", "--endpoint", srv.URL()+"/v1", "--out", out)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
 	dir := filepath.Join(out, onlyEntry(t, out))
 	stdout, stderr, code := runCLI(t, "verify", filepath.Join("testdata", "claims", "seed001-replay.toml"), dir, "--format", "json")
-	if code != exitGateFailed {
+	if code != cli.ExitGateFailed {
 		t.Fatalf("verify: exit %d, want 3 (some values do not reproduce on the engine): %s", code, stderr)
 	}
 	var rec struct {

@@ -1,7 +1,6 @@
-package main
+package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,8 +9,8 @@ import (
 	"strings"
 )
 
-// newFlagSet returns a flag set whose -h output shows the command's usage line and an example.
-func newFlagSet(name, usage, example string, stdout io.Writer) *flag.FlagSet {
+// NewFlagSet returns a flag set whose -h output shows the command's usage line and an example.
+func NewFlagSet(name, usage, example string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
@@ -27,9 +26,9 @@ func newFlagSet(name, usage, example string, stdout io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args, mapping -h to errHelpShown and any other problem to a usage error.
+// Parse parses args, mapping -h to ErrHelpShown and any other problem to a usage error.
 // Flags may come before or after positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	// flag calls Usage itself on -h and on errors; show help once, and errors as one line.
 	help := fs.Usage
 	fs.Usage = func() {}
@@ -40,9 +39,9 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				help()
-				return nil, errHelpShown
+				return nil, ErrHelpShown
 			}
-			return nil, usageErrorf("%s: %v", fs.Name(), err)
+			return nil, Usagef("%s: %v", fs.Name(), err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -53,22 +52,15 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
+// StringList is a repeatable string flag.
+type StringList []string
 
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+func (s *StringList) String() string     { return strings.Join(*s, ",") }
+func (s *StringList) Set(v string) error { *s = append(*s, v); return nil }
 
-// printJSON writes v as indented JSON, the --format json output of every command.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// formatVar adds --format to fs: one of formats, the first the default, refused as the
+// FormatVar adds --format to fs: one of formats, the first the default, refused as the
 // flags are parsed (a usage error naming the choices).
-func formatVar(fs *flag.FlagSet, p *string, help string, formats ...string) {
+func FormatVar(fs *flag.FlagSet, p *string, help string, formats ...string) {
 	*p = formats[0]
 	fs.Var(&formatValue{p, formats}, "format", help)
 }

@@ -1,0 +1,172 @@
+// Package cli is the kvbench command's plumbing, kept apart from its commands so that
+// cmd/kvbench holds only what each command takes and says (flags, help, examples): exit
+// codes and the one-line error that maps to each, flag sets whose -h shows an example,
+// --format, JSON output, where progress lines go, the version, and the refusals of files
+// the user named.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"runtime/debug"
+	"strings"
+
+	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/profile"
+	"github.com/anvil-serving/kvbench/internal/termsafe"
+)
+
+// Exit codes. A failed gate or regression is a result, not a crash, so each has its own code;
+// so has a failed push, after which the run's records are on disk and 'kvbench push' retries.
+const (
+	ExitOK         = 0
+	ExitRuntime    = 1
+	ExitUsage      = 2
+	ExitGateFailed = 3
+	ExitRegression = 4
+	ExitPushFailed = 5
+)
+
+// ExitError carries the exit code a failure maps to.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// WithCode marks err with an exit code; nil stays nil.
+func WithCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: code, Err: err}
+}
+
+// UsageError marks err as bad input (flags, files, server answers): exit code 2.
+func UsageError(err error) error { return WithCode(ExitUsage, err) }
+
+// Usagef is UsageError of a formatted error.
+func Usagef(format string, args ...any) error { return UsageError(fmt.Errorf(format, args...)) }
+
+// ErrHelpShown is returned when a command printed its help on -h: exit 0.
+var ErrHelpShown = errors.New("help shown")
+
+// ExitCode prints err as one line on stderr and returns the code it maps to.
+func ExitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, ErrHelpShown) {
+		return ExitOK
+	}
+	code := ExitRuntime
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		code = ee.Code
+	}
+	// The last line of defense: no URL credentials on the terminal, whatever error quoted one,
+	// and no escape sequence or line break of a server's text (an error body, a model id).
+	msg := termsafe.String(redact.Text(strings.ReplaceAll(err.Error(), "\n", "; ")))
+	fmt.Fprintf(stderr, "kvbench: %s\n", msg)
+	return code
+}
+
+// OutputError says in one line why a file the user named with flag (-o, --out, a profile)
+// was not written: refused by the output rule (inside a run directory, or a kvbench record
+// there), already there, or in a directory that does not exist, each bad input (exit 2).
+// Other failures (a full disk) stay runtime errors.
+func OutputError(flag, path string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, runs.ErrInsideRun), errors.Is(err, runs.ErrIsRecord):
+		return Usagef("%s: %w", flag, err) // err names the path
+	case errors.Is(err, fs.ErrExist):
+		return Usagef("%s %s exists: kvbench never overwrites a file it writes; choose another path or remove it", flag, path)
+	case errors.Is(err, fs.ErrNotExist):
+		return Usagef("%s %s: its directory does not exist", flag, path)
+	}
+	return err
+}
+
+// PrintJSON writes v as indented JSON, the --format json output of every command.
+func PrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// ConsoleFor is where a command's progress lines go: stderr when stdout carries JSON.
+func ConsoleFor(format string, stdout, stderr io.Writer) io.Writer {
+	if format == "json" {
+		return stderr
+	}
+	return stdout
+}
+
+// Emit prints v as JSON (format json) or through text, on a writer that keeps a server's
+// escape sequences off the terminal.
+func Emit(stdout io.Writer, format string, v any, text func(io.Writer) error) error {
+	if format == "json" {
+		return PrintJSON(stdout, v)
+	}
+	return text(termsafe.NewWriter(stdout))
+}
+
+// OutputJSON writes v, a record, to the file path names (never over an existing one) and
+// prints the path, or prints v when path is empty; flag names the option in errors.
+func OutputJSON(flag, path string, v any, stdout io.Writer) error {
+	if path == "" {
+		return PrintJSON(stdout, v)
+	}
+	if _, err := runs.WriteOutputJSON(path, v); err != nil {
+		return OutputError(flag, path, err)
+	}
+	_, err := fmt.Fprintln(stdout, path)
+	return err
+}
+
+// Profiles are the --cpuprofile and --memprofile flags of a long command.
+type Profiles struct{ CPU, Mem string }
+
+// Register adds the flags to fs.
+func (p *Profiles) Register(fs *flag.FlagSet) {
+	fs.StringVar(&p.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); KVBENCH_PPROF=DIR sets both profiles")
+	fs.StringVar(&p.Mem, "memprofile", "", "write an allocation profile of the whole run to this file at the end")
+}
+
+// Start starts the profiles the flags (or $KVBENCH_PPROF) ask for; stop ends and writes them.
+func (p Profiles) Start() (stop func() error, err error) {
+	stop, err = profile.Start(profile.File{Flag: "--cpuprofile", Path: p.CPU}, profile.File{Flag: "--memprofile", Path: p.Mem})
+	if errors.Is(err, profile.ErrBadInput) {
+		return nil, UsageError(err)
+	}
+	return stop, err
+}
+
+// BuildVersion is set at build time with -ldflags "-X .../internal/cli.BuildVersion=...";
+// otherwise the module's build info is used.
+var BuildVersion = ""
+
+// Version is kvbench's version, as records and --version show it.
+func Version() string {
+	if BuildVersion != "" {
+		return BuildVersion
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += "+" + s.Value[:12]
+			}
+		}
+		if v != "" {
+			return v
+		}
+	}
+	return "devel"
+}
