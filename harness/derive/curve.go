@@ -145,7 +145,7 @@ func (r *Run) writeCurves(w io.Writer) {
 		for _, p := range c.Points {
 			gain, same := "-", "-"
 			if p.Gain != nil {
-				gain = fmt.Sprintf("%.2fx", *p.Gain)
+				gain = units.Times(*p.Gain)
 			}
 			if p.Identical != nil {
 				same = fmt.Sprint(*p.Identical)

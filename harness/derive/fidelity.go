@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -70,7 +71,7 @@ func reloadFidelity(sc *scenarios.Scenario, replay, original, twin *record.Reque
 		return f
 	}
 	if t := stepTemperature(sc, replay.Step, original.Step); t > 0 {
-		f.Reason = fmt.Sprintf("temperature %g samples the output: only a greedy (temperature 0) replay must repeat its original", t)
+		f.Reason = "temperature " + units.Exact(t) + " samples the output: only a greedy (temperature 0) replay must repeat its original"
 		return f
 	}
 	c, why := compareOutputs(&original.Result, &replay.Result)

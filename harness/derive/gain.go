@@ -73,7 +73,7 @@ func twinMissed(q *record.Request) (capacity.Answer, string) {
 			switch {
 			case !ok:
 			case v > 0:
-				served = append(served, fmt.Sprintf("%s moved by %.0f", k, v))
+				served = append(served, fmt.Sprintf("%s moved by %s", k, units.Whole(v)))
 			default:
 				clean = append(clean, string(k)+" 0")
 			}
@@ -99,13 +99,13 @@ func reloadBandwidth(sc *scenarios.Scenario, c *record.Counters) *record.ReloadB
 	}
 	b := &record.ReloadBandwidth{LoadBytes: bytes, LoadSeconds: secs, BytesPerSecond: bytes / secs}
 	var w strings.Builder
-	fmt.Fprintf(&w, "%s bytes in %.3g s of copy time: %s", units.Grouped(int(bytes)), secs, gbps(b.BytesPerSecond))
+	fmt.Fprintf(&w, "%s bytes in %s s of copy time: %s", units.Grouped(int(bytes)), units.Fixed(units.Seconds).Digits(3, secs).Format(secs), units.GBps(b.BytesPerSecond))
 	if sc != nil {
 		b.TensorParallelSize = tensorParallel(sc.Topology)
 	}
 	if n := b.TensorParallelSize; n > 1 {
 		fmt.Fprintf(&w, "; the load counters sum bytes and copy seconds over the %d tensor-parallel workers, so this is one worker's link (copying at once, the %d moved them at up to %s)",
-			n, n, gbps(b.BytesPerSecond*float64(n)))
+			n, n, units.GBps(b.BytesPerSecond*float64(n)))
 	}
 	if sc == nil || sc.Server.HostLinkGBps <= 0 {
 		w.WriteString("; no host link bandwidth is stated ([server] host_link_gbps), so its share of the link is unknown")
@@ -113,12 +113,13 @@ func reloadBandwidth(sc *scenarios.Scenario, c *record.Counters) *record.ReloadB
 		return b
 	}
 	link := sc.Server.HostLinkGBps * 1e9
+	stated := units.Exact(sc.Server.HostLinkGBps) + " GB/s" // as the scenario states it
 	frac := b.BytesPerSecond / link
 	b.StatedLinkBytesPerSecond, b.LinkFraction = &link, &frac
 	if frac > 1 {
-		fmt.Fprintf(&w, "; faster than the stated %s host link (%.0f%%): the figure is wrong, or the load seconds do not time the copy (a simulator running at a time scale reports scaled seconds)", gbps(link), 100*frac)
+		fmt.Fprintf(&w, "; faster than the stated %s host link (%s): the figure is wrong, or the load seconds do not time the copy (a simulator running at a time scale reports scaled seconds)", stated, units.WholePercent.Format(frac))
 	} else {
-		fmt.Fprintf(&w, ", %.1f%% of the stated %s host link", 100*frac, gbps(link))
+		fmt.Fprintf(&w, ", %s of the stated %s host link", units.Share(frac), stated)
 	}
 	b.Finding = w.String()
 	return b
@@ -139,6 +140,3 @@ func tensorParallel(topology map[string]any) int {
 	}
 	return 0
 }
-
-// gbps writes a rate in GB/s (10^9 bytes per second).
-func gbps(bytesPerSecond float64) string { return fmt.Sprintf("%.3g GB/s", bytesPerSecond/1e9) }

@@ -37,18 +37,18 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 			}
 			if g.MinCachedFraction > 0 {
 				check(s.CachedFraction != nil && *s.CachedFraction >= g.MinCachedFraction,
-					fmt.Sprintf("cached fraction %s >= %g", units.Fraction(s.CachedFraction), g.MinCachedFraction),
-					fmt.Sprintf("cached fraction %s, want >= %g", units.Fraction(s.CachedFraction), g.MinCachedFraction))
+					fmt.Sprintf("cached fraction %s >= %s", units.Fraction(s.CachedFraction), units.Exact(g.MinCachedFraction)),
+					fmt.Sprintf("cached fraction %s, want >= %s", units.Fraction(s.CachedFraction), units.Exact(g.MinCachedFraction)))
 			}
 			if g.MaxTimeToFirstOutputMS > 0 {
 				check(s.TimeToFirstOutputMS != nil && *s.TimeToFirstOutputMS <= g.MaxTimeToFirstOutputMS,
-					fmt.Sprintf("time to first output %s ms <= %g", units.MS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS),
-					fmt.Sprintf("time to first output %s ms, want <= %g", units.MS(s.TimeToFirstOutputMS), g.MaxTimeToFirstOutputMS))
+					fmt.Sprintf("time to first output %s ms <= %s", units.MS(s.TimeToFirstOutputMS), units.Exact(g.MaxTimeToFirstOutputMS)),
+					fmt.Sprintf("time to first output %s ms, want <= %s", units.MS(s.TimeToFirstOutputMS), units.Exact(g.MaxTimeToFirstOutputMS)))
 			}
 			if g.MinDecodeTokensPerSec > 0 {
 				check(s.DecodeTokensPerSecond != nil && *s.DecodeTokensPerSecond >= g.MinDecodeTokensPerSec,
-					fmt.Sprintf("decode %s tokens/s >= %g", units.MS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec),
-					fmt.Sprintf("decode %s tokens/s, want >= %g", units.MS(s.DecodeTokensPerSecond), g.MinDecodeTokensPerSec))
+					fmt.Sprintf("decode %s tokens/s >= %s", units.Rate(s.DecodeTokensPerSecond), units.Exact(g.MinDecodeTokensPerSec)),
+					fmt.Sprintf("decode %s tokens/s, want >= %s", units.Rate(s.DecodeTokensPerSecond), units.Exact(g.MinDecodeTokensPerSec)))
 			}
 			if g.RequireValidSetup {
 				check(s.SetupValid == capacity.Yes, "valid reload setup", "setup cannot prove a reload ("+string(s.SetupValid)+"): "+s.Interpretation)
@@ -233,8 +233,8 @@ func loadGate(g scenarios.Gate, kind string, ttftP90 *float64, failed int, store
 	}
 	if g.MaxTimeToFirstOutputMS > 0 {
 		check(ttftP90 != nil && *ttftP90 <= g.MaxTimeToFirstOutputMS,
-			fmt.Sprintf("TTFT p90 %s ms <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS),
-			fmt.Sprintf("TTFT p90 %s ms, want <= %g", units.MS(ttftP90), g.MaxTimeToFirstOutputMS))
+			fmt.Sprintf("TTFT p90 %s ms <= %s", units.MS(ttftP90), units.Exact(g.MaxTimeToFirstOutputMS)),
+			fmt.Sprintf("TTFT p90 %s ms, want <= %s", units.MS(ttftP90), units.Exact(g.MaxTimeToFirstOutputMS)))
 	}
 	if g.MaxFailedRequests != nil {
 		check(failed <= *g.MaxFailedRequests, fmt.Sprintf("%d failed", failed), fmt.Sprintf("%d failed requests, want <= %d", failed, *g.MaxFailedRequests))

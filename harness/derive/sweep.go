@@ -21,6 +21,13 @@ func writeSweep(w io.Writer, s *record.Sweep) {
 	if s.Load == record.SweepRequestRate {
 		load = "req/s"
 	}
+	var rates []float64
+	for _, l := range s.Levels {
+		if l.RequestsPerSecond != nil {
+			rates = append(rates, *l.RequestsPerSecond)
+		}
+	}
+	rs := units.Scale(units.PerSecond, rates...) // one scaler for the load column
 	fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", load, "requests", "p50 ms", "p90 ms", "p99 ms", "gpu", "host", "recomp", "preempt", "within")
 	for _, l := range s.Levels {
 		within := "-"
@@ -31,7 +38,7 @@ func writeSweep(w io.Writer, s *record.Sweep) {
 		if l.TimeScale != nil {
 			level = "-"
 			if l.RequestsPerSecond != nil {
-				level = fmt.Sprintf("%.3g", *l.RequestsPerSecond)
+				level = rs.Format(*l.RequestsPerSecond)
 			}
 		}
 		fmt.Fprintf(w, "%6s  %8s  %9s  %9s  %9s  %6s  %6s  %6s  %6s  %s\n", level,

@@ -72,8 +72,8 @@ func (g *OffloadGain) Words() string {
 	case g.TTFTRatio == nil:
 		return "not measured: no time to first output for the replay or its cold twin"
 	}
-	s := fmt.Sprintf("cold twin (%s) %s ms vs replay %s ms to first output: %.2fx, %.3f s of prefill saved; decode %s vs %s tokens/s",
-		g.ColdTwin, units.MS(g.TwinTTFTMS), units.MS(g.ReplayTTFTMS), *g.TTFTRatio, *g.PrefillSecondsSaved, units.MS(g.TwinDecode), units.MS(g.ReplayDecode))
+	s := fmt.Sprintf("cold twin (%s) %s ms vs replay %s ms to first output: %s, %s s of prefill saved; decode %s vs %s tokens/s",
+		g.ColdTwin, units.MS(g.TwinTTFTMS), units.MS(g.ReplayTTFTMS), units.Times(*g.TTFTRatio), units.Fixed(units.Seconds).Places(3).Value(g.PrefillSecondsSaved), units.Rate(g.TwinDecode), units.Rate(g.ReplayDecode))
 	if g.TwinMissed == AnswerNo {
 		s += "; but " + g.TwinMissReason
 	}

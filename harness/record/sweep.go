@@ -2,6 +2,8 @@ package record
 
 import (
 	"fmt"
+
+	"github.com/anvil-serving/kvbench/harness/units"
 )
 
 // SweepSchema is the schema of sweep.json, the record of a capacity sweep.
@@ -110,9 +112,9 @@ func (l SweepLevel) name() string {
 		return fmt.Sprintf("%d users", l.Users)
 	}
 	if l.RequestsPerSecond == nil {
-		return fmt.Sprintf("time_scale %g", *l.TimeScale)
+		return "time_scale " + units.Exact(*l.TimeScale)
 	}
-	return fmt.Sprintf("%.3g requests/s (time_scale %g)", *l.RequestsPerSecond, *l.TimeScale)
+	return fmt.Sprintf("%s requests/s (time_scale %s)", units.Scale(units.PerSecond, *l.RequestsPerSecond).Format(*l.RequestsPerSecond), units.Exact(*l.TimeScale))
 }
 
 // Key names the level's load so the same level of two sweeps is found: its users, or its
@@ -121,7 +123,7 @@ func (l SweepLevel) Key() string {
 	if l.TimeScale == nil {
 		return fmt.Sprintf("users=%d", l.Users)
 	}
-	return fmt.Sprintf("time_scale=%g", *l.TimeScale)
+	return "time_scale=" + units.Exact(*l.TimeScale)
 }
 
 // LoadValue orders levels by load: users, or 1/time_scale (a smaller time_scale offers more).
@@ -177,6 +179,7 @@ func (s *Sweep) Decide() {
 		}
 	}
 	th := *s.TTFTP90ThresholdMS
+	thw := units.Exact(th) // the threshold as the user gave it
 	last := len(s.Levels) - 1
 	switch {
 	case i < 0:
@@ -187,15 +190,15 @@ func (s *Sweep) Decide() {
 			s.CapacityReason = fmt.Sprintf("no capacity: the lowest level, %s, %s", first.name(), first.miss(th))
 		}
 	case i == last && s.Status != StatusCompleted:
-		s.CapacityReason = fmt.Sprintf("every level that ran kept TTFT p90 within %.0f ms with no failed request: capacity is at least %s (the sweep stopped before its other levels: %s)", th, s.Levels[i].name(), s.StopReason)
+		s.CapacityReason = fmt.Sprintf("every level that ran kept TTFT p90 within %s ms with no failed request: capacity is at least %s (the sweep stopped before its other levels: %s)", thw, s.Levels[i].name(), s.StopReason)
 	case i == last:
-		s.CapacityReason = fmt.Sprintf("every level kept TTFT p90 within %.0f ms with no failed request: capacity is at least %s", th, s.Levels[i].name())
+		s.CapacityReason = fmt.Sprintf("every level kept TTFT p90 within %s ms with no failed request: capacity is at least %s", thw, s.Levels[i].name())
 	default:
 		at, next := s.Levels[i], s.Levels[i+1]
 		if next.unfinished() {
-			s.CapacityReason = fmt.Sprintf("%s kept TTFT p90 within %.0f ms with no failed request: capacity is at least %s; the next level, %s, %s", at.name(), th, at.name(), next.name(), next.miss(th))
+			s.CapacityReason = fmt.Sprintf("%s kept TTFT p90 within %s ms with no failed request: capacity is at least %s; the next level, %s, %s", at.name(), thw, at.name(), next.name(), next.miss(th))
 		} else {
-			s.CapacityReason = fmt.Sprintf("%s kept TTFT p90 within %.0f ms with no failed request; the next level, %s, %s", at.name(), th, next.name(), next.miss(th))
+			s.CapacityReason = fmt.Sprintf("%s kept TTFT p90 within %s ms with no failed request; the next level, %s, %s", at.name(), thw, next.name(), next.miss(th))
 		}
 	}
 }
@@ -209,7 +212,7 @@ func (l SweepLevel) unfinished() bool { return l.Status != StatusCompleted }
 func (l SweepLevel) miss(threshold float64) string {
 	p90 := "no TTFT p90"
 	if l.TTFTMS.P90 != nil {
-		p90 = fmt.Sprintf("TTFT p90 %.1f ms", *l.TTFTMS.P90)
+		p90 = "TTFT p90 " + units.MS(l.TTFTMS.P90) + " ms"
 	}
 	switch {
 	case l.Status == StatusInterrupted:
@@ -221,7 +224,7 @@ func (l SweepLevel) miss(threshold float64) string {
 	case l.TTFTMS.P90 == nil:
 		return "measured no TTFT (no request produced output)"
 	case *l.TTFTMS.P90 > threshold:
-		return fmt.Sprintf("had TTFT p90 %.1f ms, over the %.0f ms threshold", *l.TTFTMS.P90, threshold)
+		return fmt.Sprintf("had TTFT p90 %s ms, over the %s ms threshold", units.MS(l.TTFTMS.P90), units.Exact(threshold))
 	}
 	return "was within the threshold"
 }

@@ -79,7 +79,7 @@ func TestSweepRequestRateCapacity(t *testing.T) {
 	if s.CapacityUsers != nil || s.CapacityTimeScale == nil || *s.CapacityTimeScale != 0.5 || *s.CapacityRequestsPerSecond != 20 {
 		t.Fatalf("capacity %v users, time scale %v, %v requests/s; want 20 requests/s at 0.5", s.CapacityUsers, s.CapacityTimeScale, s.CapacityRequestsPerSecond)
 	}
-	want := "20 requests/s (time_scale 0.5) kept TTFT p90 within 500 ms with no failed request; the next level, 40 requests/s (time_scale 0.25), had TTFT p90 900.0 ms, over the 500 ms threshold"
+	want := "20.0 requests/s (time_scale 0.5) kept TTFT p90 within 500 ms with no failed request; the next level, 40.0 requests/s (time_scale 0.25), had TTFT p90 900.0 ms, over the 500 ms threshold"
 	if s.CapacityReason != want {
 		t.Errorf("reason %q\nwant %q", s.CapacityReason, want)
 	}
@@ -88,7 +88,24 @@ func TestSweepRequestRateCapacity(t *testing.T) {
 	}
 	s.Levels[0] = level(1, 100, 3)
 	s.Decide()
-	if s.CapacityRequestsPerSecond != nil || !strings.Contains(s.CapacityReason, "no capacity: the lowest level, 10 requests/s (time_scale 1), had 3 failed requests of 100") {
+	if s.CapacityRequestsPerSecond != nil || !strings.Contains(s.CapacityReason, "no capacity: the lowest level, 10.0 requests/s (time_scale 1), had 3 failed requests of 100") {
 		t.Errorf("failed lowest level: %v, %q", s.CapacityRequestsPerSecond, s.CapacityReason)
+	}
+}
+
+// TestSweepThresholdAsGiven: the reason writes the threshold as the user gave it, so a
+// p90 of 250.2 ms is never "over the 250 ms threshold" it is within.
+func TestSweepThresholdAsGiven(t *testing.T) {
+	th := 250.5
+	cs := &ConversationSection{Requests: 3}
+	cs.TTFTMS.P90 = ms(250.2)
+	cs2 := &ConversationSection{Requests: 6}
+	cs2.TTFTMS.P90 = ms(251)
+	s := &Sweep{Status: StatusCompleted, TTFTP90ThresholdMS: &th,
+		Levels: []SweepLevel{SweepLevelOf(1, "r", "s", StatusCompleted, cs, &th), SweepLevelOf(2, "r", "s", StatusCompleted, cs2, &th)}}
+	s.Decide()
+	want := "1 users kept TTFT p90 within 250.5 ms with no failed request; the next level, 2 users, had TTFT p90 251.0 ms, over the 250.5 ms threshold"
+	if s.CapacityReason != want {
+		t.Errorf("reason %q\nwant %q", s.CapacityReason, want)
 	}
 }

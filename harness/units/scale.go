@@ -25,6 +25,8 @@ const (
 	Bandwidth
 	// PerSecond is a rate (tokens/s, requests/s) to one decimal (117.7).
 	PerSecond
+	// Ratio is how many times one value is another (a gain), to two decimals (2.35x).
+	Ratio
 )
 
 // Scaler writes numbers of one Unit at one scale and precision, so the values of a table's
@@ -61,6 +63,8 @@ func Fixed(u Unit) Scaler {
 		return Scaler{Unit: u, Prec: 2, Factor: 1 << 30, Suffix: " GiB"}
 	case Bandwidth:
 		return Scaler{Unit: u, Prec: 1, Factor: 1e9, Suffix: " GB/s"}
+	case Ratio:
+		return Scaler{Unit: u, Prec: 2, Factor: 1, Suffix: "x"}
 	default:
 		return Scaler{Unit: TokenCount, Prec: 0, Factor: 1}
 	}
@@ -95,15 +99,28 @@ func Scale(u Unit, values ...float64) Scaler {
 			return s
 		}
 	}
-	x := least / s.Factor
 	if u == Bandwidth {
-		// three significant digits of the smallest value: 123, 12.3, 1.23, 0.123
-		s.Prec = max(0, 2-int(math.Floor(math.Log10(x))))
-		return s
+		return s.Digits(3, least) // 123, 12.3, 1.23, 0.123
 	}
+	x := least / s.Factor
 	for base := s.Prec; s.Prec < base+3 && x < math.Pow(10, float64(1-s.Prec)); {
 		s.Prec++
 	}
+	return s
+}
+
+// Digits is s writing v, at s's scale, to n significant digits (n 3: 0.00366, 12.3, 290):
+// for a figure whose size is not known beforehand, as a copy time.
+func (s Scaler) Digits(n int, v float64) Scaler {
+	f := s.Factor
+	if f == 0 {
+		f = 1
+	}
+	x := math.Abs(v) / f
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return s
+	}
+	s.Prec = max(0, n-1-int(math.Floor(math.Log10(x))))
 	return s
 }
 
@@ -137,6 +154,15 @@ func Whole(v float64) string { return Fixed(TokenCount).Format(v) }
 
 // Sec writes a duration in seconds to one decimal (12.5).
 func Sec(v float64) string { return Fixed(Seconds).Format(v) }
+
+// Times writes a ratio to two decimals (2.35x).
+func Times(v float64) string { return Fixed(Ratio).Format(v) }
+
+// GBps writes bytes per second on their own in GB/s to three significant digits (290 GB/s,
+// 12.3 GB/s), as Scale chooses for one value.
+func GBps(bytesPerSecond float64) string {
+	return Scale(Bandwidth, bytesPerSecond).Format(bytesPerSecond)
+}
 
 // GiBs writes a size in bytes in GiB to two decimals (1.50 GiB).
 func GiBs(bytes float64) string { return Fixed(ByteSize).Format(bytes) }

@@ -81,3 +81,45 @@ func TestSigned(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestRatio: a gain is written to two decimals with its x, and a column of small ratios
+// keeps two significant digits.
+func TestRatio(t *testing.T) {
+	if got, want := Times(2.3456), "2.35x"; got != want {
+		t.Errorf("Times = %q, want %q", got, want)
+	}
+	if got, want := Fixed(Ratio).Format(12), "12.00x"; got != want {
+		t.Errorf("Fixed(Ratio) = %q, want %q", got, want)
+	}
+	if got, want := Scale(Ratio, 0.004, 1).Format(0.004), "0.0040x"; got != want {
+		t.Errorf("Scale(Ratio) = %q, want %q", got, want)
+	}
+}
+
+// TestDigits: a figure of unknown size keeps n significant digits at its scaler's scale,
+// as %.3g did but without exponents.
+func TestDigits(t *testing.T) {
+	for _, c := range []struct {
+		s    Scaler
+		v    float64
+		want string
+	}{
+		{Fixed(Seconds), 0.00366, "0.00366"},
+		{Fixed(Seconds), 12.345, "12.3"},
+		{Fixed(Seconds), 1234.5, "1234"}, // whole digits are never cut
+		{Fixed(Bandwidth), 290e9, "290 GB/s"},
+		{Fixed(Seconds), 0, "0.0"}, // nothing to size: the unit's own precision
+	} {
+		if got := c.s.Digits(3, c.v).Format(c.v); got != c.want {
+			t.Errorf("Digits(3, %v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{{290e9, "290 GB/s"}, {12.34e9, "12.3 GB/s"}, {1.5e9, "1.50 GB/s"}, {0.25e9, "0.250 GB/s"}} {
+		if got := GBps(c.v); got != c.want {
+			t.Errorf("GBps(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
