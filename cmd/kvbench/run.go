@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/events"
@@ -120,15 +121,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runScenario runs sc, printing the console to stderr (json) or stdout (text), then the
 // record (json) or its summary (text) on stdout.
 func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdout, stderr io.Writer) (*runner.Outcome, error) {
-	if o.repeat > 0 { // the flags, checked as they were parsed
-		sc.Repeat = o.repeat
-	}
-	if o.salt != "" {
-		sc.Prompt.Salt = o.salt
-	}
-	if err := sc.ResolveSalt(); err != nil {
-		return nil, err
-	}
 	key, err := o.admit(sc)
 	if err != nil {
 		return nil, err
@@ -140,6 +132,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		Sinks: sinks, KvbenchVersion: kvbenchVersion(), Console: con,
 		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,
 		EngineInProcess: o.engineInProcess,
+		Choices:         plan.Choices{Repeat: o.repeat, Salt: o.salt}, // the flags, checked as they were parsed
 	})
 	if err != nil {
 		return outcome, setupError(err)

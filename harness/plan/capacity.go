@@ -23,6 +23,11 @@ type Server struct {
 	MaxModelLen int
 }
 
+// Says reports whether s holds anything read from a server.
+func (s Server) Says() bool {
+	return s.Scraped || s.MaxModelLen > 0 || s.Sizes.Slots > 0 || s.Sizes.SlotContext > 0
+}
+
 // ServerOf is what a scrape says of the server's capacity, read as def's dialects read it.
 func ServerOf(def *engine.Definition, snap metrics.Snapshot) Server {
 	s := Server{Scraped: true, Cache: snap.Cache}
