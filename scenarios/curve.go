@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 )
@@ -85,6 +86,71 @@ func (st *Step) IsCurve() bool { return st.Kind == KindReloadCurve }
 type CurvePoint struct {
 	Curve  string `json:"curve"`
 	Tokens int    `json:"tokens"`
+}
+
+// CurveClass is the size class of a curve point's prompt of tokens: tokens rounded to the
+// nearest power of two (on a log scale), written in k from 1024 up ("256k") and in tokens
+// below ("512"). It names the point's steps, so a curve's steps carry the same names on
+// every server although the exact sizes (which the record keeps) follow max_model_len.
+func CurveClass(tokens int) string {
+	p := 1 << max(0, int(math.Round(math.Log2(float64(max(tokens, 1))))))
+	if p >= 1024 {
+		return strconv.Itoa(p/1024) + "k"
+	}
+	return strconv.Itoa(p)
+}
+
+// CurvePointNames names the sequence steps of curve id's points of sizes (ascending):
+// "<id>_<class>" (CurveClass), and a point whose class an earlier point of the curve took
+// gets "_2", "_3", ... after it. A point's replay step is its name and "_replay".
+func CurvePointNames(id string, sizes []int) []string {
+	names := make([]string, len(sizes))
+	seen := map[string]int{}
+	for i, size := range sizes {
+		class := CurveClass(size)
+		seen[class]++
+		names[i] = id + "_" + class
+		if n := seen[class]; n > 1 {
+			names[i] += "_" + strconv.Itoa(n)
+		}
+	}
+	return names
+}
+
+// StableStepID is the name step id has under the naming by size class: kvbench named a
+// curve point's steps by its exact size before ("curve_261604", "curve_261604_replay"),
+// and those map to its class ("curve_256k", "curve_256k_replay"); every other id is
+// itself. Readers match steps across runs, and claims to steps, by it.
+func (s *Scenario) StableStepID(id string) string {
+	if s == nil {
+		return id
+	}
+	for _, c := range s.Curves {
+		tokens := make([]int, len(c.Points))
+		for i, p := range c.Points {
+			tokens[i] = p.Tokens
+		}
+		names := CurvePointNames(c.ID, tokens)
+		for i, p := range c.Points {
+			switch id {
+			case p.Sequence:
+				return names[i]
+			case p.Replay:
+				return names[i] + "_replay"
+			}
+		}
+	}
+	for _, c := range s.Curves { // an old name this run's curve did not plan (a claim's)
+		rest, ok := strings.CutPrefix(id, c.ID+"_")
+		digits, replay := strings.CutSuffix(rest, "_replay")
+		if n, err := strconv.Atoi(digits); ok && err == nil && n > 0 && strconv.Itoa(n) == digits {
+			if replay {
+				return c.ID + "_" + CurveClass(n) + "_replay"
+			}
+			return c.ID + "_" + CurveClass(n)
+		}
+	}
+	return id
 }
 
 // Curve is the record's type (see there).
@@ -244,8 +310,9 @@ func (s *Scenario) ExpandCurves(b CurveBounds) error {
 			MaxModelLen: b.MaxModelLen, MaxModelLenSource: b.MaxModelLenSource,
 			GPUKVTokens: b.GPUKVTokens, GPUKVTokensSource: b.GPUKVTokensSource,
 			EvictionTokens: n * (each - prefix), EvictionRequests: n}
-		for _, size := range sizes {
-			seq, rep := fmt.Sprintf("%s_%d", st.ID, size), fmt.Sprintf("%s_%d_replay", st.ID, size)
+		names := CurvePointNames(st.ID, sizes)
+		for pi, size := range sizes {
+			seq, rep := names[pi], names[pi]+"_replay"
 			for _, id := range []string{seq, rep} {
 				if ids[id] {
 					return fmt.Errorf("%s: step %s: its point %d makes step %q, which the scenario already has", where, st.ID, size, id)

@@ -50,21 +50,21 @@ func TestReloadCurveExpands(t *testing.T) {
 	for _, st := range sc.Steps {
 		ids = append(ids, st.ID)
 	}
-	want := []string{"warm", "curve_1024", "curve_1024_replay", "curve_2048", "curve_2048_replay", "curve_4016", "curve_4016_replay"}
+	want := []string{"warm", "curve_1k", "curve_1k_replay", "curve_2k", "curve_2k_replay", "curve_4k", "curve_4k_replay"}
 	if !slices.Equal(ids, want) || sc.HasCurves() {
 		t.Fatalf("steps %v, want %v", ids, want)
 	}
 	c := sc.Curves[0]
 	// Eviction: the pool (8192) + 2% (163) + 2 blocks = 8387 unique tokens, in prompts of at
 	// most 4016 - 256 unique tokens each: 3 of 2796 (+ the 256-token prefix).
-	if c.ToTokens != 4016 || c.EvictionRequests != 3 || c.EvictionTokens != 3*2796 || len(c.Points) != 3 || c.Points[1].Replay != "curve_2048_replay" {
+	if c.ToTokens != 4016 || c.EvictionRequests != 3 || c.EvictionTokens != 3*2796 || len(c.Points) != 3 || c.Points[1].Replay != "curve_2k_replay" {
 		t.Errorf("curve %+v", c)
 	}
-	seq := sc.StepByID("curve_2048")
+	seq := sc.StepByID("curve_2k")
 	if !slices.Equal(seq.PlannedContextTokens, []int{2048, 3052, 3052, 3052}) || seq.Requests != 4 || seq.FirstOrdinal != 5 || seq.CurvePoint.Tokens != 2048 {
 		t.Errorf("point step %+v", seq)
 	}
-	if r := sc.StepByID("curve_2048_replay"); r.Replay.Step != "curve_2048" || r.Replay.Request != 0 {
+	if r := sc.StepByID("curve_2k_replay"); r.Replay.Step != "curve_2k" || r.Replay.Request != 0 {
 		t.Errorf("replay %+v", r.Replay)
 	}
 	// The gate applies to each point: replay checks to the replay, the store to the sequence.
@@ -75,7 +75,7 @@ func TestReloadCurveExpands(t *testing.T) {
 			t.Errorf("replay gate %+v", g)
 		}
 	}
-	if len(gates) != 6 || gates[0] != "curve_1024_replay" || gates[1] != "curve_1024" {
+	if len(gates) != 6 || gates[0] != "curve_1k_replay" || gates[1] != "curve_1k" {
 		t.Errorf("gates on %v", gates)
 	}
 }
@@ -142,5 +142,40 @@ func TestReloadCurveBuiltin(t *testing.T) {
 	}
 	if c := sc.Curves[0]; c.EvictionRequests != 2 || c.EvictionTokens < 506288 {
 		t.Errorf("eviction %d requests, %d unique tokens: must exceed the pool", c.EvictionRequests, c.EvictionTokens)
+	}
+}
+
+// TestCurvePointNames: a point is named by its size class, the same whatever max_model_len
+// made its exact size, and a class two points share gets a count.
+func TestCurvePointNames(t *testing.T) {
+	for tokens, want := range map[int]string{1024: "1k", 1400: "1k", 1500: "2k", 4016: "4k", 8112: "8k", 130000: "128k", 261604: "256k", 262000: "256k", 500: "512", 8: "8"} {
+		if got := CurveClass(tokens); got != want {
+			t.Errorf("CurveClass(%d) = %q, want %q", tokens, got, want)
+		}
+	}
+	got := CurvePointNames("c", []int{1024, 1536, 2304, 261604})
+	want := []string{"c_1k", "c_2k", "c_2k_2", "c_256k"}
+	if !slices.Equal(got, want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+}
+
+// TestStableStepID: a record's curve steps named by exact size (kvbench before size classes)
+// map to their class names, and so does a bare old name of the curve; other steps keep theirs.
+func TestStableStepID(t *testing.T) {
+	old := &Scenario{Curves: []Curve{{ID: "curve", Points: []CurveSteps{
+		{Tokens: 1024, Sequence: "curve_1024", Replay: "curve_1024_replay"},
+		{Tokens: 261604, Sequence: "curve_261604", Replay: "curve_261604_replay"},
+	}}}}
+	for id, want := range map[string]string{
+		"curve_1024": "curve_1k", "curve_261604_replay": "curve_256k_replay", "curve_256k_replay": "curve_256k_replay",
+		"curve_130000_replay": "curve_128k_replay", "warm": "warm", "other_1024": "other_1024", "curve_x": "curve_x", "curve_2k_2": "curve_2k_2",
+	} {
+		if got := old.StableStepID(id); got != want {
+			t.Errorf("StableStepID(%q) = %q, want %q", id, got, want)
+		}
+	}
+	if got := (*Scenario)(nil).StableStepID("curve_1024"); got != "curve_1024" {
+		t.Errorf("a run without a scenario maps %q", got)
 	}
 }
