@@ -94,8 +94,8 @@ func BlockSizeOf(sc *scenarios.Scenario, cc metrics.CacheConfig) (int, string) {
 
 // CurveBounds are the sizes a reload curve expands to: the resolved GPU KV pool, the
 // max_model_len and the block size (at least 1).
-func (c Capacity) CurveBounds() scenarios.CurveBounds {
-	return scenarios.CurveBounds{MaxModelLen: c.MaxModelLen, MaxModelLenSource: c.MaxModelLenSource,
+func (c Capacity) CurveBounds() CurveBounds {
+	return CurveBounds{MaxModelLen: c.MaxModelLen, MaxModelLenSource: c.MaxModelLenSource,
 		GPUKVTokens: c.Setup.GPUKVTokens, GPUKVTokensSource: c.Setup.GPUKVTokensSource, BlockSize: max(c.BlockSize, 1)}
 }
 

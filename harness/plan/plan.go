@@ -102,9 +102,9 @@ func Make(ctx context.Context, sc *scenarios.Scenario, facts Facts) (*Plan, erro
 	capa := CapacityOf(sc, def, facts.Server)
 	var warnings []string
 	if sc.HasCurves() {
-		if _, stated := sc.ScenarioCurveBounds(); !stated && !facts.Server.Says() {
+		if !statesCurveBounds(sc) && !facts.Server.Says() {
 			warnings = append(warnings, "a reload curve's sizes and eviction come from the server's max_model_len and GPU KV pool, which the scenario leaves to the server: they are worked out at preflight (plan with --endpoint to see them)")
-		} else if err := sc.ExpandCurves(capa.CurveBounds()); err != nil {
+		} else if err := expandCurves(sc, capa.CurveBounds()); err != nil {
 			return nil, err
 		}
 	}
