@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 )
@@ -13,8 +14,9 @@ import (
 // to to_tokens in log steps, store a prompt, evict it from GPU memory, replay it (a reload)
 // and recompute it (the replay's cold twin), so the record holds reload time against
 // recompute time by size. Its sizes and the eviction it needs depend on the server (its
-// max_model_len and GPU KV pool), so the step is expanded into ordinary steps once those are
-// known: at preflight, or at plan time when the scenario states both (ExpandCurves).
+// max_model_len and GPU KV pool), so planning expands the step into ordinary steps once
+// those are known: at preflight, or at plan time when the scenario states both (package
+// plan).
 const KindReloadCurve = "reload-curve"
 
 // Defaults of a reload-curve step.
@@ -87,6 +89,71 @@ type CurvePoint struct {
 	Tokens int    `json:"tokens"`
 }
 
+// CurveClass is the size class of a curve point's prompt of tokens: tokens rounded to the
+// nearest power of two (on a log scale), written in k from 1024 up ("256k") and in tokens
+// below ("512"). It names the point's steps, so a curve's steps carry the same names on
+// every server although the exact sizes (which the record keeps) follow max_model_len.
+func CurveClass(tokens int) string {
+	p := 1 << max(0, int(math.Round(math.Log2(float64(max(tokens, 1))))))
+	if p >= 1024 {
+		return strconv.Itoa(p/1024) + "k"
+	}
+	return strconv.Itoa(p)
+}
+
+// CurvePointNames names the sequence steps of curve id's points of sizes (ascending):
+// "<id>_<class>" (CurveClass), and a point whose class an earlier point of the curve took
+// gets "_2", "_3", ... after it. A point's replay step is its name and "_replay".
+func CurvePointNames(id string, sizes []int) []string {
+	names := make([]string, len(sizes))
+	seen := map[string]int{}
+	for i, size := range sizes {
+		class := CurveClass(size)
+		seen[class]++
+		names[i] = id + "_" + class
+		if n := seen[class]; n > 1 {
+			names[i] += "_" + strconv.Itoa(n)
+		}
+	}
+	return names
+}
+
+// StableStepID is the name step id has under the naming by size class: kvbench named a
+// curve point's steps by its exact size before ("curve_261604", "curve_261604_replay"),
+// and those map to its class ("curve_256k", "curve_256k_replay"); every other id is
+// itself. Readers match steps across runs, and claims to steps, by it.
+func (s *Scenario) StableStepID(id string) string {
+	if s == nil {
+		return id
+	}
+	for _, c := range s.Curves {
+		tokens := make([]int, len(c.Points))
+		for i, p := range c.Points {
+			tokens[i] = p.Tokens
+		}
+		names := CurvePointNames(c.ID, tokens)
+		for i, p := range c.Points {
+			switch id {
+			case p.Sequence:
+				return names[i]
+			case p.Replay:
+				return names[i] + "_replay"
+			}
+		}
+	}
+	for _, c := range s.Curves { // an old name this run's curve did not plan (a claim's)
+		rest, ok := strings.CutPrefix(id, c.ID+"_")
+		digits, replay := strings.CutSuffix(rest, "_replay")
+		if n, err := strconv.Atoi(digits); ok && err == nil && n > 0 && strconv.Itoa(n) == digits {
+			if replay {
+				return c.ID + "_" + CurveClass(n) + "_replay"
+			}
+			return c.ID + "_" + CurveClass(n)
+		}
+	}
+	return id
+}
+
 // Curve is the record's type (see there).
 type Curve = record.Curve
 
@@ -150,162 +217,4 @@ func (s *Scenario) HasCurves() bool {
 		}
 	}
 	return false
-}
-
-// CurveBounds is what a curve's expansion needs to know of the server, each with its source.
-type CurveBounds struct {
-	MaxModelLen       int
-	MaxModelLenSource string
-	GPUKVTokens       int
-	GPUKVTokensSource string
-	BlockSize         int
-}
-
-// ScenarioCurveBounds is what the scenario's [server] table states for curves: ok is false
-// when it leaves max_model_len or gpu_kv_tokens to the server.
-func (s *Scenario) ScenarioCurveBounds() (CurveBounds, bool) {
-	b := CurveBounds{MaxModelLen: s.Server.MaxModelLen.Value, MaxModelLenSource: "scenario",
-		GPUKVTokens: s.Server.GPUKVTokens.Value, GPUKVTokensSource: "scenario", BlockSize: max(s.Server.BlockSize.Value, 1)}
-	return b, s.Server.MaxModelLen.Known() && s.Server.GPUKVTokens.Known()
-}
-
-// CurveSizes are the prompt sizes of curve step st under b: from_tokens, each next one
-// factor times the last, up to the largest prompt that fits max_model_len with max_tokens
-// and the server's counting tolerance.
-func (s *Scenario) CurveSizes(st *Step, b CurveBounds) ([]int, error) {
-	top := b.MaxModelLen - s.MaxTokensFor(st) - max(64, b.MaxModelLen/500)
-	if !st.ToTokens.MaxModelLen {
-		if st.ToTokens.Tokens > top {
-			return nil, fmt.Errorf("to_tokens %d does not fit max_model_len %d (%s) with max_tokens %d: at most %d", st.ToTokens.Tokens, b.MaxModelLen, b.MaxModelLenSource, s.MaxTokensFor(st), top)
-		}
-		top = st.ToTokens.Tokens
-	}
-	if top < st.FromTokens {
-		return nil, fmt.Errorf("from_tokens %d is above the largest prompt max_model_len %d (%s) allows with max_tokens %d (%d)", st.FromTokens, b.MaxModelLen, b.MaxModelLenSource, s.MaxTokensFor(st), top)
-	}
-	var sizes []int
-	for v := float64(st.FromTokens); int(math.Round(v)) < top && len(sizes) < MaxCurvePoints; v *= st.Factor {
-		sizes = append(sizes, int(math.Round(v)))
-	}
-	if len(sizes) == 0 || top-sizes[len(sizes)-1] > sizes[len(sizes)-1]/10 {
-		sizes = append(sizes, top) // the top, unless the last step nearly reached it
-	} else {
-		sizes[len(sizes)-1] = top
-	}
-	return sizes, nil
-}
-
-// ExpandCurves replaces every reload-curve step by its points: for each size, a sequence
-// step (the point's prompt, then prompts of unique tokens enough to push it out of the GPU
-// pool) and a replay of its first request, which gets its cold twin like every replay. A
-// gate naming the curve applies to each point: its replay checks to the replay step, its
-// store and failure checks to the sequence step. The curves as expanded are kept in Curves.
-func (s *Scenario) ExpandCurves(b CurveBounds) error {
-	if !s.HasCurves() {
-		return nil
-	}
-	if b.MaxModelLen <= 0 {
-		return fmt.Errorf("%s: a reload curve runs to the server's max_model_len, which is unknown: set server.max_model_len", s.Position("server.max_model_len"))
-	}
-	if b.GPUKVTokens <= 0 {
-		return fmt.Errorf("%s: a reload curve evicts each prompt by sending more unique tokens than the GPU KV pool holds, which is unknown: set server.gpu_kv_tokens", s.Position("server.gpu_kv_tokens"))
-	}
-	ids := map[string]bool{}
-	for _, st := range s.Steps {
-		ids[st.ID] = true
-	}
-	var steps []Step
-	points := map[string][]CurveSteps{}
-	planned := 0
-	for i := range s.Steps {
-		st := s.Steps[i]
-		if !st.IsCurve() {
-			steps = append(steps, st)
-			for r := range st.Requests {
-				planned += st.Planned(r)
-			}
-			continue
-		}
-		where := s.Position(fmt.Sprintf("step[%d].kind", i))
-		sizes, err := s.CurveSizes(&st, b)
-		if err != nil {
-			return fmt.Errorf("%s: step %s: %w", where, st.ID, err)
-		}
-		top := sizes[len(sizes)-1]
-		prefix := s.Prompt.SharedPrefixTokens
-		// Every block of the point's prompt must leave the GPU: in LRU order that takes
-		// allocations of the whole pool, less the shared prefix the fillers keep hot, so
-		// the fillers bring the pool plus a margin of unique tokens.
-		evict := b.GPUKVTokens + b.GPUKVTokens/50 + 2*b.BlockSize
-		room := top - prefix
-		n := (evict + room - 1) / room
-		each := prefix + (evict+n-1)/n
-		c := Curve{ID: st.ID, FromTokens: st.FromTokens, ToTokens: top, Factor: st.Factor,
-			MaxModelLen: b.MaxModelLen, MaxModelLenSource: b.MaxModelLenSource,
-			GPUKVTokens: b.GPUKVTokens, GPUKVTokensSource: b.GPUKVTokensSource,
-			EvictionTokens: n * (each - prefix), EvictionRequests: n}
-		for _, size := range sizes {
-			seq, rep := fmt.Sprintf("%s_%d", st.ID, size), fmt.Sprintf("%s_%d_replay", st.ID, size)
-			for _, id := range []string{seq, rep} {
-				if ids[id] {
-					return fmt.Errorf("%s: step %s: its point %d makes step %q, which the scenario already has", where, st.ID, size, id)
-				}
-				ids[id] = true
-			}
-			point := &CurvePoint{Curve: st.ID, Tokens: size}
-			seqStep := Step{ID: seq, Requests: 1 + n, PlannedContextTokens: []int{size}, Concurrency: 1,
-				MaxTokens: st.MaxTokens, IgnoreEOS: st.IgnoreEOS, MinTokens: st.MinTokens, ExtraBody: st.ExtraBody, CurvePoint: point}
-			for range n {
-				seqStep.PlannedContextTokens = append(seqStep.PlannedContextTokens, each)
-			}
-			repStep := Step{ID: rep, Replay: &ReplayRef{Step: seq, Request: 0}, Concurrency: 1,
-				MaxTokens: st.MaxTokens, IgnoreEOS: st.IgnoreEOS, MinTokens: st.MinTokens, ExtraBody: st.ExtraBody, CurvePoint: point}
-			steps = append(steps, seqStep, repStep)
-			c.Points = append(c.Points, CurveSteps{Tokens: size, Sequence: seq, Replay: rep})
-			planned += size + n*each
-		}
-		points[st.ID] = c.Points
-		s.Curves = append(s.Curves, c)
-	}
-	if planned > MaxPlannedTokens {
-		return fmt.Errorf("%s: the reload curve plans %d tokens in all (each point's prompt and the pool's worth of tokens that evicts it), above the ceiling of %d per pass: raise from_tokens or factor, or lower to_tokens",
-			s.Position("step"), planned, MaxPlannedTokens)
-	}
-	s.Steps = steps
-	s.Gates = expandCurveGates(s.Gates, points)
-	ordinal := 0
-	for i := range s.Steps {
-		st := &s.Steps[i]
-		if st.Replay != nil || st.IsConversation() {
-			continue
-		}
-		st.FirstOrdinal = ordinal
-		ordinal += st.Requests
-	}
-	return nil
-}
-
-// expandCurveGates applies each gate naming a curve to the curve's points.
-func expandCurveGates(gates []Gate, points map[string][]CurveSteps) []Gate {
-	var out []Gate
-	for _, g := range gates {
-		ps, ok := points[g.Step]
-		if !ok {
-			out = append(out, g)
-			continue
-		}
-		replayChecks := g.Verdict != "" || g.MinCachedFraction > 0 || g.MaxTimeToFirstOutputMS > 0 || g.MinDecodeTokensPerSec > 0 ||
-			g.RequireValidSetup || g.RequireIdenticalOutput || g.MaxFailedRequests != nil
-		for _, p := range ps {
-			if replayChecks {
-				rg := g
-				rg.Step, rg.RequireStore = p.Replay, false
-				out = append(out, rg)
-			}
-			if g.RequireStore || g.MaxFailedRequests != nil {
-				out = append(out, Gate{Step: p.Sequence, RequireStore: g.RequireStore, MaxFailedRequests: g.MaxFailedRequests})
-			}
-		}
-	}
-	return out
 }

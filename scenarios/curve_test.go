@@ -30,56 +30,6 @@ require_store = true
 require_identical_output = true
 `
 
-func TestReloadCurveExpands(t *testing.T) {
-	sc, err := Parse([]byte(curveSrc), "c.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sc.HasCurves() || len(sc.StepRequests(sc.StepByID("curve"))) != 0 {
-		t.Fatal("an unexpanded curve has no requests")
-	}
-	b, ok := sc.ScenarioCurveBounds()
-	if !ok {
-		t.Fatal("the scenario states max_model_len and the pool")
-	}
-	if err := sc.ExpandCurves(b); err != nil {
-		t.Fatal(err)
-	}
-	// Top: 4096 - 16 (max_tokens) - 64 (counting margin) = 4016; 1024, 2048, then the top.
-	var ids []string
-	for _, st := range sc.Steps {
-		ids = append(ids, st.ID)
-	}
-	want := []string{"warm", "curve_1024", "curve_1024_replay", "curve_2048", "curve_2048_replay", "curve_4016", "curve_4016_replay"}
-	if !slices.Equal(ids, want) || sc.HasCurves() {
-		t.Fatalf("steps %v, want %v", ids, want)
-	}
-	c := sc.Curves[0]
-	// Eviction: the pool (8192) + 2% (163) + 2 blocks = 8387 unique tokens, in prompts of at
-	// most 4016 - 256 unique tokens each: 3 of 2796 (+ the 256-token prefix).
-	if c.ToTokens != 4016 || c.EvictionRequests != 3 || c.EvictionTokens != 3*2796 || len(c.Points) != 3 || c.Points[1].Replay != "curve_2048_replay" {
-		t.Errorf("curve %+v", c)
-	}
-	seq := sc.StepByID("curve_2048")
-	if !slices.Equal(seq.PlannedContextTokens, []int{2048, 3052, 3052, 3052}) || seq.Requests != 4 || seq.FirstOrdinal != 5 || seq.CurvePoint.Tokens != 2048 {
-		t.Errorf("point step %+v", seq)
-	}
-	if r := sc.StepByID("curve_2048_replay"); r.Replay.Step != "curve_2048" || r.Replay.Request != 0 {
-		t.Errorf("replay %+v", r.Replay)
-	}
-	// The gate applies to each point: replay checks to the replay, the store to the sequence.
-	var gates []string
-	for _, g := range sc.Gates {
-		gates = append(gates, g.Step)
-		if strings.HasSuffix(g.Step, "_replay") && (g.RequireStore || !g.RequireIdenticalOutput || g.Verdict != "cpu_reload") {
-			t.Errorf("replay gate %+v", g)
-		}
-	}
-	if len(gates) != 6 || gates[0] != "curve_1024_replay" || gates[1] != "curve_1024" {
-		t.Errorf("gates on %v", gates)
-	}
-}
-
 func TestReloadCurveRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to, want string
@@ -100,47 +50,39 @@ func TestReloadCurveRefusals(t *testing.T) {
 			}
 		})
 	}
-	sc, err := Parse([]byte(curveSrc), "c.toml")
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestCurvePointNames: a point is named by its size class, the same whatever max_model_len
+// made its exact size, and a class two points share gets a count.
+func TestCurvePointNames(t *testing.T) {
+	for tokens, want := range map[int]string{1024: "1k", 1400: "1k", 1500: "2k", 4016: "4k", 8112: "8k", 130000: "128k", 261604: "256k", 262000: "256k", 500: "512", 8: "8"} {
+		if got := CurveClass(tokens); got != want {
+			t.Errorf("CurveClass(%d) = %q, want %q", tokens, got, want)
+		}
 	}
-	for _, tc := range []struct {
-		name string
-		b    CurveBounds
-		want string
-	}{
-		{"no max_model_len", CurveBounds{GPUKVTokens: 8192}, "max_model_len, which is unknown"},
-		{"no pool", CurveBounds{MaxModelLen: 4096}, "than the GPU KV pool holds, which is unknown"},
-		{"from above the top", CurveBounds{MaxModelLen: 1000, GPUKVTokens: 8192, MaxModelLenSource: "server"}, "from_tokens 1024 is above the largest prompt max_model_len 1000 (server)"},
-		{"too many tokens", CurveBounds{MaxModelLen: 4096, GPUKVTokens: 200_000_000}, "above the ceiling"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := *sc
-			c.Steps = slices.Clone(sc.Steps)
-			if err := c.ExpandCurves(tc.b); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want %q", err, tc.want)
-			}
-		})
+	got := CurvePointNames("c", []int{1024, 1536, 2304, 261604})
+	want := []string{"c_1k", "c_2k", "c_2k_2", "c_256k"}
+	if !slices.Equal(got, want) {
+		t.Errorf("names %v, want %v", got, want)
 	}
 }
 
-func TestReloadCurveBuiltin(t *testing.T) {
-	sc, err := Builtin("reload-curve")
-	if err != nil {
-		t.Fatal(err)
+// TestStableStepID: a record's curve steps named by exact size (kvbench before size classes)
+// map to their class names, and so does a bare old name of the curve; other steps keep theirs.
+func TestStableStepID(t *testing.T) {
+	old := &Scenario{Curves: []Curve{{ID: "curve", Points: []CurveSteps{
+		{Tokens: 1024, Sequence: "curve_1024", Replay: "curve_1024_replay"},
+		{Tokens: 261604, Sequence: "curve_261604", Replay: "curve_261604_replay"},
+	}}}}
+	for id, want := range map[string]string{
+		"curve_1024": "curve_1k", "curve_261604_replay": "curve_256k_replay", "curve_256k_replay": "curve_256k_replay",
+		"curve_130000_replay": "curve_128k_replay", "warm": "warm", "other_1024": "other_1024", "curve_x": "curve_x", "curve_2k_2": "curve_2k_2",
+	} {
+		if got := old.StableStepID(id); got != want {
+			t.Errorf("StableStepID(%q) = %q, want %q", id, got, want)
+		}
 	}
-	// Against seed 001's server: 262,144 tokens of context, a 506,288-token GPU pool.
-	if err := sc.ExpandCurves(CurveBounds{MaxModelLen: 262144, GPUKVTokens: 506288, BlockSize: 16}); err != nil {
-		t.Fatal(err)
-	}
-	var sizes []int
-	for _, p := range sc.Curves[0].Points {
-		sizes = append(sizes, p.Tokens)
-	}
-	if want := []int{1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 261604}; !slices.Equal(sizes, want) {
-		t.Errorf("sizes %v, want %v", sizes, want)
-	}
-	if c := sc.Curves[0]; c.EvictionRequests != 2 || c.EvictionTokens < 506288 {
-		t.Errorf("eviction %d requests, %d unique tokens: must exceed the pool", c.EvictionRequests, c.EvictionTokens)
+	if got := (*Scenario)(nil).StableStepID("curve_1024"); got != "curve_1024" {
+		t.Errorf("a run without a scenario maps %q", got)
 	}
 }

@@ -50,7 +50,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return cmp.Or(res.Write(stdout, format), regressionError(res.Regressions()))
 	}
-	loaded, err := loadRunDirs(args)
+	loaded, err := cli.LoadRuns(args)
 	if err != nil {
 		return err
 	}

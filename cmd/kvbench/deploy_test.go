@@ -289,7 +289,7 @@ func pushedSeries(t *testing.T) map[string][]map[string]string {
 		}
 		dirs = append(dirs, filepath.Join(out, onlyEntry(t, out)))
 	}
-	loaded, err := loadRunDirs(dirs)
+	loaded, err := cli.LoadRuns(dirs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return cli.UsageError(err)
 	}
-	loaded, err := loadRunDirs(args)
+	loaded, err := cli.LoadRuns(args)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestReloadCurveOnTheEmbeddedEngine(t *testing.T) {
 		t.Errorf("curve lacks its break-even: %v", c)
 	}
 	// Each point stored its prompt, evicted it and replayed it: a sequence and a replay step.
-	for _, id := range []string{"curve_1024", "curve_1024_replay", "curve_4016_replay"} {
+	for _, id := range []string{"curve_1k", "curve_1k_replay", "curve_4k_replay"} {
 		section(t, rec, id)
 	}
 

@@ -63,9 +63,6 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if err := sc.ResolveSalt(); err != nil { // a random salt: the plan shows one draw
-		return err
-	}
 	var p *plan.Plan
 	if sc.Prompt.TokenCounting == "server" && !*estimate {
 		key, err := tf.Key(sc)
@@ -76,18 +73,18 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if p, err = runner.PlanOnServer(ctx, sc, key); err != nil {
 			return fmt.Errorf("%w (use --estimate to plan without a server)", preflightError(ctx, err))
 		}
-	} else if p, err = plan.Make(ctx, sc, nil); err != nil {
+	} else if p, err = plan.Make(ctx, sc, plan.Facts{}); err != nil {
 		return preflightError(ctx, err)
 	}
 	if format == "json" {
 		return cli.PrintJSON(stdout, struct {
 			Scenario *scenarios.Scenario `json:"scenario"`
 			*plan.Plan
-		}{sc, p})
+		}{p.Scenario, p})
 	}
 	if err := p.WriteText(termsafe.NewWriter(stdout)); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\ntarget (kvbench run sends requests here):\n")
-	return tf.Resolved.WriteTarget(stdout, sc, true)
+	return tf.Resolved.WriteTarget(stdout, p.Scenario, true)
 }

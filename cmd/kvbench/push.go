@@ -47,7 +47,7 @@ func runPush(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := p.Check(); err != nil {
 		return err
 	}
-	loaded, err := loadRunDirs(args[:len(args)-1])
+	loaded, err := cli.LoadRuns(args[:len(args)-1])
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/report"
+	"github.com/anvil-serving/kvbench/internal/sweep"
 )
 
 func init() {
@@ -33,10 +34,10 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if *out == "" {
 		return cli.Usagef("report: -o FILE is required (the HTML file to write)")
 	}
-	if args, err = expandSweeps(args); err != nil {
-		return err
+	if args, err = sweep.ExpandDirs(args); err != nil {
+		return cli.UsageError(err)
 	}
-	loaded, err := loadRunDirs(args)
+	loaded, err := cli.LoadRuns(args)
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/cli"
@@ -31,8 +31,7 @@ type runOptions struct {
 	target                                     target.Flags
 	out, format                                string
 	force, noProbes, allowProbes, probeSecrets bool
-	repeat                                     int
-	salt                                       string // overrides prompt.salt ("random": a fresh one)
+	choices                                    plan.Choices // --repeat and --salt
 	profiles                                   cli.Profiles
 	engineInProcess                            bool          // the server is the demo's engine, in this process
 	sinks                                      []events.Sink // after the run directory and the console (a push)
@@ -47,18 +46,7 @@ func (o *runOptions) register(fsName string, stdout io.Writer, usage, example st
 	fs.BoolVar(&o.allowProbes, "allow-probes", false, "run the scenario's [[probe]] commands, which run as you on this machine: read them first ('kvbench validate' lists them); a scenario with probes is refused without this or --no-probes")
 	fs.BoolVar(&o.noProbes, "no-probes", false, "skip the scenario's probe commands")
 	fs.BoolVar(&o.probeSecrets, "probe-secrets", false, "pass probes the environment variables whose names contain KEY, TOKEN, SECRET or PASSWORD (dropped by default; the --api-key-env variable is never passed)")
-	fs.Func("repeat", "run the steps `N` times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > scenarios.MaxRepeat {
-			return fmt.Errorf("want a count from 1 to %d", scenarios.MaxRepeat)
-		}
-		o.repeat = n
-		return nil
-	})
-	fs.Func("salt", "give the prompts fresh bytes of the same shapes, so a server's caches hold none of an earlier run's: letters, digits, '.', '-' and '_', or random for a new salt each run (nightly runs); overrides the scenario's prompt.salt, and compare still compares the runs", func(v string) error {
-		o.salt = v
-		return scenarios.CheckSalt(v)
-	})
+	o.choices.Register(fs)
 	o.profiles.Register(fs)
 	return fs
 }
@@ -119,16 +107,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runScenario runs sc, printing the console to stderr (json) or stdout (text), then the
 // record (json) or its summary (text) on stdout.
 func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdout, stderr io.Writer) (*runner.Outcome, error) {
-	if o.repeat > 0 { // the flags, checked as they were parsed
-		sc.Repeat = o.repeat
-	}
-	if o.salt != "" {
-		sc.Prompt.Salt = o.salt
-	}
-	if err := sc.ResolveSalt(); err != nil {
-		return nil, err
-	}
-	key, err := o.admit(sc)
+	key, err := o.target.Admit(sc, o.allowProbes, o.noProbes)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +118,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		Sinks: sinks, KvbenchVersion: cli.Version(), Console: con,
 		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,
 		EngineInProcess: o.engineInProcess,
+		Choices:         o.choices, // the flags, checked as they were parsed
 	})
 	if err != nil {
 		return outcome, setupError(err)
@@ -154,13 +134,6 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 		return outcome, fmt.Errorf("writing the run's summary: %w", werr)
 	}
 	return outcome, nil
-}
-
-// admit is everything a run checks before it sends a request (see Resolved.Admit), each
-// refusal bad input (exit 2). It returns the key.
-func (o *runOptions) admit(sc *scenarios.Scenario) (string, error) {
-	key, err := o.target.Resolved.Admit(sc, o.allowProbes, o.noProbes)
-	return key, cli.UsageError(err)
 }
 
 // outcomeError maps a failed or interrupted run to exit 1 and failed gates to exit 3.

@@ -43,7 +43,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// What a level's run would refuse before sending anything (the key's variable, hosts
 	// the file names, probes) is refused before the sweep directory exists.
-	if _, err := o.admit(sc); err != nil {
+	if _, err := o.target.Admit(sc, o.allowProbes, o.noProbes); err != nil {
 		return err
 	}
 	consoleW := cli.ConsoleFor(o.format, stdout, stderr)
@@ -69,10 +69,4 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &cli.ExitError{Code: cli.ExitGateFailed, Err: fmt.Errorf("sweep: %d level(s) failed gates: %s; the records are in %s", len(res.GatesFailed), strings.Join(res.GatesFailed, "; "), res.Dir)}
 	}
 	return nil
-}
-
-// expandSweeps replaces each sweep directory among dirs by its levels' run directories.
-func expandSweeps(dirs []string) ([]string, error) {
-	out, err := sweep.ExpandDirs(dirs)
-	return out, cli.UsageError(err)
 }

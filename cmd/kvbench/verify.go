@@ -45,9 +45,3 @@ func runVerify(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	return nil
 }
-
-// loadRunDirs loads run directories; an unreadable or changed run is bad input (exit 2).
-func loadRunDirs(dirs []string) ([]*runs.Run, error) {
-	rs, err := runs.LoadAll(dirs)
-	return rs, cli.UsageError(err)
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/stats"
+	"github.com/anvil-serving/kvbench/scenarios"
 )
 
 // The fixtures are kvbench runs on the embedded engine of one scenario (nightly-tiny, two
@@ -442,3 +443,49 @@ func TestFindingsSayWhichWayTheMetricMoved(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// asCurve renames r's two steps (sequence, replay) to a reload curve's point of 1,024 tokens
+// named seq, as a run of a curve names it; the scenario records the curve.
+func asCurve(r *runs.Run, seq string) {
+	names := map[string]string{"sequence": seq, "replay": seq + "_replay"}
+	for k := range r.Repetitions {
+		rep := &r.Repetitions[k]
+		for i := range rep.Steps {
+			rep.Steps[i].Step = names[rep.Steps[i].Step]
+			for j := range rep.Steps[i].Requests {
+				q := &rep.Steps[i].Requests[j]
+				q.Step = names[q.Step]
+				if q.ReplayOf != nil {
+					q.ReplayOf.Step = names[q.ReplayOf.Step]
+				}
+			}
+		}
+		for i := range rep.Sections {
+			rep.Sections[i].Step = names[rep.Sections[i].Step]
+		}
+	}
+	r.Scenario.Curves = []scenarios.Curve{{ID: "curve", Points: []scenarios.CurveSteps{{Tokens: 1024, Sequence: seq, Replay: seq + "_replay"}}}}
+}
+
+// TestCompareMatchesCurveStepsAcrossNames: a run whose curve steps carry the old exact-size
+// names compares with one named by size class, step by step.
+func TestCompareMatchesCurveStepsAcrossNames(t *testing.T) {
+	b, c := load(t, "baseline"), load(t, "candidate")
+	asCurve(b, "curve_1024")
+	asCurve(c, "curve_1k")
+	res := mustCompare(t, b, c, Options{Tolerance: DefaultTolerance})
+	for _, f := range res.Findings {
+		if strings.Contains(f, "not measured in the candidate") {
+			t.Errorf("a step was not matched: %q", f)
+		}
+	}
+	if len(res.Mismatches) != 0 {
+		t.Errorf("mismatches %v: the renamed steps sent the same prompts", res.Mismatches)
+	}
+	if len(res.Steps) != 2 || res.Steps[1].Step != "curve_1024_replay" || res.Steps[1].Verdict == nil || len(res.Steps[1].Requests) == 0 {
+		t.Fatalf("steps %+v", res.Steps)
+	}
+	if got := judged(res, stats.Regressed); len(got) == 0 {
+		t.Errorf("the candidate's regressions were not found across the names")
+	}
+}

@@ -1,6 +1,7 @@
 package derive
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
+	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -195,18 +197,19 @@ require_identical_output = true
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := sc.ScenarioCurveBounds()
-	if err := sc.ExpandCurves(b); err != nil {
+	p, err := plan.Make(context.Background(), sc, plan.Facts{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	sc = p.Scenario
 	ms := func(v float64) *float64 { return &v }
 	c0 := map[metrics.Counter]float64{metrics.LoadBytes: 0, metrics.LoadSeconds: 0, metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 0}
 	c1 := map[metrics.Counter]float64{metrics.LoadBytes: 1e6, metrics.LoadSeconds: 0.001, metrics.GPUPrefixHits: 96, metrics.ExternalPrefixHits: 900}
-	seq := isolated("curve_1000", record.Request{Ordinal: 0, Result: record.Result{OutputTokenIDs: ids(1, 2, 3, 4)}})
-	replay := record.StepArtifact{Step: "curve_1000_replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{
-		{Step: "curve_1000_replay", Replay: true, ReplayOf: &record.ReplayRef{Step: "curve_1000"}, Counters: span(c0, c1),
+	seq := isolated("curve_1k", record.Request{Ordinal: 0, Result: record.Result{OutputTokenIDs: ids(1, 2, 3, 4)}})
+	replay := record.StepArtifact{Step: "curve_1k_replay", Kind: record.KindReplay, DeltaScope: record.ScopeRequest, Requests: []record.Request{
+		{Step: "curve_1k_replay", Replay: true, ReplayOf: &record.ReplayRef{Step: "curve_1k"}, Counters: span(c0, c1),
 			Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(50), OutputTokenIDs: ids(1, 2, 3, 4)}, Verdict: &record.Decision{Verdict: verdict.CPUReload}},
-		{Step: "curve_1000_replay", IndexInStep: 1, ColdTwin: &record.ColdTwin{Mechanism: "cache_salt", Field: "cache_salt", Value: "s"},
+		{Step: "curve_1k_replay", IndexInStep: 1, ColdTwin: &record.ColdTwin{Mechanism: "cache_salt", Field: "cache_salt", Value: "s"},
 			Counters: span(c0, c0), Result: record.Result{PromptTokens: i(1000), TimeToFirstOutputMS: ms(150), OutputTokenIDs: ids(1, 2, 3, 4)}},
 	}}
 	r := NewRun(RunInfo{Scenario: sc})
@@ -216,7 +219,7 @@ require_identical_output = true
 
 func TestDeriveFillsReloadEvidenceAndCurve(t *testing.T) {
 	r := curveRun(t)
-	rp := r.Replay("curve_1000_replay")
+	rp := r.Replay("curve_1k_replay")
 	if rp == nil || rp.ReloadFidelity == nil || !*rp.ReloadFidelity.Identical || *rp.OffloadGain.TTFTRatio != 3 || rp.ReloadBandwidth.BytesPerSecond != 1e9 {
 		t.Fatalf("replay section: %+v", rp)
 	}
@@ -239,7 +242,7 @@ func TestDeriveFillsReloadEvidenceAndCurve(t *testing.T) {
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Curves) != 1 || back.Curves[0].ID != "curve" || *back.Curves[0].Points[0].Gain != 3 || back.Replay("curve_1000_replay").OffloadGain.ColdTwin != "cache_salt" {
+	if len(back.Curves) != 1 || back.Curves[0].ID != "curve" || *back.Curves[0].Points[0].Gain != 3 || back.Replay("curve_1k_replay").OffloadGain.ColdTwin != "cache_salt" {
 		t.Errorf("decoded: %+v", back.Curves)
 	}
 }

@@ -23,6 +23,11 @@ type Server struct {
 	MaxModelLen int
 }
 
+// Says reports whether s holds anything read from a server.
+func (s Server) Says() bool {
+	return s.Scraped || s.MaxModelLen > 0 || s.Sizes.Slots > 0 || s.Sizes.SlotContext > 0
+}
+
 // ServerOf is what a scrape says of the server's capacity, read as def's dialects read it.
 func ServerOf(def *engine.Definition, snap metrics.Snapshot) Server {
 	s := Server{Scraped: true, Cache: snap.Cache}
@@ -89,8 +94,8 @@ func BlockSizeOf(sc *scenarios.Scenario, cc metrics.CacheConfig) (int, string) {
 
 // CurveBounds are the sizes a reload curve expands to: the resolved GPU KV pool, the
 // max_model_len and the block size (at least 1).
-func (c Capacity) CurveBounds() scenarios.CurveBounds {
-	return scenarios.CurveBounds{MaxModelLen: c.MaxModelLen, MaxModelLenSource: c.MaxModelLenSource,
+func (c Capacity) CurveBounds() CurveBounds {
+	return CurveBounds{MaxModelLen: c.MaxModelLen, MaxModelLenSource: c.MaxModelLenSource,
 		GPUKVTokens: c.Setup.GPUKVTokens, GPUKVTokensSource: c.Setup.GPUKVTokensSource, BlockSize: max(c.BlockSize, 1)}
 }
 

@@ -65,7 +65,7 @@ func TestCapacityOfServerOverScenario(t *testing.T) {
 	if c.BlockSize != 32 || c.BlockSizeSource != "server (vllm:cache_config_info)" {
 		t.Errorf("block %d (%s), want 32 from the server", c.BlockSize, c.BlockSizeSource)
 	}
-	want2 := scenarios.CurveBounds{MaxModelLen: 32768, MaxModelLenSource: "server (/v1/models)", GPUKVTokens: 60000, GPUKVTokensSource: "server (vllm:cache_config_info)", BlockSize: 32}
+	want2 := CurveBounds{MaxModelLen: 32768, MaxModelLenSource: "server (/v1/models)", GPUKVTokens: 60000, GPUKVTokensSource: "server (vllm:cache_config_info)", BlockSize: 32}
 	if b := c.CurveBounds(); b != want2 {
 		t.Errorf("curve bounds %+v, want %+v", b, want2)
 	}

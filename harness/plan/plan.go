@@ -5,7 +5,10 @@ package plan
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
@@ -39,30 +42,91 @@ type Replay struct {
 
 // Plan is everything a run will send, decided before it sends anything.
 type Plan struct {
-	Scenario         *scenarios.Scenario `json:"-"`
-	TokenCounting    string              `json:"token_counting"`
-	PrefixCountCalls int                 `json:"prefix_count_calls"`
-	Steps            []Step              `json:"steps"`
-	Replays          []Replay            `json:"replays"`
+	// Scenario is the scenario as planned (see Make); the run runs and records it.
+	Scenario *scenarios.Scenario `json:"-"`
+	// Capacity is what the scenario and the server said of its KV capacity.
+	Capacity         Capacity `json:"-"`
+	TokenCounting    string   `json:"token_counting"`
+	PrefixCountCalls int      `json:"prefix_count_calls"`
+	Steps            []Step   `json:"steps"`
+	Replays          []Replay `json:"replays"`
 	// Warnings are what the server showed that bears on the plan (several replicas).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Make builds every prompt of sc in send order. counter is nil for estimate counting. A
-// reload curve the scenario has not had expanded is expanded here when its [server] table
-// states both bounds (max_model_len and the GPU pool), and otherwise planned without
-// requests, with a warning: preflight expands it from the server's.
-func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCounter) (*Plan, error) {
+// Facts is what planning takes beside the scenario: what the server says of itself, each
+// figure with its source (the zero value: nothing, so the scenario's [server] table alone),
+// and the run's own choices that override the scenario (its flags).
+type Facts struct {
+	// Server is what preflight read of the server's capacity and limits.
+	Server Server
+	// Model is the model the server serves, used when the scenario names none.
+	Model string
+	// Counter counts prompts on the server; nil estimates them.
+	Counter prompts.TokenCounter
+	Choices
+}
+
+// Choices are the run's own flags that override the scenario.
+type Choices struct {
+	// Repeat, when above 0, is the run's --repeat over the scenario's repeat.
+	Repeat int
+	// Salt, when set, is the run's --salt over the scenario's prompt.salt.
+	Salt string
+}
+
+// Register adds --repeat and --salt to fs, each checked as it is parsed.
+func (c *Choices) Register(fs *flag.FlagSet) {
+	fs.Func("repeat", "run the steps `N` times with fresh prompts (seed + k) to measure noise (overrides the scenario's repeat)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > scenarios.MaxRepeat {
+			return fmt.Errorf("want a count from 1 to %d", scenarios.MaxRepeat)
+		}
+		c.Repeat = n
+		return nil
+	})
+	fs.Func("salt", "give the prompts fresh bytes of the same shapes, so a server's caches hold none of an earlier run's: letters, digits, '.', '-' and '_', or random for a new salt each run (nightly runs); overrides the scenario's prompt.salt, and compare still compares the runs", func(v string) error {
+		c.Salt = v
+		return scenarios.CheckSalt(v)
+	})
+}
+
+// Make plans sc against what facts say: it never changes sc. The plan's Scenario is sc as
+// planned, a new value: the served model filled in, the run's repeat and salt applied (a
+// random salt drawn), and its reload curves expanded into steps from the server's
+// max_model_len and GPU KV pool, or from the scenario's [server] table when no server was
+// read. A curve whose bounds neither states is planned without requests, with a warning.
+// Then every prompt is built in send order and each replay's capacity is assessed.
+func Make(ctx context.Context, sc *scenarios.Scenario, facts Facts) (*Plan, error) {
+	def, err := engine.ByName(sc.Target.Backend)
+	if err != nil {
+		return nil, err
+	}
+	planned := *sc
+	planned.Steps, planned.Gates, planned.Curves = slices.Clone(sc.Steps), slices.Clone(sc.Gates), slices.Clone(sc.Curves)
+	sc = &planned
+	if sc.Target.Model == "" {
+		sc.Target.Model = facts.Model
+	}
+	if facts.Repeat > 0 {
+		sc.Repeat = facts.Repeat
+	}
+	if facts.Salt != "" {
+		sc.Prompt.Salt = facts.Salt
+	}
+	if err := sc.ResolveSalt(); err != nil {
+		return nil, err
+	}
+	capa := CapacityOf(sc, def, facts.Server)
 	var warnings []string
 	if sc.HasCurves() {
-		if b, ok := sc.ScenarioCurveBounds(); ok {
-			if err := sc.ExpandCurves(b); err != nil {
-				return nil, err
-			}
-		} else {
+		if !statesCurveBounds(sc) && !facts.Server.Says() {
 			warnings = append(warnings, "a reload curve's sizes and eviction come from the server's max_model_len and GPU KV pool, which the scenario leaves to the server: they are worked out at preflight (plan with --endpoint to see them)")
+		} else if err := expandCurves(sc, capa.CurveBounds()); err != nil {
+			return nil, err
 		}
 	}
+	counter := facts.Counter
 	mode := prompts.SharedPrefix
 	if sc.Prompt.Mode == "nested" {
 		mode = prompts.Nested
@@ -74,13 +138,9 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 		Mode:               mode,
 		Counter:            counter,
 	})
-	p := &Plan{Scenario: sc, TokenCounting: prompts.Estimated, Warnings: warnings}
+	p := &Plan{Scenario: sc, Capacity: capa, TokenCounting: prompts.Estimated, Warnings: warnings}
 	if counter != nil {
 		p.TokenCounting = prompts.CountedByServer
-	}
-	def, err := engine.ByName(sc.Target.Backend)
-	if err != nil {
-		return nil, err
 	}
 	built := map[int]prompts.Prompt{} // by ordinal: a replay reuses the original's prompt
 	for i := range sc.Steps {
@@ -105,8 +165,16 @@ func Make(ctx context.Context, sc *scenarios.Scenario, counter prompts.TokenCoun
 		p.Steps = append(p.Steps, sp)
 	}
 	p.PrefixCountCalls = b.PrefixCountCalls()
-	p.Replays = AssessReplays(sc, CapacityOf(sc, def, Server{}).Setup, p.Tokens(), p.TokenCounting)
+	p.Replays = AssessReplays(sc, capa.Setup, p.Tokens(), p.TokenCounting)
 	return p, nil
+}
+
+// Repetition plans repetition k of p: p's planned scenario with seed = prompt.seed + k,
+// counted by counter.
+func (p *Plan) Repetition(ctx context.Context, k int, counter prompts.TokenCounter) (*Plan, error) {
+	c := *p.Scenario
+	c.Prompt.Seed = p.Scenario.RepetitionSeed(k)
+	return Make(ctx, &c, Facts{Counter: counter})
 }
 
 // Tokens returns each planned prompt's token count by ordinal.
@@ -158,7 +226,7 @@ func Check(ctx context.Context, sc *scenarios.Scenario) error {
 	if _, err := engine.ByName(sc.Target.Backend); err != nil {
 		return fmt.Errorf("%s: target.backend: %w", sc.Position("target.backend"), err)
 	}
-	if _, err := Make(ctx, sc, nil); err != nil {
+	if _, err := Make(ctx, sc, Facts{}); err != nil {
 		var se *ScenarioError
 		if errors.As(err, &se) {
 			return err // it names the scenario's line

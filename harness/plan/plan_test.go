@@ -14,7 +14,7 @@ func TestMakeBuiltins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Make(ctx, sc, nil)
+	p, err := Make(ctx, sc, Facts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestMakeBuiltins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = Make(ctx, ctl, nil)
+	p, err = Make(ctx, ctl, Facts{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func squash(text string) string {
 // planText plans sc by the estimate and returns its text plan as printed and squashed.
 func planText(t *testing.T, sc *scenarios.Scenario, counter prompts.TokenCounter) (*Plan, string, string) {
 	t.Helper()
-	p, err := Make(context.Background(), sc, counter)
+	p, err := Make(context.Background(), sc, Facts{Counter: counter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,10 +215,13 @@ func TestWriteTextCurveFromScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _, out := planText(t, sc, nil)
-	if len(sc.Curves) != 1 || len(sc.Curves[0].Points) != 4 {
-		t.Fatalf("curves %+v", sc.Curves)
+	if !sc.HasCurves() || len(sc.Curves) != 0 {
+		t.Fatalf("planning changed the scenario: its curve step is gone or expanded (%+v)", sc.Curves)
 	}
-	c := sc.Curves[0]
+	if len(p.Scenario.Curves) != 1 || len(p.Scenario.Curves[0].Points) != 4 {
+		t.Fatalf("curves %+v", p.Scenario.Curves)
+	}
+	c := p.Scenario.Curves[0]
 	want := fmt.Sprintf("reload curve curve: prompts of 1,024, 2,048, 4,096, 8,112 tokens (to max_model_len 8,192, scenario); each is stored, evicted by %d prompts of ", c.EvictionRequests)
 	if !strings.Contains(out, want) || !strings.Contains(out, "(the 20,000-token GPU pool, scenario, and a margin), replayed and recomputed by its cold twin") {
 		t.Errorf("no curve line %q in\n%s", want, out)
@@ -422,7 +425,7 @@ func TestWriteTextWriterFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Make(context.Background(), sc, nil)
+	p, err := Make(context.Background(), sc, Facts{})
 	if err != nil {
 		t.Fatal(err)
 	}

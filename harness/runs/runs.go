@@ -304,11 +304,32 @@ func (r *Run) StepIDs() []string {
 	return ids
 }
 
-// Step returns repetition k's step id, or nil.
+// LocalID is the id r's steps carry for step id, which may be named as another run names
+// it: a curve point's steps were named by exact size before they were named by size class
+// (scenarios.StableStepID), so an old run and a new one match by the stable name. It is id
+// itself where r has no such step.
+func (r *Run) LocalID(id string) string {
+	if len(r.Repetitions) == 0 {
+		return id
+	}
+	want := r.Scenario.StableStepID(id)
+	for _, st := range r.Repetitions[0].Steps {
+		if st.Step == id {
+			return id
+		}
+		if r.Scenario.StableStepID(st.Step) == want {
+			return st.Step
+		}
+	}
+	return id
+}
+
+// Step returns repetition k's step id (matched as LocalID matches), or nil.
 func (r *Run) Step(k int, id string) *derive.Step {
 	if k >= len(r.Repetitions) {
 		return nil
 	}
+	id = r.LocalID(id)
 	for i := range r.Repetitions[k].Steps {
 		if r.Repetitions[k].Steps[i].Step == id {
 			return &r.Repetitions[k].Steps[i]
@@ -336,6 +357,7 @@ func (r *Run) RequestValues(id string, i int, metric string) []*float64 {
 // Verdicts lists step id's replay verdict in every repetition (derive.Missing where not
 // measured).
 func (r *Run) Verdicts(id string) []verdict.Verdict {
+	id = r.LocalID(id)
 	var out []verdict.Verdict
 	for k := range r.Repetitions {
 		out = append(out, r.Repetitions[k].Verdict(id))
@@ -343,11 +365,12 @@ func (r *Run) Verdicts(id string) []verdict.Verdict {
 	return out
 }
 
-// RepSection returns repetition k's section of step id, or nil.
+// RepSection returns repetition k's section of step id (matched as LocalID matches), or nil.
 func (r *Run) RepSection(k int, id string) *record.Section {
 	if k >= len(r.Repetitions) {
 		return nil
 	}
+	id = r.LocalID(id)
 	for i := range r.Repetitions[k].Sections {
 		if s := &r.Repetitions[k].Sections[i]; s.Step == id {
 			return s
@@ -393,7 +416,7 @@ func (r *Run) Identify() Identity {
 			if q.ColdTwin != nil {
 				continue // a replay's twin resends the replay's prompt: no prompt of its own
 			}
-			key := fmt.Sprintf("%s[%d]", st.Step, q.IndexInStep)
+			key := fmt.Sprintf("%s[%d]", r.Scenario.StableStepID(st.Step), q.IndexInStep)
 			id.Prompts[key] = q.Prompt.Identity
 			shape := q.Prompt.Shape
 			if shape == "" && st.Kind != record.KindConversation {

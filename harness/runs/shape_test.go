@@ -18,7 +18,7 @@ func TestShapeOfARecordBeforeShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := plan.Make(context.Background(), sc, nil)
+		p, err := plan.Make(context.Background(), sc, plan.Facts{})
 		if err != nil {
 			t.Fatal(err)
 		}

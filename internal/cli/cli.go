@@ -130,6 +130,12 @@ func OutputJSON(flag, path string, v any, stdout io.Writer) error {
 	return err
 }
 
+// LoadRuns loads run directories; a directory that is not a readable run is bad input.
+func LoadRuns(dirs []string) ([]*runs.Run, error) {
+	rs, err := runs.LoadAll(dirs)
+	return rs, UsageError(err)
+}
+
 // Profiles are the --cpuprofile and --memprofile flags of a long command.
 type Profiles struct{ CPU, Mem string }
 

@@ -124,9 +124,11 @@ type PreflightReport struct {
 	Warnings []string `json:"warnings"`
 }
 
-// Preflight checks sc against the server and plans its requests. It returns an error only
-// when the server cannot be reached or understood at all (a usage error for the CLI).
-func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*PreflightReport, *plan.Plan, error) {
+// Preflight checks sc against the server and plans its requests with what the server says
+// of itself and the run's choices (plan.Make); sc is left as it is, the plan holds it as
+// planned. It returns an error only when the server cannot be reached or understood at all
+// (a usage error for the CLI).
+func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target, choices plan.Choices) (*PreflightReport, *plan.Plan, error) {
 	endpoint := redact.URL(sc.Target.Endpoint)
 	rep := &PreflightReport{Endpoint: endpoint, Backend: sc.Target.Backend,
 		Counters: map[string]string{}, Gauges: map[string]string{}, Problems: []string{}, Warnings: []string{}}
@@ -140,13 +142,12 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 	for _, m := range models {
 		rep.ModelsListed = append(rep.ModelsListed, m.ID)
 	}
-	if err := chooseModel(sc, models); err != nil {
+	if rep.Model, err = servedModel(sc, models); err != nil {
 		return rep, nil, err
 	}
-	rep.Model = sc.Target.Model
-	i := slices.IndexFunc(models, func(m client.Model) bool { return m.ID == sc.Target.Model })
+	i := slices.IndexFunc(models, func(m client.Model) bool { return m.ID == rep.Model })
 	if i < 0 {
-		return rep, nil, fmt.Errorf("model %q is not served at %s (it lists %v): %w", sc.Target.Model, endpoint, rep.ModelsListed, client.ErrBadResponse)
+		return rep, nil, fmt.Errorf("model %q is not served at %s (it lists %v): %w", rep.Model, endpoint, rep.ModelsListed, client.ErrBadResponse)
 	}
 	rep.MaxModelLen, rep.ModelRoot = models[i].MaxModelLen, models[i].Root
 	if v, err := t.Client.Version(ctx); err == nil {
@@ -204,7 +205,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 
 	var counter prompts.TokenCounter
 	rep.Tokenize = "not needed (estimate)"
-	if tok := t.TokenCounter(sc); tok != nil {
+	if tok := t.TokenCounter(sc, rep.Model); tok != nil {
 		if _, err := tok.CountTokens(ctx, []prompts.Message{{Role: "user", Content: "kvbench preflight"}}); err != nil {
 			return rep, nil, redact.Error(fmt.Errorf("prompt.token_counting is \"server\" but %w", err))
 		}
@@ -220,15 +221,12 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the server has %d slots: run it with -np 1 so cached tokens can be attributed to the live slot or the host-RAM cache", rep.Slots))
 		}
 	}
-	capa := plan.CapacityOf(sc, def, srv)
-	rep.BlockSize, rep.CapacitySources, rep.Setup = capa.BlockSize, capa.Sources, capa.Setup
-	if err := expandCurves(sc, capa); err != nil {
-		return rep, nil, err
-	}
-	p, err := plan.Make(ctx, sc, counter)
+	p, err := plan.Make(ctx, sc, plan.Facts{Server: srv, Model: rep.Model, Counter: counter, Choices: choices})
 	if err != nil {
 		return rep, nil, redact.Error(err)
 	}
+	sc = p.Scenario // as planned: its curves expanded, its salt drawn
+	rep.BlockSize, rep.CapacitySources, rep.Setup = p.Capacity.BlockSize, p.Capacity.Sources, p.Capacity.Setup
 	for _, st := range p.Steps {
 		maxTokens := sc.MaxTokensFor(st.Step)
 		for _, r := range st.Requests {
@@ -253,7 +251,7 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target) (*Prefligh
 			rep.Warnings = append(rep.Warnings, msg)
 		}
 	}
-	rep.Capacity = plan.AssessReplays(sc, rep.Setup, p.Tokens(), p.TokenCounting)
+	rep.Capacity = p.Replays
 	return rep, p, nil
 }
 
@@ -366,13 +364,4 @@ func sourceOrAbsent(r metrics.Reading) string {
 		return "absent"
 	}
 	return r.Source
-}
-
-// expandCurves expands the scenario's reload curves to the server's sizes (plan.Capacity's
-// CurveBounds): its max_model_len (the scenario's when it states one) and its GPU KV pool.
-func expandCurves(sc *scenarios.Scenario, c plan.Capacity) error {
-	if !sc.HasCurves() {
-		return nil
-	}
-	return sc.ExpandCurves(c.CurveBounds())
 }

@@ -10,19 +10,16 @@ import (
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/internal/events"
-	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// RepetitionPlanner returns the planner of repetition k: the scenario's prompts rebuilt with
-// seed = prompt.seed + k, counted on the server like the first plan. A server's caches cannot
-// be reset, so the same bytes again would turn the cold sequence into cache hits.
-func RepetitionPlanner(sc *scenarios.Scenario, t Target) func(ctx context.Context, k int) (*plan.Plan, error) {
+// RepetitionPlanner returns the planner of repetition k of first: its planned scenario's
+// prompts rebuilt with seed = prompt.seed + k, counted on the server like first. A server's
+// caches cannot be reset, so the same bytes again would turn the cold sequence into cache hits.
+func RepetitionPlanner(first *plan.Plan, t Target) func(ctx context.Context, k int) (*plan.Plan, error) {
 	return func(ctx context.Context, k int) (*plan.Plan, error) {
-		c := *sc
-		c.Prompt.Seed = sc.RepetitionSeed(k)
-		p, err := plan.Make(ctx, &c, t.TokenCounter(sc))
+		p, err := first.Repetition(ctx, k, t.TokenCounter(first.Scenario, first.Scenario.Target.Model))
 		if err != nil {
-			return nil, fmt.Errorf("planning repetition %d (seed %d): %w", k, c.Prompt.Seed, err)
+			return nil, fmt.Errorf("planning repetition %d (seed %d): %w", k, first.Scenario.RepetitionSeed(k), err)
 		}
 		return p, nil
 	}

@@ -231,12 +231,12 @@ func newConfig(t *testing.T, src string, chat ChatStreamer, m MetricsSource) Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Make(context.Background(), sc, nil)
+	p, err := plan.Make(context.Background(), sc, plan.Facts{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return Config{
-		Scenario:  sc,
+		Scenario:  p.Scenario,
 		Plan:      p,
 		Chat:      chat,
 		Metrics:   m,

@@ -509,7 +509,7 @@ verdict = "gpu_hit"
 `
 	cfg := newConfig(t, src, chat, m)
 	cfg.Repeat = 2
-	planner := RepetitionPlanner(cfg.Scenario, Target{})
+	planner := RepetitionPlanner(cfg.Plan, Target{})
 	var asked []int
 	var rep1 *plan.Plan
 	cfg.Replan = func(ctx context.Context, k int) (*plan.Plan, error) {
@@ -546,7 +546,7 @@ verdict = "gpu_hit"
 	}
 	seeded := *cfg.Scenario
 	seeded.Prompt.Seed = 8
-	if p, err := plan.Make(context.Background(), &seeded, nil); err != nil || p.Steps[0].Requests[0].Prompt.Identity != r1.Requests[0].Prompt.Identity {
+	if p, err := plan.Make(context.Background(), &seeded, plan.Facts{}); err != nil || p.Steps[0].Requests[0].Prompt.Identity != r1.Requests[0].Prompt.Identity {
 		t.Errorf("repetition 1 was not planned with seed 7 + 1 (err %v)", err)
 	}
 	if v := readArtifact(t, out.Dir, "repeat-01-step-02-replay.json").Requests[0].Verdict; v == nil || v.Verdict != verdict.Recompute {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/internal/target"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -29,7 +30,7 @@ func RunScenario(ctx context.Context, sc *scenarios.Scenario, apiKey string, for
 	}
 	con.Printf("%s", target.Destination(sc))
 	con.Printf("preflight %s against %s", sc.Name, redact.URL(sc.Target.Endpoint))
-	rep, p, err := Preflight(ctx, sc, t)
+	rep, p, err := Preflight(ctx, sc, t, s.Choices)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -40,7 +41,7 @@ func RunScenario(ctx context.Context, sc *scenarios.Scenario, apiKey string, for
 	if len(rep.Problems) > 0 && !force {
 		return nil, &SetupError{fmt.Errorf("%s cannot run on %s: %s (--force to run anyway)", sc.Name, redact.URL(sc.Target.Endpoint), strings.Join(rep.Problems, "; "))}
 	}
-	return Run(ctx, NewConfig(sc, t, rep, p, s))
+	return Run(ctx, NewConfig(t, rep, p, s))
 }
 
 // PreflightServer connects to sc's server and preflights it, saying first on w where the
@@ -51,7 +52,7 @@ func PreflightServer(ctx context.Context, sc *scenarios.Scenario, apiKey string,
 		return nil, &SetupError{err}
 	}
 	fmt.Fprintln(w, target.Destination(sc))
-	rep, _, err := Preflight(ctx, sc, t)
+	rep, _, err := Preflight(ctx, sc, t, plan.Choices{})
 	if err != nil && ctx.Err() == nil {
 		err = &SetupError{err}
 	}

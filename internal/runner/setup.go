@@ -18,75 +18,70 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
-// chooseModel sets the scenario's model to the first one the server lists when it names
-// none: a server usually serves one.
-func chooseModel(sc *scenarios.Scenario, models []client.Model) error {
+// servedModel is the model sc runs on: its own, else the first one the server lists (a
+// server usually serves one).
+func servedModel(sc *scenarios.Scenario, models []client.Model) (string, error) {
 	if sc.Target.Model != "" {
-		return nil
+		return sc.Target.Model, nil
 	}
 	if len(models) == 0 {
-		return fmt.Errorf("%s/models lists no model: %w", redact.URL(sc.Target.Endpoint), client.ErrBadResponse)
+		return "", fmt.Errorf("%s/models lists no model: %w", redact.URL(sc.Target.Endpoint), client.ErrBadResponse)
 	}
-	sc.Target.Model = models[0].ID
-	return nil
+	return models[0].ID, nil
 }
 
-// TokenCounter is how the scenario's prompts are counted on this server: nil when the
-// scenario estimates, the engine's own /tokenize dialect otherwise.
-func (t Target) TokenCounter(sc *scenarios.Scenario) prompts.TokenCounter {
+// TokenCounter is how the scenario's prompts are counted on this server for model: nil
+// when the scenario estimates, the engine's own /tokenize dialect otherwise.
+func (t Target) TokenCounter(sc *scenarios.Scenario, model string) prompts.TokenCounter {
 	if sc.Prompt.TokenCounting != "server" {
 		return nil
 	}
-	return t.Engine.TokenCounter(sc.Target.Model)
+	return t.Engine.TokenCounter(model)
 }
 
-// PlanOnServer plans sc with its prompts counted on the server, resolving the model when the
-// scenario names none (/tokenize needs it), and sizes its curves and assesses its replays
-// with what the server says of itself (plan.CapacityOf, as preflight does): its cache
-// config, its slots, its max_model_len. A server without /metrics still gets its plan, on
-// the scenario's figures; run's preflight reports the failed scrape.
+// PlanOnServer plans sc on what the server says of itself (plan.Make with its facts, as
+// preflight does): its prompts counted on the server, the model it serves when the scenario
+// names none (/tokenize needs it), its cache config, its slots and its max_model_len. A
+// server without /metrics still gets its plan, on the scenario's figures; run's preflight
+// reports the failed scrape.
 func PlanOnServer(ctx context.Context, sc *scenarios.Scenario, apiKey string) (*plan.Plan, error) {
 	t, err := Connect(sc, apiKey)
 	if err != nil {
 		return nil, err
 	}
-	maxModelLen := 0
+	facts := plan.Facts{Model: sc.Target.Model}
 	if sc.Target.Model == "" || sc.HasCurves() {
 		models, err := t.Client.Models(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if err := chooseModel(sc, models); err != nil {
+		if facts.Model, err = servedModel(sc, models); err != nil {
 			return nil, err
 		}
 		for _, m := range models {
-			if m.ID == sc.Target.Model {
-				maxModelLen = m.MaxModelLen
+			if m.ID == facts.Model {
+				facts.Server.MaxModelLen = m.MaxModelLen
 			}
 		}
 	}
-	var srv plan.Server
 	var warnings []string
 	if snap, err := t.Metrics.Snapshot(ctx); err == nil {
-		srv = plan.ServerOf(t.Engine.Def, snap)
+		maxModelLen := facts.Server.MaxModelLen
+		facts.Server = plan.ServerOf(t.Engine.Def, snap)
+		facts.Server.MaxModelLen = maxModelLen
 		if w := ReplicaWarning(snap); w != "" {
 			warnings = append(warnings, w)
 		}
 	}
-	srv.MaxModelLen = maxModelLen
 	if z, ok, _ := t.Engine.Sizes(ctx); ok {
-		srv.Sizes = z // a failed read leaves zeros; preflight warns about the slot count
+		facts.Server.Sizes = z // a failed read leaves zeros; preflight warns about the slot count
 	}
-	capa := plan.CapacityOf(sc, t.Engine.Def, srv)
-	if err := expandCurves(sc, capa); err != nil {
-		return nil, err
-	}
-	p, err := plan.Make(ctx, sc, t.TokenCounter(sc))
+	facts.Counter = t.TokenCounter(sc, facts.Model)
+	p, err := plan.Make(ctx, sc, facts)
 	if err != nil {
 		return nil, err
 	}
 	p.Warnings = append(p.Warnings, warnings...)
-	p.Replays = plan.AssessReplays(sc, capa.Setup, p.Tokens(), p.TokenCounting)
 	return p, nil
 }
 
@@ -101,11 +96,15 @@ type Settings struct {
 	Sinks []events.Sink
 	// EngineInProcess: see Config.EngineInProcess.
 	EngineInProcess bool
+	// Choices are the run's flags over the scenario (plan.Choices).
+	Choices plan.Choices
 }
 
-// NewConfig is the run configuration for a preflighted server: the plan, the clients and
-// everything preflight resolved about the server's KV capacity.
-func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.Plan, s Settings) Config {
+// NewConfig is the run configuration for a preflighted server: the plan (whose scenario the
+// run runs and records), the clients and everything preflight resolved about the server's
+// KV capacity.
+func NewConfig(t Target, rep *PreflightReport, p *plan.Plan, s Settings) Config {
+	sc := p.Scenario
 	cfg := Config{
 		Scenario:        sc,
 		Plan:            p,
@@ -126,7 +125,7 @@ func NewConfig(sc *scenarios.Scenario, t Target, rep *PreflightReport, p *plan.P
 		Sinks:           s.Sinks,
 		EngineInProcess: s.EngineInProcess,
 		Repeat:          sc.Repeat,
-		Replan:          RepetitionPlanner(sc, t),
+		Replan:          RepetitionPlanner(p, t),
 		TokenIDs:        t.Engine.TokenIDs(),
 	}
 	return cfg

@@ -2,9 +2,11 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/scenarios"
 	"github.com/anvil-serving/kvbench/sim"
 )
@@ -42,5 +44,56 @@ func TestPlanOnServerUsesServerCapacity(t *testing.T) {
 	}
 	if a := p.Replays[0].Assessment; a.EvictionPressure == "unknown" {
 		t.Errorf("eviction pressure unknown with the server's pool known: %v", a.Findings)
+	}
+}
+
+// TestPlanningLeavesTheScenario: planning a reload curve on a server (kvbench plan
+// --endpoint, and preflight with the run's flags) expands it into the plan's own scenario,
+// its points named by size class; the scenario loaded stays what the file says.
+func TestPlanningLeavesTheScenario(t *testing.T) {
+	srv, err := sim.Start(sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	sc, err := scenarios.Resolve("reload-curve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Target.Endpoint = srv.URL() + "/v1"
+	sc.Target.Metrics = []string{srv.URL() + "/metrics"}
+	before, err := json.Marshal(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := PlanOnServer(ctx, sc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Scenario.HasCurves() || len(p.Scenario.Curves) != 1 || p.Scenario.Target.Model == "" {
+		t.Fatalf("planned scenario: curves %+v, model %q", p.Scenario.Curves, p.Scenario.Target.Model)
+	}
+	if got := p.Scenario.Steps[0].ID; got != "curve_1k" {
+		t.Errorf("first point %q, want curve_1k", got)
+	}
+	tgt, err := Connect(sc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pp, err := Preflight(ctx, sc, tgt, plan.Choices{Repeat: 3, Salt: scenarios.RandomSalt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pp.Scenario.Repeat != 3 || pp.Scenario.Prompt.Salt == "" || pp.Scenario.Prompt.Salt == scenarios.RandomSalt {
+		t.Errorf("preflight's plan: repeat %d, salt %q: the run's flags were not applied", pp.Scenario.Repeat, pp.Scenario.Prompt.Salt)
+	}
+	after, err := json.Marshal(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Errorf("planning changed the scenario:\nbefore %s\nafter  %s", before, after)
 	}
 }

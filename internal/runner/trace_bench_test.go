@@ -113,7 +113,7 @@ block_tokens = %d
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := plan.Make(context.Background(), sc, nil)
+	p, err := plan.Make(context.Background(), sc, plan.Facts{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -103,7 +103,7 @@ scrape_interval = "10ms"
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Make(context.Background(), sc, nil)
+	p, err := plan.Make(context.Background(), sc, plan.Facts{})
 	if err != nil {
 		t.Fatal(err)
 	}

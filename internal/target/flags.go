@@ -63,3 +63,9 @@ func (t *Flags) Key(sc *scenarios.Scenario) (string, error) {
 	key, err := APIKey(sc)
 	return key, cli.UsageError(err)
 }
+
+// Admit is Resolved.Admit (consent, probes, key) with each refusal bad input.
+func (t *Flags) Admit(sc *scenarios.Scenario, allowProbes, noProbes bool) (string, error) {
+	key, err := t.Resolved.Admit(sc, allowProbes, noProbes)
+	return key, cli.UsageError(err)
+}
