@@ -268,6 +268,9 @@ const (
 type Result struct {
 	StartedAt time.Time `json:"started_at"` // wall clock, UTC, RFC3339Nano in JSON
 	Model     string    `json:"model"`
+	// ServerModel is the model the stream's first chunk naming one said answered; "" when
+	// none named one. Another than Model means another model answered (ModelMismatch).
+	ServerModel string `json:"server_model,omitempty"`
 
 	TimeToFirstOutputMS       *float64 `json:"time_to_first_output_ms"`
 	TimeToFirstVisibleTokenMS *float64 `json:"time_to_first_visible_token_ms"`

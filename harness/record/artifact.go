@@ -136,10 +136,12 @@ type Prompt struct {
 // Durations are milliseconds on the monotonic clock from the request start; a nil pointer
 // (JSON null) means absent or unknown, never 0.
 type Result struct {
-	StartedAt                 time.Time `json:"started_at"`
-	Model                     string    `json:"model"`
-	TimeToFirstOutputMS       *float64  `json:"time_to_first_output_ms"`
-	TimeToFirstVisibleTokenMS *float64  `json:"time_to_first_visible_token_ms"`
+	StartedAt time.Time `json:"started_at"`
+	Model     string    `json:"model"`
+	// ServerModel is the model the server said answered; "" when it named none.
+	ServerModel               string   `json:"server_model,omitempty"`
+	TimeToFirstOutputMS       *float64 `json:"time_to_first_output_ms"`
+	TimeToFirstVisibleTokenMS *float64 `json:"time_to_first_visible_token_ms"`
 	// EndToEndMS runs to the last chunk carrying generated text, not the usage chunk;
 	// StreamMS to the end of the stream.
 	EndToEndMS         *float64 `json:"end_to_end_ms"`
@@ -182,6 +184,9 @@ type Result struct {
 
 // Failed reports whether the request ended with an error.
 func (r *Result) Failed() bool { return r.ErrorKind != "" }
+
+// ModelMismatch says the server named another model than the request asked for.
+func (r *Result) ModelMismatch() bool { return r.ServerModel != "" && r.ServerModel != r.Model }
 
 // TierTokens is a request's cached prompt tokens by the tier that served them (SGLang's
 // cached_tokens_details).

@@ -14,7 +14,7 @@ import (
 // ResultOf is a streamed request's measurements as the record keeps them.
 func ResultOf(r client.Result) Result {
 	out := Result{
-		StartedAt: r.StartedAt, Model: r.Model,
+		StartedAt: r.StartedAt, Model: r.Model, ServerModel: r.ServerModel,
 		TimeToFirstOutputMS: r.TimeToFirstOutputMS, TimeToFirstVisibleTokenMS: r.TimeToFirstVisibleTokenMS,
 		EndToEndMS: r.EndToEndMS, StreamMS: r.StreamMS,
 		OutputTokens: r.OutputTokens, OutputTokensSource: r.OutputTokensSource, PromptTokens: r.PromptTokens,
