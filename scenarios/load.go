@@ -152,11 +152,11 @@ func (s *Scenario) applyDefaults(file string) {
 			continue
 		}
 		if st.IsTrace() {
-			s.traceDefaults(st)
+			s.traceDefaults(i, st)
 			continue
 		}
 		if st.IsCurve() {
-			s.curveDefaults(st)
+			s.curveDefaults(i, st)
 			continue
 		}
 		if st.Concurrency == 0 && !s.defined(fmt.Sprintf("step[%d].concurrency", i)) {

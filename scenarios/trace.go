@@ -184,12 +184,13 @@ func regular(name string, stat func(string) (os.FileInfo, error)) error {
 	return nil
 }
 
-// traceDefaults fills a trace step's unset fields and its source.
-func (s *Scenario) traceDefaults(st *Step) {
+// traceDefaults fills trace step i's unset fields and its source; a field set to 0 stays 0,
+// for validateTrace to refuse.
+func (s *Scenario) traceDefaults(i int, st *Step) {
 	if st.BlockTokens == 0 {
 		st.BlockTokens = DefaultTraceBlockTokens
 	}
-	if st.TimeScale == 0 {
+	if st.TimeScale == 0 && !s.defined(fmt.Sprintf("step[%d].time_scale", i)) {
 		st.TimeScale = 1
 	}
 	if st.PromptForm == "" {
@@ -251,7 +252,7 @@ func (s *Scenario) validateTrace(i int, bad func(key, format string, args ...any
 	if st.Duration.Duration < 0 {
 		bad(key+".duration", "must not be negative (got %s)", st.Duration)
 	}
-	if st.Requests < 0 || st.Requests > MaxTraceRequests {
+	if st.Requests < 0 || st.Requests > MaxTraceRequests || (st.Requests == 0 && s.defined(key+".requests")) {
 		bad(key+".requests", "must be between 1 and %d, or unset for the whole window (got %d)", MaxTraceRequests, st.Requests)
 	}
 	if st.Duration.Duration > 0 && st.Requests > 0 {
@@ -263,7 +264,7 @@ func (s *Scenario) validateTrace(i int, bad func(key, format string, args ...any
 	if ts := st.TimeScale; math.IsNaN(ts) || ts < MinTimeScale || ts > MaxTimeScale {
 		bad(key+".time_scale", "must be between %g and %g (got %g)", MinTimeScale, MaxTimeScale, ts)
 	}
-	if st.Concurrency < 0 || st.Concurrency > MaxConcurrency {
+	if st.Concurrency < 0 || st.Concurrency > MaxConcurrency || (st.Concurrency == 0 && s.defined(key+".concurrency")) {
 		bad(key+".concurrency", "must be between 1 and %d for a closed loop, or unset for an open loop at the trace's timestamps (got %d)", MaxConcurrency, st.Concurrency)
 	}
 	if st.ClosedLoop() && s.defined(key+".time_scale") {

@@ -73,6 +73,11 @@ func TestTraceStepRejects(t *testing.T) {
 		{kindLine, kindLine + "users = 3\n", "step[0].users: users, turns, turn_tokens, system_prompt_tokens, think_time, arrival and ramp belong to conversation steps"},
 		{kindLine, kindLine + "concurrency = -1\n", "step[0].concurrency: must be between 1 and 4096 for a closed loop"},
 		{kindLine, kindLine + "concurrency = 2\n", "step[0].time_scale: a closed loop (concurrency set) sends in trace order"},
+		// Zero is refused, not read as unset (x1, an open loop, the whole window).
+		{"time_scale = 0.1\n", "time_scale = 0.0\n", "step[0].time_scale: must be between 0.001 and 1000 (got 0)"},
+		{"time_scale = 0.1\n", "time_scale = nan\n", "step[0].time_scale: must be between 0.001 and 1000 (got NaN)"},
+		{"time_scale = 0.1\n", "concurrency = 0\n", "step[0].concurrency: must be between 1 and 4096 for a closed loop, or unset for an open loop at the trace's timestamps (got 0)"},
+		{"duration = \"5m\"\n", "requests = 0\n", "step[0].requests: must be between 1 and 10000000, or unset for the whole window (got 0)"},
 		{kindLine, kindLine + "planned_context_tokens = [100]\n", "step[0].kind: a trace step builds its prompts from the trace: drop planned_context_tokens and replay"},
 		{kindLine, "planned_context_tokens = [1000]\n", `step[0].file: file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
 		{kindLine, "kind = \"conversation\"\nusers = 1\nturns = 1\nturn_tokens = 10\n", `step[0].file: file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
