@@ -22,6 +22,10 @@ const DefaultBlockTokens = 512
 // ids (about 16 KB), so a longer line is a file that is not a trace.
 const MaxLineBytes = 16 << 20
 
+// MaxLengthTokens bounds a line's input_length and output_length: far above any prompt, and
+// small enough for the sums of a window's lengths to stay exact.
+const MaxLengthTokens = 1 << 40
+
 // Request is one line of a trace.
 type Request struct {
 	// Line is the request's 1-based line in its file (for generated traces, its ordinal).
@@ -311,8 +315,11 @@ func number(v *rawValue, field string, whole bool) (float64, error) {
 	if x < 0 {
 		return 0, fmt.Errorf("%w: %s %s is negative", ErrBadValue, field, v.text)
 	}
-	if whole && (x != math.Trunc(x) || x > 1<<40) {
+	if whole && x != math.Trunc(x) {
 		return 0, fmt.Errorf("%w: %s %s is not a whole number of tokens", ErrBadValue, field, v.text)
+	}
+	if whole && x > MaxLengthTokens {
+		return 0, fmt.Errorf("%w: %s %s is above the most tokens a request may count (%d)", ErrBadValue, field, v.text, int64(MaxLengthTokens))
 	}
 	return x, nil
 }

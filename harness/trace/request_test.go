@@ -61,6 +61,7 @@ func TestReaderErrorsNameFileAndLine(t *testing.T) {
 		{"negative output", `{"timestamp": 0, "input_length": 4, "output_length": -2, "hash_ids": [1]}`, 512, ErrBadValue, "t.jsonl:1: bad value: output_length -2 is negative"},
 		{"zero input", `{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}`, 512, ErrBadValue, "t.jsonl:1: bad value: input_length 0: a prompt has at least 1 token"},
 		{"fractional input", `{"timestamp": 0, "input_length": 4.5, "output_length": 1, "hash_ids": [1]}`, 512, ErrBadValue, "t.jsonl:1: bad value: input_length 4.5 is not a whole number of tokens"},
+		{"huge input", `{"timestamp": 0, "input_length": 1e15, "output_length": 1, "hash_ids": [1]}`, 512, ErrBadValue, "t.jsonl:1: bad value: input_length 1e15 is above the most tokens a request may count (1099511627776)"},
 		{"string timestamp", `{"timestamp": "0", "input_length": 4, "output_length": 1, "hash_ids": [1]}`, 512, ErrBadValue, `t.jsonl:1: bad value: timestamp "\"0\"" is not a number`},
 		{"hash_ids not a list", `{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": 7}`, 512, ErrBadValue, `t.jsonl:1: bad value: hash_ids "7" is not a list`},
 		{"negative hash id", `{"timestamp": 0, "input_length": 4000, "output_length": 1, "hash_ids": [1, -5]}`, 512, ErrBadValue, `t.jsonl:1: bad value: hash_ids[1] "-5" is not a non-negative integer`},
