@@ -191,6 +191,10 @@ func (r *Reader) Next(req *Request) error {
 			r.err = err
 			return err
 		}
+		if r.line == 1 {
+			// A UTF-8 byte-order mark, which some editors write, is no part of the JSON.
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}

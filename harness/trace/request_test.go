@@ -98,6 +98,19 @@ func TestReaderFewerIDsAreAllowed(t *testing.T) {
 	}
 }
 
+// TestReaderSkipsAByteOrderMark: a trace saved with a UTF-8 byte-order mark reads as without;
+// only at the file's start is it one.
+func TestReaderSkipsAByteOrderMark(t *testing.T) {
+	const line = `{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [3]}`
+	got, err := readAll(t, "\xef\xbb\xbf"+line+"\n"+line, 512)
+	if err != nil || len(got) != 2 || got[0].InputLength != 5 {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if _, err := readAll(t, line+"\n\xef\xbb\xbf"+line, 512); err == nil {
+		t.Error("a byte-order mark on line 2 accepted")
+	}
+}
+
 func TestReaderRepeatsItsError(t *testing.T) {
 	r := NewReader(strings.NewReader("nope\n"+`{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [1]}`), "t.jsonl", 512)
 	var req Request
