@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/anvil-serving/kvbench/harness/trace"
 )
 
 // KindTrace is the step kind that replays a Mooncake-format KV-cache trace block for block
@@ -153,21 +155,35 @@ func (t TraceSource) Open() (*os.File, error) {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
 		if errors.Is(err, os.ErrNotExist) { // the whole path, not an os.Root call's relative one
-			return nil, &missingTrace{t.Name(), err}
+			return nil, &missingTrace{t.Name(), t.walked(), err}
 		}
 		return nil, err
 	}
 	return f, nil
 }
 
+// walked is the trace's path as the system walks it: Name without the cleaning that drops
+// "adir/.." (the walk fails where adir is missing).
+func (t TraceSource) walked() string {
+	if t.UserPath != "" || t.Dir == "" {
+		return t.Name()
+	}
+	return t.Dir + string(filepath.Separator) + t.File
+}
+
 // missingTrace is a trace that is not there, named by its whole path (an os.Root call's
 // error names it relative to the root, as "statat FILE").
 type missingTrace struct {
-	name string
-	err  error
+	name, walked string
+	err          error
 }
 
-func (e *missingTrace) Error() string { return e.name + ": no such file" }
+func (e *missingTrace) Error() string {
+	if dir := trace.MissingDir(e.walked); dir != "" {
+		return fmt.Sprintf("%s: no such file (the directory %s on the way does not exist)", e.walked, dir)
+	}
+	return e.name + ": no such file"
+}
 func (e *missingTrace) Unwrap() error { return e.err }
 
 var errNotRegular = errors.New("not a regular file: a trace is a JSONL file")

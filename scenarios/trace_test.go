@@ -136,6 +136,9 @@ func TestTraceSourceOpen(t *testing.T) {
 		{TraceSource{Dir: dir, File: "traces"}, "not a regular file"},
 		{TraceSource{Dir: dir, File: "missing.jsonl"}, filepath.Join(dir, "missing.jsonl") + ": no such file"},
 		{TraceSource{Dir: filepath.Join(dir, "gone"), File: "t.jsonl"}, filepath.Join(dir, "gone", "t.jsonl") + ": no such file"},
+		// The system walks into adir before "..": say adir is missing, not ok.jsonl.
+		{TraceSource{Dir: dir, File: "traces/adir/../ok.jsonl"}, filepath.Join(dir, "traces") + "/adir/../ok.jsonl: no such file (the directory " + filepath.Join(dir, "traces", "adir") + " on the way does not exist)"},
+		{TraceSource{UserPath: filepath.Join(dir, "traces") + "/adir/../ok.jsonl"}, "(the directory " + filepath.Join(dir, "traces", "adir") + " on the way does not exist)"},
 		{TraceSource{File: "t.jsonl"}, "a built-in scenario's trace is named with --trace FILE"},
 		{TraceSource{Dir: dir}, "names no file"},
 		{TraceSource{Dir: dir, File: "link.jsonl", UserPath: filepath.Join(outside, "secret.jsonl")}, ""},

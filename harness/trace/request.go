@@ -162,7 +162,7 @@ type File struct {
 func Open(path string, blockTokens int) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, explainMissing(path, err)
 	}
 	return &File{Reader: NewReader(f, path, blockTokens), f: f}, nil
 }
