@@ -3,8 +3,8 @@ package runs
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
