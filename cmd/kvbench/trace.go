@@ -7,6 +7,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
+	"github.com/anvil-serving/kvbench/internal/termsafe"
 )
 
 func init() {
@@ -72,7 +73,7 @@ func runTraceAnalyze(args []string, stdout io.Writer) error {
 	if format == "json" {
 		return printJSON(stdout, a)
 	}
-	return a.WriteText(stdout)
+	return a.WriteText(termsafe.NewWriter(stdout)) // the file's name is the user's bytes
 }
 
 func runTraceGenerate(args []string, stdout io.Writer) error {
@@ -101,6 +102,6 @@ func runTraceGenerate(args []string, stdout io.Writer) error {
 	if _, err := runs.WriteOutputFrom(*out, write); err != nil {
 		return outputError("-o", *out, err)
 	}
-	fmt.Fprintf(stdout, "trace: %s (%d requests, blocks of %d tokens)\n", *out, n, cfg.BlockTokens)
+	fmt.Fprintf(stdout, "trace: %s (%d requests, blocks of %d tokens)\n", termsafe.String(*out), n, cfg.BlockTokens)
 	return nil
 }
