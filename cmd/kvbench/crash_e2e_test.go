@@ -555,3 +555,23 @@ func TestReadersAcceptRunWithoutRecord(t *testing.T) {
 		t.Fatalf("compare: exit %d: %s", code, stderr)
 	}
 }
+
+// TestClosedStdoutAndStderrKeepTheExitCode: with both closed (`kvbench ... 2>&1 | head` once
+// head is gone) the error's line is lost, but the exit code is still the error's, not the
+// 141 of a SIGPIPE death.
+func TestClosedStdoutAndStderrKeepTheExitCode(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // no reader: every write is EPIPE and raises SIGPIPE
+	defer w.Close()
+	cmd := exec.Command(os.Args[0], "validate", filepath.Join(t.TempDir(), "missing.toml"))
+	cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1")
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+		t.Fatalf("kvbench validate with stdout and stderr closed: %v, want exit %d", err, exitUsage)
+	}
+}

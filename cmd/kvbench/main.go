@@ -43,8 +43,11 @@ func register(c command) { commands[c.name] = c }
 func main() {
 	ctx, stop := proc.WithStopSignals(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// The error is printed while SIGPIPE is still caught: once stop releases it, a write to
+	// a closed stderr would kill the process with 141 instead of the code.
+	code := exitCode(err, os.Stderr)
 	stop()
-	os.Exit(exitCode(err, os.Stderr))
+	os.Exit(code)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
