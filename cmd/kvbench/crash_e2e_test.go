@@ -575,3 +575,39 @@ func TestClosedStdoutAndStderrKeepTheExitCode(t *testing.T) {
 		t.Fatalf("kvbench validate with stdout and stderr closed: %v, want exit %d", err, exitUsage)
 	}
 }
+
+// TestTraceAnalyzeOfAPipeStops: `trace analyze FIFO` reads the pipe and, while it waits on
+// it for data, stops on SIGINT, SIGTERM and SIGHUP.
+func TestTraceAnalyzeOfAPipeStops(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		fifo := filepath.Join(t.TempDir(), "trace.jsonl")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "trace", "analyze", fifo)
+		cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once kvbench opened the pipe
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%s: kvbench trace analyze still waits on the pipe", sig)
+		}
+		w.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitRuntime || !strings.Contains(stderr.String(), "received") {
+			t.Errorf("%s: %v, stderr %q, want exit %d naming the signal", sig, err, stderr.String(), exitRuntime)
+		}
+	}
+}

@@ -30,14 +30,14 @@ Example:
 Run 'kvbench trace analyze -h' or 'kvbench trace generate -h' for their flags.
 `
 
-func runTrace(_ context.Context, args []string, stdout, _ io.Writer) error {
+func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, traceUsage)
 		return usageErrorf("trace: name a subcommand: analyze or generate")
 	}
 	switch args[0] {
 	case "analyze":
-		return runTraceAnalyze(args[1:], stdout)
+		return runTraceAnalyze(ctx, args[1:], stdout)
 	case "generate":
 		return runTraceGenerate(args[1:], stdout)
 	case "-h", "--help", "help":
@@ -47,7 +47,7 @@ func runTrace(_ context.Context, args []string, stdout, _ io.Writer) error {
 	return usageErrorf("trace: unknown subcommand %q (analyze or generate)", args[0])
 }
 
-func runTraceAnalyze(args []string, stdout io.Writer) error {
+func runTraceAnalyze(ctx context.Context, args []string, stdout io.Writer) error {
 	flags := newFlagSet("trace analyze", "FILE [flags]",
 		"kvbench trace analyze conversation_trace.jsonl\n"+
 			"kvbench trace analyze conversation_trace.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7 --format json\n"+
@@ -66,7 +66,10 @@ func runTraceAnalyze(args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageErrorf("trace analyze: %w", err)
 	}
-	a, err := trace.AnalyzeFile(args[0], window, cfg)
+	a, err := trace.AnalyzeFile(ctx, args[0], window, cfg)
+	if err != nil && ctx.Err() != nil {
+		return err // a stop signal: not bad input
+	}
 	if err != nil {
 		return usageError(err) // a bad file, a bad line or an empty window
 	}

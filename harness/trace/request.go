@@ -3,6 +3,7 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,20 +156,48 @@ func NewReader(in io.Reader, name string, blockTokens int) *Reader {
 // File is an open trace file.
 type File struct {
 	*Reader
-	f *os.File
+	f    *os.File
+	stop func() bool // ends closing f when ctx is done
 }
 
-// Open opens the trace file at path for reading.
-func Open(path string, blockTokens int) (*File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, explainMissing(path, err)
+// Open opens the trace file at path for reading until ctx is done. A file named on the
+// command line may be a pipe, whose open waits for a writer and whose reads wait for data:
+// ctx ends both waits (the open with ctx's cause, a read with an error once f is closed).
+func Open(ctx context.Context, path string, blockTokens int) (*File, error) {
+	type opened struct {
+		f   *os.File
+		err error
 	}
-	return &File{Reader: NewReader(f, path, blockTokens), f: f}, nil
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		ch <- opened{f, err}
+	}()
+	var o opened
+	select {
+	case o = <-ch:
+	case <-ctx.Done():
+		go func() { // the open returns once a writer comes, or never: the process ends first
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("open %s: %w", path, context.Cause(ctx))
+	}
+	if o.err != nil {
+		return nil, explainMissing(path, o.err)
+	}
+	stop := context.AfterFunc(ctx, func() { o.f.Close() })
+	return &File{Reader: NewReader(o.f, path, blockTokens), f: o.f, stop: stop}, nil
 }
 
 // Close closes the file.
-func (f *File) Close() error { return f.f.Close() }
+func (f *File) Close() error {
+	if !f.stop() {
+		return nil // ctx closed it
+	}
+	return f.f.Close()
+}
 
 // Name is the name errors cite.
 func (r *Reader) Name() string { return r.name }
