@@ -1,6 +1,7 @@
 package prompts
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -41,7 +42,7 @@ func BenchmarkBlockPromptsConversationTrace(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				tf, err := trace.Open(path, trace.DefaultBlockTokens)
+				tf, err := trace.Open(context.Background(), path, trace.DefaultBlockTokens)
 				if err != nil {
 					b.Fatal(err)
 				}

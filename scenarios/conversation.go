@@ -100,7 +100,7 @@ func (s *Scenario) conversationDefaults(st *Step) {
 func (s *Scenario) validateConversation(i int, bad func(key, format string, args ...any)) {
 	st := &s.Steps[i]
 	key := fmt.Sprintf("step[%d]", i)
-	if st.Replay != nil || len(st.PlannedContextTokens) > 0 || st.Requests != 0 {
+	if st.Replay != nil || len(st.PlannedContextTokens) > 0 || st.Requests != 0 || s.defined(key+".requests") {
 		bad(key+".kind", "a conversation step builds its prompts from users and turns: drop requests, planned_context_tokens and replay")
 	}
 	if s.defined(key + ".concurrency") {

@@ -62,6 +62,10 @@ func TestConversationStepRejects(t *testing.T) {
 		{`ramp = "400ms"` + "\n", `step[0].ramp: arrival = "ramp" needs a ramp`},
 		{"turn_tokens = 50\n", "turn_tokens = 5000\n"},
 	}
+	// Zero is not unset: requests = 0 is refused like any other count.
+	if _, err := Parse([]byte(chatScenario+"requests = 0\n"), "chat.toml"); err == nil || !strings.Contains(err.Error(), "drop requests") {
+		t.Errorf("requests = 0: err = %v, want it refused", err)
+	}
 	for _, c := range cases {
 		src := strings.Replace(chatScenario, c.edit, "", 1)
 		want := c.want

@@ -160,8 +160,9 @@ type Curve = record.Curve
 // CurveSteps is the record's type (see there).
 type CurveSteps = record.CurveSteps
 
-// curveDefaults fills a reload-curve step's unset fields.
-func (s *Scenario) curveDefaults(st *Step) {
+// curveDefaults fills reload-curve step i's unset fields; a concurrency set to 0 stays 0,
+// for validateCurve to refuse.
+func (s *Scenario) curveDefaults(i int, st *Step) {
 	if st.FromTokens == 0 {
 		st.FromTokens = DefaultCurveFromTokens
 	}
@@ -171,7 +172,7 @@ func (s *Scenario) curveDefaults(st *Step) {
 	if st.Factor == 0 {
 		st.Factor = DefaultCurveFactor
 	}
-	if st.Concurrency == 0 {
+	if st.Concurrency == 0 && !s.defined(fmt.Sprintf("step[%d].concurrency", i)) {
 		st.Concurrency = 1
 	}
 }
@@ -180,7 +181,7 @@ func (s *Scenario) curveDefaults(st *Step) {
 func (s *Scenario) validateCurve(i int, bad func(key, format string, args ...any)) {
 	st := &s.Steps[i]
 	key := fmt.Sprintf("step[%d]", i)
-	if st.Replay != nil || len(st.PlannedContextTokens) > 0 || st.Requests != 0 {
+	if st.Replay != nil || len(st.PlannedContextTokens) > 0 || st.Requests != 0 || s.defined(key+".requests") {
 		bad(key+".kind", "a reload-curve step makes its own prompts and replays: drop requests, planned_context_tokens and replay")
 	}
 	if st.Concurrency != 1 {

@@ -41,6 +41,8 @@ func TestReloadCurveRefusals(t *testing.T) {
 		{"to a word", `from_tokens = 1024`, "from_tokens = 1024\nto_tokens = \"all\"", "max_model_len"},
 		{"no twin", `from_tokens = 1024`, "from_tokens = 1024\ncold_twin = false", "cannot be turned off"},
 		{"curve fields elsewhere", `planned_context_tokens = [600]`, "planned_context_tokens = [600]\nfactor = 2", "need kind = \"reload-curve\""},
+		{"concurrency zero", `from_tokens = 1024`, "from_tokens = 1024\nconcurrency = 0", "concurrency must be 1"},
+		{"requests zero", `from_tokens = 1024`, "from_tokens = 1024\nrequests = 0", "drop requests"},
 		{"replay of a curve", `[[gate]]`, "[[step]]\nid = \"again\"\nreplay = { step = \"curve\", request = 0 }\n[[gate]]", "is a reload curve"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/verdict"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path"
 	"regexp"
@@ -152,11 +153,11 @@ func (s *Scenario) applyDefaults(file string) {
 			continue
 		}
 		if st.IsTrace() {
-			s.traceDefaults(st)
+			s.traceDefaults(i, st)
 			continue
 		}
 		if st.IsCurve() {
-			s.curveDefaults(st)
+			s.curveDefaults(i, st)
 			continue
 		}
 		if st.Concurrency == 0 && !s.defined(fmt.Sprintf("step[%d].concurrency", i)) {
@@ -274,8 +275,8 @@ func (s *Scenario) validate() []Problem {
 	} else if s.Request.MaxTokens > MaxPromptTokens {
 		bad("request.max_tokens", "%d is above the ceiling of %d", s.Request.MaxTokens, MaxPromptTokens)
 	}
-	if s.Request.Temperature < 0 {
-		bad("request.temperature", "must not be negative")
+	if t := s.Request.Temperature; t < 0 || math.IsNaN(t) || math.IsInf(t, 0) {
+		bad("request.temperature", "must be 0 or more (got %g)", t)
 	}
 	minTokens := func(key string, v, maxTokens int) {
 		switch {
@@ -430,6 +431,10 @@ func (s *Scenario) validate() []Problem {
 		}
 		if g.MaxFailedRequests != nil && *g.MaxFailedRequests < 0 {
 			bad(key+".max_failed_requests", "must not be negative")
+		}
+		// Sampled output differs run to run: the gate would fail only after the whole run.
+		if t := s.Request.Temperature; g.RequireIdenticalOutput && t > 0 {
+			bad(key+".require_identical_output", "needs request.temperature = 0 (got %g): a sampled output need not repeat its original", t)
 		}
 	}
 

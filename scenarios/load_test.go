@@ -232,6 +232,12 @@ func TestInvalidRequestKnobs(t *testing.T) {
 			"t.toml:11: request.min_tokens: 9 is above max_tokens (8)"},
 		{"negative step min_tokens", validBase + "[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\nmin_tokens = -1\n",
 			"t.toml:12: step[0].min_tokens: must not be negative"},
+		{"NaN temperature", validBase + "[request]\ntemperature = nan\n[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\n",
+			"request.temperature: must be 0 or more (got NaN)"},
+		// Checked at validate, not after the whole run.
+		{"identical output of a sampled replay", validBase + "[request]\ntemperature = 0.7\n[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\n" +
+			"[[step]]\nid = \"r\"\nreplay = { step = \"a\", request = 0 }\n[[gate]]\nstep = \"r\"\nrequire_identical_output = true\n",
+			"gate[0].require_identical_output: needs request.temperature = 0 (got 0.7)"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.toml), "t.toml")

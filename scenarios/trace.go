@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/anvil-serving/kvbench/harness/trace"
 )
 
 // KindTrace is the step kind that replays a Mooncake-format KV-cache trace block for block
@@ -153,21 +155,35 @@ func (t TraceSource) Open() (*os.File, error) {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
 		if errors.Is(err, os.ErrNotExist) { // the whole path, not an os.Root call's relative one
-			return nil, &missingTrace{t.Name(), err}
+			return nil, &missingTrace{t.Name(), t.walked(), err}
 		}
 		return nil, err
 	}
 	return f, nil
 }
 
+// walked is the trace's path as the system walks it: Name without the cleaning that drops
+// "adir/.." (the walk fails where adir is missing).
+func (t TraceSource) walked() string {
+	if t.UserPath != "" || t.Dir == "" {
+		return t.Name()
+	}
+	return t.Dir + string(filepath.Separator) + t.File
+}
+
 // missingTrace is a trace that is not there, named by its whole path (an os.Root call's
 // error names it relative to the root, as "statat FILE").
 type missingTrace struct {
-	name string
-	err  error
+	name, walked string
+	err          error
 }
 
-func (e *missingTrace) Error() string { return e.name + ": no such file" }
+func (e *missingTrace) Error() string {
+	if dir := trace.MissingDir(e.walked); dir != "" {
+		return fmt.Sprintf("%s: no such file (the directory %s on the way does not exist)", e.walked, dir)
+	}
+	return e.name + ": no such file"
+}
 func (e *missingTrace) Unwrap() error { return e.err }
 
 var errNotRegular = errors.New("not a regular file: a trace is a JSONL file")
@@ -184,12 +200,13 @@ func regular(name string, stat func(string) (os.FileInfo, error)) error {
 	return nil
 }
 
-// traceDefaults fills a trace step's unset fields and its source.
-func (s *Scenario) traceDefaults(st *Step) {
+// traceDefaults fills trace step i's unset fields and its source; a field set to 0 stays 0,
+// for validateTrace to refuse.
+func (s *Scenario) traceDefaults(i int, st *Step) {
 	if st.BlockTokens == 0 {
 		st.BlockTokens = DefaultTraceBlockTokens
 	}
-	if st.TimeScale == 0 {
+	if st.TimeScale == 0 && !s.defined(fmt.Sprintf("step[%d].time_scale", i)) {
 		st.TimeScale = 1
 	}
 	if st.PromptForm == "" {
@@ -251,7 +268,7 @@ func (s *Scenario) validateTrace(i int, bad func(key, format string, args ...any
 	if st.Duration.Duration < 0 {
 		bad(key+".duration", "must not be negative (got %s)", st.Duration)
 	}
-	if st.Requests < 0 || st.Requests > MaxTraceRequests {
+	if st.Requests < 0 || st.Requests > MaxTraceRequests || (st.Requests == 0 && s.defined(key+".requests")) {
 		bad(key+".requests", "must be between 1 and %d, or unset for the whole window (got %d)", MaxTraceRequests, st.Requests)
 	}
 	if st.Duration.Duration > 0 && st.Requests > 0 {
@@ -263,7 +280,7 @@ func (s *Scenario) validateTrace(i int, bad func(key, format string, args ...any
 	if ts := st.TimeScale; math.IsNaN(ts) || ts < MinTimeScale || ts > MaxTimeScale {
 		bad(key+".time_scale", "must be between %g and %g (got %g)", MinTimeScale, MaxTimeScale, ts)
 	}
-	if st.Concurrency < 0 || st.Concurrency > MaxConcurrency {
+	if st.Concurrency < 0 || st.Concurrency > MaxConcurrency || (st.Concurrency == 0 && s.defined(key+".concurrency")) {
 		bad(key+".concurrency", "must be between 1 and %d for a closed loop, or unset for an open loop at the trace's timestamps (got %d)", MaxConcurrency, st.Concurrency)
 	}
 	if st.ClosedLoop() && s.defined(key+".time_scale") {

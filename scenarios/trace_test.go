@@ -73,6 +73,11 @@ func TestTraceStepRejects(t *testing.T) {
 		{kindLine, kindLine + "users = 3\n", "step[0].users: users, turns, turn_tokens, system_prompt_tokens, think_time, arrival and ramp belong to conversation steps"},
 		{kindLine, kindLine + "concurrency = -1\n", "step[0].concurrency: must be between 1 and 4096 for a closed loop"},
 		{kindLine, kindLine + "concurrency = 2\n", "step[0].time_scale: a closed loop (concurrency set) sends in trace order"},
+		// Zero is refused, not read as unset (x1, an open loop, the whole window).
+		{"time_scale = 0.1\n", "time_scale = 0.0\n", "step[0].time_scale: must be between 0.001 and 1000 (got 0)"},
+		{"time_scale = 0.1\n", "time_scale = nan\n", "step[0].time_scale: must be between 0.001 and 1000 (got NaN)"},
+		{"time_scale = 0.1\n", "concurrency = 0\n", "step[0].concurrency: must be between 1 and 4096 for a closed loop, or unset for an open loop at the trace's timestamps (got 0)"},
+		{"duration = \"5m\"\n", "requests = 0\n", "step[0].requests: must be between 1 and 10000000, or unset for the whole window (got 0)"},
 		{kindLine, kindLine + "planned_context_tokens = [100]\n", "step[0].kind: a trace step builds its prompts from the trace: drop planned_context_tokens and replay"},
 		{kindLine, "planned_context_tokens = [1000]\n", `step[0].file: file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
 		{kindLine, "kind = \"conversation\"\nusers = 1\nturns = 1\nturn_tokens = 10\n", `step[0].file: file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
@@ -131,6 +136,9 @@ func TestTraceSourceOpen(t *testing.T) {
 		{TraceSource{Dir: dir, File: "traces"}, "not a regular file"},
 		{TraceSource{Dir: dir, File: "missing.jsonl"}, filepath.Join(dir, "missing.jsonl") + ": no such file"},
 		{TraceSource{Dir: filepath.Join(dir, "gone"), File: "t.jsonl"}, filepath.Join(dir, "gone", "t.jsonl") + ": no such file"},
+		// The system walks into adir before "..": say adir is missing, not ok.jsonl.
+		{TraceSource{Dir: dir, File: "traces/adir/../ok.jsonl"}, filepath.Join(dir, "traces") + "/adir/../ok.jsonl: no such file (the directory " + filepath.Join(dir, "traces", "adir") + " on the way does not exist)"},
+		{TraceSource{UserPath: filepath.Join(dir, "traces") + "/adir/../ok.jsonl"}, "(the directory " + filepath.Join(dir, "traces", "adir") + " on the way does not exist)"},
 		{TraceSource{File: "t.jsonl"}, "a built-in scenario's trace is named with --trace FILE"},
 		{TraceSource{Dir: dir}, "names no file"},
 		{TraceSource{Dir: dir, File: "link.jsonl", UserPath: filepath.Join(outside, "secret.jsonl")}, ""},

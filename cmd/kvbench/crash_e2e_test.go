@@ -556,3 +556,59 @@ func TestReadersAcceptRunWithoutRecord(t *testing.T) {
 		t.Fatalf("compare: exit %d: %s", code, stderr)
 	}
 }
+
+// TestClosedStdoutAndStderrKeepTheExitCode: with both closed (`kvbench ... 2>&1 | head` once
+// head is gone) the error's line is lost, but the exit code is still the error's, not the
+// 141 of a SIGPIPE death.
+func TestClosedStdoutAndStderrKeepTheExitCode(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // no reader: every write is EPIPE and raises SIGPIPE
+	defer w.Close()
+	cmd := exec.Command(os.Args[0], "validate", filepath.Join(t.TempDir(), "missing.toml"))
+	cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1")
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitUsage {
+		t.Fatalf("kvbench validate with stdout and stderr closed: %v, want exit %d", err, cli.ExitUsage)
+	}
+}
+
+// TestTraceAnalyzeOfAPipeStops: `trace analyze FIFO` reads the pipe and, while it waits on
+// it for data, stops on SIGINT, SIGTERM and SIGHUP.
+func TestTraceAnalyzeOfAPipeStops(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		fifo := filepath.Join(t.TempDir(), "trace.jsonl")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "trace", "analyze", fifo)
+		cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once kvbench opened the pipe
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%s: kvbench trace analyze still waits on the pipe", sig)
+		}
+		w.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitRuntime || !strings.Contains(stderr.String(), "received") {
+			t.Errorf("%s: %v, stderr %q, want exit %d naming the signal", sig, err, stderr.String(), cli.ExitRuntime)
+		}
+	}
+}

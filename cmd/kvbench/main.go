@@ -18,8 +18,11 @@ import (
 func main() {
 	ctx, stop := proc.WithStopSignals(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// The error is printed while SIGPIPE is still caught: once stop releases it, a write to
+	// a closed stderr would kill the process with 141 instead of the code.
+	code := cli.ExitCode(err, os.Stderr)
 	stop()
-	os.Exit(cli.ExitCode(err, os.Stderr))
+	os.Exit(code)
 }
 
 // run is kvbench with args (without the program's name): what main and the tests call.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,9 +10,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -351,4 +355,84 @@ func loadNight(t *testing.T, h *nightlyHarness, night string) *runs.Run {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestNightlyScriptLeavesNothingWhereKvbenchRefuses: RESULTS inside a run directory is
+// refused by kvbench; the directories the script made for the night are removed again, so
+// the run directory is as it was.
+func TestNightlyScriptLeavesNothingWhereKvbenchRefuses(t *testing.T) {
+	h := newNightlyHarness(t, []string{"/bin/sh"}, readDeploy(t, "kubernetes/nightly.sh"))
+	h.scenario = "smoke"
+	runDir := filepath.Join(h.work, "old-run")
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "run.json"), []byte(`{"schema": "anvil-serving.kv-offload-replay/v1", "status": "completed"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.results = filepath.Join(runDir, "inner")
+	code, log, _ := h.night(nil)
+	if code != cli.ExitUsage || !strings.Contains(log, "inside a kvbench run directory") {
+		t.Fatalf("exit %d, want %d refusing the run directory:\n%s", code, cli.ExitUsage, log)
+	}
+	entries, err := os.ReadDir(runDir)
+	if err != nil || len(entries) != 1 || entries[0].Name() != "run.json" {
+		t.Errorf("the run directory holds %v (%v), want run.json alone", entries, err)
+	}
+}
+
+// TestNightlyScriptPassesTERMOn: the script is PID 1 of the CronJob's container, where a
+// signal without a handler does nothing; a TERM to it (Kubernetes' stop) reaches kvbench,
+// whose run ends interrupted with its records, and the interrupted run is pushed.
+func TestNightlyScriptPassesTERMOn(t *testing.T) {
+	h := newNightlyHarness(t, []string{"/bin/sh"}, readDeploy(t, "kubernetes/nightly.sh"))
+	h.scenario = filepath.Join(h.work, "nightly-tiny.toml")
+	if err := os.WriteFile(h.scenario, []byte(regressionScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gateway{status: http.StatusOK}
+	pg := httptest.NewServer(gw)
+	defer pg.Close()
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: slowTiny})
+	cmd := exec.Command("/bin/sh", h.script, "--endpoint", srv.URL()+"/v1")
+	cmd.Dir = h.work
+	cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1", "PATH="+h.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"SCENARIO="+h.scenario, "RESULTS=results", "REPEAT=2", "PUSHGATEWAY="+pg.URL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Once the run directory exists, kvbench is measuring.
+	var runJSON []string
+	for deadline := time.Now().Add(2 * time.Minute); len(runJSON) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		runJSON, _ = filepath.Glob(filepath.Join(h.work, "results", "nightly", "*", "*", "run.json"))
+	}
+	if len(runJSON) != 1 {
+		cmd.Process.Kill()
+		t.Fatalf("no run directory appeared: %v", runJSON)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("the script did not stop on TERM:\n%s", out.String())
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != cli.ExitRuntime {
+		t.Errorf("exit %v, want %d:\n%s", err, cli.ExitRuntime, out.String())
+	}
+	data, rerr := os.ReadFile(runJSON[0])
+	var rec struct{ Status string }
+	if rerr != nil || json.Unmarshal(data, &rec) != nil || rec.Status != "interrupted" {
+		t.Errorf("run.json status %q (%v), want interrupted:\n%s", rec.Status, rerr, out.String())
+	}
+	if paths := gw.pushes(); len(paths) != 1 || !strings.HasPrefix(paths[0], "PUT /metrics/job/kvbench/") {
+		t.Errorf("pushes %v, want the interrupted run's:\n%s", paths, out.String())
+	}
 }

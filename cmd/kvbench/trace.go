@@ -8,6 +8,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/internal/cli"
+	"github.com/anvil-serving/kvbench/internal/termsafe"
 )
 
 func init() {
@@ -30,14 +31,14 @@ Example:
 Run 'kvbench trace analyze -h' or 'kvbench trace generate -h' for their flags.
 `
 
-func runTrace(_ context.Context, args []string, stdout, _ io.Writer) error {
+func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, traceUsage)
 		return cli.Usagef("trace: name a subcommand: analyze or generate")
 	}
 	switch args[0] {
 	case "analyze":
-		return runTraceAnalyze(args[1:], stdout)
+		return runTraceAnalyze(ctx, args[1:], stdout)
 	case "generate":
 		return runTraceGenerate(args[1:], stdout)
 	case "-h", "--help", "help":
@@ -47,7 +48,7 @@ func runTrace(_ context.Context, args []string, stdout, _ io.Writer) error {
 	return cli.Usagef("trace: unknown subcommand %q (analyze or generate)", args[0])
 }
 
-func runTraceAnalyze(args []string, stdout io.Writer) error {
+func runTraceAnalyze(ctx context.Context, args []string, stdout io.Writer) error {
 	flags := cli.NewFlagSet("trace analyze", "FILE [flags]",
 		"kvbench trace analyze conversation_trace.jsonl\n"+
 			"kvbench trace analyze conversation_trace.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7 --format json\n"+
@@ -66,14 +67,17 @@ func runTraceAnalyze(args []string, stdout io.Writer) error {
 	if err != nil {
 		return cli.Usagef("trace analyze: %w", err)
 	}
-	a, err := trace.AnalyzeFile(args[0], window, cfg)
+	a, err := trace.AnalyzeFile(ctx, args[0], window, cfg)
+	if err != nil && ctx.Err() != nil {
+		return err // a stop signal: not bad input
+	}
 	if err != nil {
 		return cli.UsageError(err) // a bad file, a bad line or an empty window
 	}
 	if format == "json" {
 		return cli.PrintJSON(stdout, a)
 	}
-	return a.WriteText(stdout)
+	return a.WriteText(termsafe.NewWriter(stdout)) // the file's name is the user's bytes
 }
 
 func runTraceGenerate(args []string, stdout io.Writer) error {
@@ -102,6 +106,6 @@ func runTraceGenerate(args []string, stdout io.Writer) error {
 	if _, err := runs.WriteOutputFrom(*out, write); err != nil {
 		return cli.OutputError("-o", *out, err)
 	}
-	fmt.Fprintf(stdout, "trace: %s (%d requests, blocks of %d tokens)\n", *out, n, cfg.BlockTokens)
+	fmt.Fprintf(stdout, "trace: %s (%d requests, blocks of %d tokens)\n", termsafe.String(*out), n, cfg.BlockTokens)
 	return nil
 }

@@ -139,3 +139,17 @@ func TestTraceHelp(t *testing.T) {
 		t.Errorf("help lacks trace:\n%s", out)
 	}
 }
+
+// TestTraceNamesAreInert: a file name carrying terminal escapes prints as visible escapes,
+// as run, plan and validate print theirs.
+func TestTraceNamesAreInert(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "t\x1b[2J\x07.jsonl")
+	out, errOut, code := runCLI(t, "trace", "generate", "--requests", "20", "--scale", "0.01", "-o", name)
+	if code != cli.ExitOK || strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `t\x1b[2J\a.jsonl`) && !strings.Contains(out, `t\x1b[2J\x07.jsonl`) {
+		t.Fatalf("generate: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, "trace", "analyze", name)
+	if code != cli.ExitOK || strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `\x1b[2J`) {
+		t.Errorf("analyze: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

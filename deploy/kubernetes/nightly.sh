@@ -55,7 +55,12 @@ REPEAT=${REPEAT:-3}
 SALT=${SALT-random} # set and empty: no salt
 CLUSTER=${CLUSTER:-default}
 
-# Each night, a rerun the same day included, gets a directory of its own.
+# Each night, a rerun the same day included, gets a directory of its own. What this makes
+# and kvbench refuses (RESULTS inside a run directory) is removed again.
+made=
+[ -d "$RESULTS" ] || made=$RESULTS
+[ -d "$RESULTS/nightly" ] || made="$RESULTS/nightly${made:+
+$made}"
 mkdir -p "$RESULTS/nightly" || exit 1
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 NIGHT=$RESULTS/nightly/$stamp
@@ -79,18 +84,45 @@ if [ -n "${PUSHGATEWAY:-}" ]; then
 fi
 
 echo "nightly: $SCENARIO, $REPEAT repetitions${SALT:+, salt $SALT}, in $NIGHT" # not the URLs: they may hold credentials
+# kvbench runs in the background so that a TERM or INT to this script (PID 1 in the
+# CronJob's container, which gets no default action) reaches it: it then stops as on Ctrl-C,
+# its records written and the run interrupted. wait returns early on a trapped signal, so it
+# is called until kvbench is gone.
+stopped=
 kvbench run "$SCENARIO" --endpoint "$ENDPOINT" --repeat "$REPEAT" --out "$NIGHT" \
-	${SALT:+--salt "$SALT"} ${API_KEY_ENV:+--api-key-env "$API_KEY_ENV"} "$@"
+	${SALT:+--salt "$SALT"} ${API_KEY_ENV:+--api-key-env "$API_KEY_ENV"} "$@" &
+run_pid=$!
+trap 'stopped=TERM; kill -TERM "$run_pid" 2>/dev/null' TERM
+trap 'stopped=INT; kill -INT "$run_pid" 2>/dev/null' INT
+wait "$run_pid"
 run_rc=$?
+while kill -0 "$run_pid" 2>/dev/null; do
+	wait "$run_pid"
+	run_rc=$?
+done
+trap - TERM INT
 CANDIDATE=
 for dir in "$NIGHT"/*/; do
 	[ -f "$dir/run.json" ] && CANDIDATE=${dir%/}
 done
+if [ -n "$stopped" ]; then
+	echo "nightly: stopped by SIG$stopped (exit $run_rc)${CANDIDATE:+; what it measured is in $CANDIDATE}"
+	if [ -n "$CANDIDATE" ] && [ -n "${PUSHGATEWAY:-}" ]; then
+		shift 2 # kvbench push takes the URL as an argument, not --push
+		kvbench push "$CANDIDATE" "$PUSHGATEWAY" --allow-incomplete "$@"
+	fi
+	exit "$run_rc"
+fi
 case $run_rc in
 0 | 3 | 5) ;; # the records are written: compare them
 *)
 	echo "nightly: the run failed (exit $run_rc)${CANDIDATE:+; what it measured is in $CANDIDATE}"
-	[ -n "$CANDIDATE" ] || rmdir "$NIGHT" 2>/dev/null # refused before it measured anything
+	if [ -z "$CANDIDATE" ]; then # refused before it measured anything
+		rmdir "$NIGHT" 2>/dev/null
+		printf '%s\n' "$made" | while IFS= read -r dir; do
+			[ -z "$dir" ] || rmdir "$dir" 2>/dev/null
+		done
+	fi
 	exit "$run_rc"
 	;;
 esac

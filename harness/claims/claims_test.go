@@ -173,6 +173,10 @@ func TestClaimValueMustFitItsField(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
 		}
+		// A field several sections hold lists its values once.
+		if err != nil && strings.Count(err.Error(), "unknown, yes") > 0 {
+			t.Errorf("%s: %v lists the values twice", c.name, err)
+		}
 	}
 	for _, ok := range []string{
 		"metric = \"verdict\"\nequals = \"cpu_reload\"\n",

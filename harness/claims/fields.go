@@ -120,7 +120,11 @@ func kindOf(path string) (k fieldKind, ok bool) {
 			continue
 		}
 		k.text = true
-		k.words = append(k.words, words...)
+		for _, w := range words { // a field of several sections lists its words once
+			if !slices.Contains(k.words, w) {
+				k.words = append(k.words, w)
+			}
+		}
 	}
 	if anyText {
 		k.words = nil

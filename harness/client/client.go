@@ -99,6 +99,8 @@ func New(cfg Config) *Client {
 	if cfg.HTTPClient != nil {
 		httpClient = stampingClient(cfg.HTTPClient)
 	}
+	// A redirect would send the prompts (and, to another host, not the key) elsewhere.
+	httpClient = redact.NoRedirects(httpClient)
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	header := http.Header{
 		"Content-Type": {"application/json"},

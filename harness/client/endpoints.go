@@ -181,6 +181,9 @@ func (c *Client) callJSON(ctx context.Context, timeout time.Duration, method, u 
 		if errors.As(err, &urlErr) {
 			err = urlErr.Err // its text repeats the URL
 		}
+		if errors.Is(err, redact.ErrRedirect) {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		return fmt.Errorf("%s: %w: %s", where, ErrUnreachable, c.redact(oneLine(err.Error())))
 	}
 	defer resp.Body.Close()

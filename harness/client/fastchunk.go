@@ -11,13 +11,13 @@ import (
 // object, \u escapes, keys matching only case-insensitively, repeated keys, invalid
 // JSON), and the caller falls back to encoding/json. FuzzDecodeChunk holds it to that.
 func fastDecodeChunk(data []byte) (chunk streamChunk, ok bool) {
-	return fastDecodeChunkReusing(data, nil)
+	return fastDecodeChunkReusing(data, nil, "")
 }
 
-// fastDecodeChunkReusing is fastDecodeChunk with spare's array reused for the choices,
-// which saves an allocation per token.
-func fastDecodeChunkReusing(data []byte, spare []chunkChoice) (chunk streamChunk, ok bool) {
-	s := chunkScanner{data: data, spare: spare}
+// fastDecodeChunkReusing is fastDecodeChunk with spare's array reused for the choices, and
+// model for a model field equal to it, which saves allocations per token.
+func fastDecodeChunkReusing(data []byte, spare []chunkChoice, model string) (chunk streamChunk, ok bool) {
+	s := chunkScanner{data: data, spare: spare, model: model}
 	s.skipSpace()
 	if !s.topLevel(&chunk) {
 		return streamChunk{}, false
@@ -34,6 +34,7 @@ type chunkScanner struct {
 	pos   int
 	depth int
 	spare []chunkChoice // reused for the choices when not nil
+	model string        // reused for a model field equal to it
 }
 
 // keyMatch classifies a key against the wanted names: the index of an exact match, -1
@@ -58,7 +59,7 @@ func keyMatch(key []byte, names []string) (index int, ok bool) {
 }
 
 var (
-	topLevelKeys = []string{"choices", "usage", "object", "message", "sglext"}
+	topLevelKeys = []string{"choices", "usage", "object", "message", "sglext", "model"}
 	choiceKeys   = []string{"delta", "finish_reason", "token_ids", "text"}
 	deltaKeys    = []string{"content", "reasoning", "reasoning_content"}
 )
@@ -120,6 +121,8 @@ func (s *chunkScanner) topLevel(chunk *streamChunk) bool {
 			ok = s.optionalString(&chunk.Message)
 		case index == 4:
 			ok = s.consumeLiteral("null") // SGLang's details take the slow path
+		case index == 5:
+			ok = s.modelName(&chunk.Model)
 		default:
 			ok = s.skipValue()
 		}
@@ -285,6 +288,21 @@ func (s *chunkScanner) objectName(dst *string) bool {
 		}
 	}
 	return s.optionalString(dst)
+}
+
+// modelName decodes the model field like optionalString, without copying the scanner's
+// model when the field names it (every chunk of a stream names the same model).
+func (s *chunkScanner) modelName(dst *string) bool {
+	if s.consumeLiteral("null") {
+		return true
+	}
+	raw, ok := s.rawString()
+	if string(raw) == s.model {
+		*dst = s.model
+	} else {
+		*dst = string(raw)
+	}
+	return ok
 }
 
 // optionalString decodes a string or null (which, as in encoding/json, leaves dst alone).

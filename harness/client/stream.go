@@ -16,6 +16,8 @@ import (
 type streamChunk struct {
 	Choices []chunkChoice `json:"choices"`
 	Usage   *chunkUsage   `json:"usage"`
+	// Model is the model the server says answered.
+	Model string `json:"model"`
 	// Object and Message catch an error sent in place of a chunk ({"object":"error",...}),
 	// the shape older vLLM servers use.
 	Object  string `json:"object"`
@@ -87,13 +89,14 @@ func (c *streamChunk) checkCounts() error {
 // decodeChunk decodes one SSE data payload: token chunks on the fast path, the rest
 // (usage, errors, anything unusual) with encoding/json.
 func decodeChunk(data []byte) (streamChunk, error) {
-	return decodeChunkReusing(data, nil)
+	return decodeChunkReusing(data, nil, "")
 }
 
 // decodeChunkReusing is decodeChunk with spare's array reused for a fast-path chunk's
-// choices; the chunk is valid until spare is reused.
-func decodeChunkReusing(data []byte, spare []chunkChoice) (streamChunk, error) {
-	if chunk, ok := fastDecodeChunkReusing(data, spare); ok {
+// choices, and model (the previous chunk's) reused for a model field equal to it; the chunk
+// is valid until spare is reused.
+func decodeChunkReusing(data []byte, spare []chunkChoice, model string) (streamChunk, error) {
+	if chunk, ok := fastDecodeChunkReusing(data, spare, model); ok {
 		return chunk, nil
 	}
 	return slowDecodeChunk(data)
@@ -128,7 +131,7 @@ type streamAccumulator struct {
 // add decodes and records one chunk that read number read brought at now.
 func (a *streamAccumulator) add(data []byte, now time.Time, read int) error {
 	a.chunks++
-	chunk, err := decodeChunkReusing(data, a.choices)
+	chunk, err := decodeChunkReusing(data, a.choices, a.res.ServerModel)
 	if err != nil {
 		return err
 	}
@@ -156,6 +159,9 @@ func (a *streamAccumulator) observe(chunk streamChunk, now time.Time, read int) 
 			a.serverError = "error object without a message"
 		}
 		return
+	}
+	if chunk.Model != "" && res.ServerModel == "" {
+		res.ServerModel = chunk.Model
 	}
 	generated := false
 	for i := range chunk.Choices {

@@ -125,7 +125,8 @@ func identicalOutput(f *record.ReloadFidelity) (pass, fail string) {
 // implicitGates fail what a run did not do although asked: each step whose requests failed
 // (an error, not a reasoning-only answer) in any repetition, unless a gate of the scenario
 // sets max_failed_requests for that step; and each replay whose measurement was invalid
-// (counters reset, unread or contaminated), unless a gate of the scenario names that step.
+// (counters reset, unread or contaminated), unless a gate of the scenario names that step;
+// and, in a scenario with gates, each step some of whose requests another model answered.
 func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResult {
 	allowFailures, gated := map[string]bool{}, map[string]bool{}
 	for _, g := range gates {
@@ -135,8 +136,8 @@ func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResul
 		}
 	}
 	var order []string
-	failed, total, invalid := map[string]int{}, map[string]int{}, map[string]int{}
-	firstFailure, firstInvalid := map[string]string{}, map[string]string{}
+	failed, total, invalid, mismatched := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	firstFailure, firstInvalid, firstMismatch := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, rep := range reps {
 		for _, st := range rep.Steps {
 			if _, seen := total[st.Step]; !seen {
@@ -147,6 +148,12 @@ func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResul
 					continue // a twin's failure shows in the replay's offload gain, not as the step's
 				}
 				total[st.Step]++
+				if q.Result.ModelMismatch() {
+					mismatched[st.Step]++
+					if firstMismatch[st.Step] == "" {
+						firstMismatch[st.Step] = q.Result.ModelMismatchNote()
+					}
+				}
 				switch {
 				case q.Result.Failed():
 					failed[st.Step]++
@@ -169,6 +176,12 @@ func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResul
 			out = append(out, record.GateResult{
 				Gate:   scenarios.Gate{Step: id, MaxFailedRequests: &zero, Implicit: true},
 				Reason: fmt.Sprintf("%d of %d requests failed (first: %s); set max_failed_requests in a gate on this step if failures are expected", failed[id], total[id], firstFailure[id]),
+			})
+		}
+		if mismatched[id] > 0 && len(gates) > 0 {
+			out = append(out, record.GateResult{
+				Gate:   scenarios.Gate{Step: id, Implicit: true},
+				Reason: fmt.Sprintf("%d of %d requests were answered by another model (first: %s)", mismatched[id], total[id], firstMismatch[id]),
 			})
 		}
 		if invalid[id] > 0 && !gated[id] {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/prompts"
 )
 
@@ -32,10 +33,7 @@ type LlamaTokenClient struct {
 // NewLlamaTokenClient returns a client for the server at baseURL (e.g. Server.URL()); a nil hc
 // means http.DefaultClient.
 func NewLlamaTokenClient(baseURL string, hc *http.Client) *LlamaTokenClient {
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	return &LlamaTokenClient{baseURL: strings.TrimRight(baseURL, "/"), http: hc}
+	return &LlamaTokenClient{baseURL: strings.TrimRight(baseURL, "/"), http: redact.NoRedirects(hc)}
 }
 
 // CountTokens returns the number of prompt tokens msgs become, which llama-server reports

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/redact"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -313,11 +314,10 @@ func firstBytes(body []byte) string {
 	return strconv.Quote(string(body))
 }
 
-// Scrape GETs a /metrics URL and parses it. hc nil means http.DefaultClient.
+// Scrape GETs a /metrics URL and parses it. hc nil means http.DefaultClient. A redirect is
+// refused: counters read from another server would pass for the target's.
 func Scrape(ctx context.Context, hc *http.Client, metricsURL string) (Exposition, error) {
-	if hc == nil {
-		hc = http.DefaultClient
-	}
+	hc = redact.NoRedirects(hc)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
 		return Exposition{}, fmt.Errorf("scrape %s: %w", metricsURL, err)

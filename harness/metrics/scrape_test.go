@@ -113,3 +113,18 @@ func TestScrapeAllReportsFailingURL(t *testing.T) {
 		t.Errorf("error = %v, want it to name %s", err, bad)
 	}
 }
+
+// TestScrapeRefusesRedirects: counters read from the server a redirect points to would pass
+// for the target's.
+func TestScrapeRefusesRedirects(t *testing.T) {
+	other := serve(t, 200, "text/plain", "# TYPE x counter\nx 1\n")
+	front := httptest.NewServer(http.RedirectHandler(other, http.StatusTemporaryRedirect))
+	t.Cleanup(front.Close)
+	for _, hc := range []*http.Client{nil, {Timeout: 5 * time.Second}} {
+		_, err := Scrape(context.Background(), hc, front.URL+"/metrics")
+		if err == nil || !strings.Contains(err.Error(), "redirect refused") || !strings.Contains(err.Error(), front.URL+"/metrics") ||
+			!strings.Contains(err.Error(), other) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Scrape: %v, want a one-line redirect refusal naming both URLs", err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ package record
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -130,6 +131,9 @@ type Prompt struct {
 type Result struct {
 	StartedAt time.Time `json:"started_at"` // wall clock, UTC, RFC3339Nano in JSON
 	Model     string    `json:"model"`
+	// ServerModel is the model the stream's first chunk naming one said answered; "" when
+	// none named one. Another than Model means another model answered (ModelMismatch).
+	ServerModel string `json:"server_model,omitempty"`
 
 	TimeToFirstOutputMS       *float64 `json:"time_to_first_output_ms"`
 	TimeToFirstVisibleTokenMS *float64 `json:"time_to_first_visible_token_ms"`
@@ -191,6 +195,14 @@ type Result struct {
 
 // Failed reports whether the request ended with an error.
 func (r *Result) Failed() bool { return r.ErrorKind != "" }
+
+// ModelMismatch says the server named another model than the request asked for.
+func (r *Result) ModelMismatch() bool { return r.ServerModel != "" && r.ServerModel != r.Model }
+
+// ModelMismatchNote words a request another model answered, for the console and gates.
+func (r *Result) ModelMismatchNote() string {
+	return fmt.Sprintf("MODEL MISMATCH: asked for %q, the server answered as %q", r.Model, r.ServerModel)
+}
 
 // TierTokens is a request's cached prompt tokens by the tier that served them (SGLang's
 // cached_tokens_details).

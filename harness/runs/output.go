@@ -51,8 +51,19 @@ func CheckOutput(path string, replace bool) error {
 
 // CheckOutputDir refuses a directory a user named for kvbench to write into (a file's
 // directory, or run's and sweep's --out) when it or a directory above it is a run or sweep
-// directory.
+// directory, and one that is a symbolic link to nothing or something other than a directory
+// (which creating the directory would meet only after preflight, as "mkdir: file exists").
 func CheckOutputDir(dir string) error {
+	if st, err := os.Lstat(dir); err == nil {
+		target, statErr := os.Stat(dir)
+		switch {
+		case st.Mode()&fs.ModeSymlink != 0 && errors.Is(statErr, fs.ErrNotExist):
+			to, _ := os.Readlink(dir)
+			return fmt.Errorf("%s is a symbolic link to %s, which does not exist: create that directory or name another", dir, to)
+		case statErr == nil && !target.IsDir():
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil

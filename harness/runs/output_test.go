@@ -91,6 +91,38 @@ func TestCheckOutput(t *testing.T) {
 	}
 }
 
+// TestCheckOutputDirRefusesWhatMkdirWouldMeet: an --out that is a dangling link or a file
+// is refused when named, not after preflight as "mkdir: file exists".
+func TestCheckOutputDirRefusesWhatMkdirWouldMeet(t *testing.T) {
+	root := t.TempDir()
+	dangling := filepath.Join(root, "results")
+	if err := os.Symlink(filepath.Join(root, "gone"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckOutputDir(dangling)
+	if err == nil || !strings.Contains(err.Error(), dangling+" is a symbolic link to "+filepath.Join(root, "gone")+", which does not exist") {
+		t.Errorf("dangling link: %v", err)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOutputDir(file); err == nil || !strings.Contains(err.Error(), file+" is not a directory") {
+		t.Errorf("a file: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "dir"), filepath.Join(root, "good")); err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{"dir", "good", "not-yet"} {
+		if err := CheckOutputDir(filepath.Join(root, ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
 // TestWriteErrorsNameTheRealFile: a failed write names the file the caller gave, never the
 // hidden temp file beside it.
 func TestWriteErrorsNameTheRealFile(t *testing.T) {

@@ -12,10 +12,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -401,17 +403,23 @@ type Identity struct {
 	Prompts map[string]string
 	Shapes  map[string]string
 	Order   []string
+	// Traces are the sha256 of each trace step's trace, by step: two traces differ in every
+	// prompt, which Mismatches says once.
+	Traces map[string]string
 }
 
 // Identify returns r's identity. A prompt recorded before shapes were (its record has no
 // shape) gets the shape its recorded seed, plan, prefix, mode and counting give.
 func (r *Run) Identify() Identity {
-	id := Identity{Scenario: r.Scenario.Name, Model: r.Model.ServedName, Salt: r.Scenario.Prompt.Salt, Prompts: map[string]string{}, Shapes: map[string]string{}}
+	id := Identity{Scenario: r.Scenario.Name, Model: r.Model.ServedName, Salt: r.Scenario.Prompt.Salt, Prompts: map[string]string{}, Shapes: map[string]string{}, Traces: map[string]string{}}
 	if r.Model.Repo != "" {
 		id.Model = r.Model.Repo + " (" + r.Model.ServedName + ")"
 	}
 	rep := r.Repetitions[0]
 	for _, st := range rep.Steps {
+		if st.Trace != nil {
+			id.Traces[st.Step] = st.Trace.SHA256
+		}
 		for _, q := range st.Requests {
 			if q.ColdTwin != nil {
 				continue // a replay's twin resends the replay's prompt: no prompt of its own
@@ -447,11 +455,23 @@ func Mismatches(b, c Identity) []Mismatch {
 	if b.Model != c.Model {
 		out = append(out, Mismatch{"model", b.Model, c.Model})
 	}
+	// A step that replayed another trace differs in every prompt: say so once.
+	otherTrace := map[string]bool{}
+	for _, step := range slices.Sorted(maps.Keys(b.Traces)) {
+		if ct, ok := c.Traces[step]; ok && ct != b.Traces[step] {
+			otherTrace[step] = true
+			out = append(out, Mismatch{"trace of step " + step + " (sha256)", b.Traces[step], ct})
+		}
+	}
+	stepOf := func(k string) string { return k[:strings.LastIndexByte(k, '[')] }
 	what, bp, cp := "prompt identity of ", b.Prompts, c.Prompts
 	if b.Salt != c.Salt {
 		what, bp, cp = "prompt shape (salts differ) of ", b.Shapes, c.Shapes
 	}
 	for _, k := range b.Order {
+		if otherTrace[stepOf(k)] {
+			continue
+		}
 		if cv, ok := cp[k]; !ok {
 			out = append(out, Mismatch{what + k, bp[k], "(no such request)"})
 		} else if cv != bp[k] || cv == "" {
@@ -459,7 +479,7 @@ func Mismatches(b, c Identity) []Mismatch {
 		}
 	}
 	for _, k := range c.Order {
-		if _, ok := bp[k]; !ok {
+		if _, ok := bp[k]; !ok && !otherTrace[stepOf(k)] {
 			out = append(out, Mismatch{what + k, "(no such request)", cp[k]})
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -236,5 +237,26 @@ func TestLoadAllKeepsTheOrderGiven(t *testing.T) {
 	empty := t.TempDir()
 	if rs, err := LoadAll([]string{demoRuns[0], empty}); err == nil || !strings.Contains(err.Error(), empty) || rs != nil {
 		t.Errorf("a directory that is not a run: %v", err)
+	}
+}
+
+// TestMismatchesSayTheTracesDiffer: runs of two traces differ in every prompt of the trace
+// step; the mismatch says the traces differ, once, instead of listing each prompt.
+func TestMismatchesSayTheTracesDiffer(t *testing.T) {
+	id := func(trace string, prompts ...string) Identity {
+		i := Identity{Scenario: "s", Model: "m", Prompts: map[string]string{}, Shapes: map[string]string{}, Traces: map[string]string{"load": trace}}
+		for k, p := range prompts {
+			key := fmt.Sprintf("load[%d]", k)
+			i.Prompts[key], i.Order = p, append(i.Order, key)
+		}
+		i.Prompts["warm[0]"], i.Order = "w", append(i.Order, "warm[0]")
+		return i
+	}
+	mm := Mismatches(id("aaa", "p1", "p2", "p3"), id("bbb", "q1", "q2"))
+	if len(mm) != 1 || mm[0] != (Mismatch{"trace of step load (sha256)", "aaa", "bbb"}) {
+		t.Errorf("mismatches %+v, want the one trace", mm)
+	}
+	if mm := Mismatches(id("aaa", "p1"), id("aaa", "q1")); len(mm) != 1 || mm[0].Field != "prompt identity of load[0]" {
+		t.Errorf("same trace, another prompt: %+v", mm)
 	}
 }

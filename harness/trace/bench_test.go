@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -35,14 +36,14 @@ func BenchmarkAnalyzeConversation(b *testing.B) {
 	path := conversationFile(b)
 	b.Run("10-capacities", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := AnalyzeFile(path, Window{}, Config{CapacityTokens: tenCapacities}); err != nil {
+			if _, err := AnalyzeFile(context.Background(), path, Window{}, Config{CapacityTokens: tenCapacities}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("10-capacities+tiers", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := AnalyzeFile(path, Window{}, Config{CapacityTokens: tenCapacities, Tiers: &Tiers{GPUTokens: 1e6, HostTokens: 1e7}}); err != nil {
+			if _, err := AnalyzeFile(context.Background(), path, Window{}, Config{CapacityTokens: tenCapacities, Tiers: &Tiers{GPUTokens: 1e6, HostTokens: 1e7}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -55,7 +56,7 @@ func BenchmarkAnalyzeConversation(b *testing.B) {
 func BenchmarkAnalyzeDirectLRU(b *testing.B) {
 	path := conversationFile(b)
 	for b.Loop() {
-		f, err := Open(path, DefaultBlockTokens)
+		f, err := Open(context.Background(), path, DefaultBlockTokens)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -86,7 +87,7 @@ func BenchmarkAnalyzeDirectLRU(b *testing.B) {
 func BenchmarkReadConversation(b *testing.B) {
 	path := conversationFile(b)
 	for b.Loop() {
-		f, err := Open(path, DefaultBlockTokens)
+		f, err := Open(context.Background(), path, DefaultBlockTokens)
 		if err != nil {
 			b.Fatal(err)
 		}

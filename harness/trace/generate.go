@@ -67,6 +67,10 @@ func DefaultGeneratorConfig() GeneratorConfig {
 	}
 }
 
+// MaxGeneratedInputTokens bounds a generated prompt, --scale included: the largest prompt a
+// scenario may send. Beyond it a conversation's block ids would not fit in memory.
+const MaxGeneratedInputTokens = 10_000_000
+
 // Validate checks the configuration.
 func (c GeneratorConfig) Validate() error {
 	check := func(ok bool, format string, args ...any) error {
@@ -76,6 +80,13 @@ func (c GeneratorConfig) Validate() error {
 		return fmt.Errorf(format, args...)
 	}
 	lengthOK := func(l Length) bool { return l.Mean >= 0 && l.Sigma >= 0 && l.Sigma <= 4 }
+	// scaled bounds a length once scaled; a bad scale or a NaN is refused on its own.
+	scaled := func(tokens float64, what string) error {
+		if !(c.Scale > 0) || math.IsInf(c.Scale, 0) || math.IsNaN(tokens) || tokens*c.Scale <= MaxGeneratedInputTokens {
+			return nil
+		}
+		return fmt.Errorf("%s %g times scale %g is %g tokens, above the largest prompt of %d", what, tokens, c.Scale, tokens*c.Scale, MaxGeneratedInputTokens)
+	}
 	return errors.Join(
 		check(c.Requests >= 1, "requests %d must be at least 1", c.Requests),
 		check(c.Rate > 0 && !math.IsInf(c.Rate, 0), "rate %g must be > 0 requests/s", c.Rate),
@@ -89,6 +100,11 @@ func (c GeneratorConfig) Validate() error {
 		check(c.Turns >= 1, "turns %g must be at least 1", c.Turns),
 		check(c.ThinkTime >= 0, "think time %s must not be negative", c.ThinkTime),
 		check(c.MaxInputTokens >= 1, "max input tokens %d must be at least 1", c.MaxInputTokens),
+		scaled(float64(c.MaxInputTokens), "max input tokens"),
+		scaled(float64(c.SystemPromptTokens), "system prompt tokens"),
+		scaled(c.FirstTurn.Mean, "first turn length mean"),
+		scaled(c.FollowUp.Mean, "follow-up length mean"),
+		scaled(c.Output.Mean, "output length mean"),
 	)
 }
 
@@ -251,7 +267,8 @@ func (g *Generator) draw(l Length, least int) int {
 		mu := math.Log(mean) - l.Sigma*l.Sigma/2
 		x = math.Exp(mu + l.Sigma*g.rng.NormFloat64())
 	}
-	return max(least, int(math.Round(x)))
+	// A lognormal's tail is cut at the largest prompt, so the conversion to int holds.
+	return max(least, int(math.Round(min(x, MaxGeneratedInputTokens))))
 }
 
 // conversationHeap orders conversations by their next turn, then by serial.

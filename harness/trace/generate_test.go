@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -169,12 +170,46 @@ func TestGeneratorConfigErrors(t *testing.T) {
 		func(c *GeneratorConfig) { c.FirstTurn.Sigma = -1 },
 		func(c *GeneratorConfig) { c.MaxInputTokens = 0 },
 		func(c *GeneratorConfig) { c.ThinkTime = -1 },
+		func(c *GeneratorConfig) { c.Scale = math.NaN() },
 	}
 	for i, mutate := range bad {
 		cfg := DefaultGeneratorConfig()
 		mutate(&cfg)
 		if _, err := NewGenerator(cfg); err == nil {
 			t.Errorf("case %d: %+v accepted", i, cfg)
+		}
+	}
+}
+
+// TestGeneratorBoundsItsLengths: a scale or a mean that makes prompts larger than any
+// scenario sends is refused up front, not met with an out-of-memory crash or an int overflow
+// that turns 1e20 tokens into 1.
+func TestGeneratorBoundsItsLengths(t *testing.T) {
+	for _, tc := range []struct {
+		mutate func(*GeneratorConfig)
+		want   string
+	}{
+		{func(c *GeneratorConfig) { c.Scale = 1e9 }, "max input tokens 131072 times scale 1e+09 is 1.31072e+14 tokens, above the largest prompt of 10000000"},
+		{func(c *GeneratorConfig) { c.FirstTurn.Mean = 1e20 }, "first turn length mean 1e+20 times scale 1 is 1e+20 tokens, above the largest prompt of 10000000"},
+		{func(c *GeneratorConfig) { c.Output.Mean = 1e15 }, "output length mean 1e+15"},
+	} {
+		cfg := DefaultGeneratorConfig()
+		tc.mutate(&cfg)
+		if _, err := NewGenerator(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", cfg, err, tc.want)
+		}
+	}
+	// The largest allowed mean still draws lengths near it, capped at the prompt cap.
+	cfg := DefaultGeneratorConfig()
+	cfg.Requests, cfg.FirstTurn.Mean, cfg.Turns, cfg.MaxInputTokens, cfg.BlockTokens = 3, MaxGeneratedInputTokens, 1, MaxGeneratedInputTokens, 1<<16
+	g, err := NewGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req Request
+	for g.Next(&req) == nil {
+		if req.InputLength < MaxGeneratedInputTokens/100 || req.InputLength > MaxGeneratedInputTokens {
+			t.Errorf("input length %d, want near and at most %d", req.InputLength, MaxGeneratedInputTokens)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,18 +216,22 @@ func Analyze(src Source, cfg Config) (*Analysis, error) {
 	return a, nil
 }
 
-// AnalyzeFile analyses the window w of the trace file at path.
-func AnalyzeFile(path string, w Window, cfg Config) (*Analysis, error) {
+// AnalyzeFile analyses the window w of the trace file at path; once ctx is done it stops
+// with an error wrapping ctx's cause.
+func AnalyzeFile(ctx context.Context, path string, w Window, cfg Config) (*Analysis, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	f, err := Open(path, cfg.BlockTokens)
+	f, err := Open(ctx, path, cfg.BlockTokens)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	sel := Select(f, w)
 	a, err := Analyze(sel, cfg)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s: %w", path, context.Cause(ctx)) // not the closed file's error
+	}
 	if err != nil {
 		if errors.Is(err, ErrEmptyWindow) {
 			return nil, fmt.Errorf("%s: %w", path, err)

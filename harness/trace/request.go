@@ -3,6 +3,7 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,10 @@ const DefaultBlockTokens = 512
 // MaxLineBytes bounds one line of a trace file: a 1M-token request has about 2,000 hash
 // ids (about 16 KB), so a longer line is a file that is not a trace.
 const MaxLineBytes = 16 << 20
+
+// MaxLengthTokens bounds a line's input_length and output_length: far above any prompt, and
+// small enough for the sums of a window's lengths to stay exact.
+const MaxLengthTokens = 1 << 40
 
 // Request is one line of a trace.
 type Request struct {
@@ -153,20 +158,48 @@ func NewReader(in io.Reader, name string, blockTokens int) *Reader {
 // File is an open trace file.
 type File struct {
 	*Reader
-	f *os.File
+	f    *os.File
+	stop func() bool // ends closing f when ctx is done
 }
 
-// Open opens the trace file at path for reading.
-func Open(path string, blockTokens int) (*File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// Open opens the trace file at path for reading until ctx is done. A file named on the
+// command line may be a pipe, whose open waits for a writer and whose reads wait for data:
+// ctx ends both waits (the open with ctx's cause, a read with an error once f is closed).
+func Open(ctx context.Context, path string, blockTokens int) (*File, error) {
+	type opened struct {
+		f   *os.File
+		err error
 	}
-	return &File{Reader: NewReader(f, path, blockTokens), f: f}, nil
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		ch <- opened{f, err}
+	}()
+	var o opened
+	select {
+	case o = <-ch:
+	case <-ctx.Done():
+		go func() { // the open returns once a writer comes, or never: the process ends first
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("open %s: %w", path, context.Cause(ctx))
+	}
+	if o.err != nil {
+		return nil, explainMissing(path, o.err)
+	}
+	stop := context.AfterFunc(ctx, func() { o.f.Close() })
+	return &File{Reader: NewReader(o.f, path, blockTokens), f: o.f, stop: stop}, nil
 }
 
 // Close closes the file.
-func (f *File) Close() error { return f.f.Close() }
+func (f *File) Close() error {
+	if !f.stop() {
+		return nil // ctx closed it
+	}
+	return f.f.Close()
+}
 
 // Name is the name errors cite.
 func (r *Reader) Name() string { return r.name }
@@ -188,6 +221,10 @@ func (r *Reader) Next(req *Request) error {
 			}
 			r.err = err
 			return err
+		}
+		if r.line == 1 {
+			// A UTF-8 byte-order mark, which some editors write, is no part of the JSON.
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -313,8 +350,11 @@ func number(v *rawValue, field string, whole bool) (float64, error) {
 	if x < 0 {
 		return 0, fmt.Errorf("%w: %s %s is negative", ErrBadValue, field, v.text)
 	}
-	if whole && (x != math.Trunc(x) || x > 1<<40) {
+	if whole && x != math.Trunc(x) {
 		return 0, fmt.Errorf("%w: %s %s is not a whole number of tokens", ErrBadValue, field, v.text)
+	}
+	if whole && x > MaxLengthTokens {
+		return 0, fmt.Errorf("%w: %s %s is above the most tokens a request may count (%d)", ErrBadValue, field, v.text, int64(MaxLengthTokens))
 	}
 	return x, nil
 }

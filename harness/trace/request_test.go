@@ -61,6 +61,7 @@ func TestReaderErrorsNameFileAndLine(t *testing.T) {
 		{"negative output", `{"timestamp": 0, "input_length": 4, "output_length": -2, "hash_ids": [1]}`, 512, ErrBadValue, "t.jsonl:1: bad value: output_length -2 is negative"},
 		{"zero input", `{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}`, 512, ErrBadValue, "t.jsonl:1: bad value: input_length 0: a prompt has at least 1 token"},
 		{"fractional input", `{"timestamp": 0, "input_length": 4.5, "output_length": 1, "hash_ids": [1]}`, 512, ErrBadValue, "t.jsonl:1: bad value: input_length 4.5 is not a whole number of tokens"},
+		{"huge input", `{"timestamp": 0, "input_length": 1e15, "output_length": 1, "hash_ids": [1]}`, 512, ErrBadValue, "t.jsonl:1: bad value: input_length 1e15 is above the most tokens a request may count (1099511627776)"},
 		{"string timestamp", `{"timestamp": "0", "input_length": 4, "output_length": 1, "hash_ids": [1]}`, 512, ErrBadValue, `t.jsonl:1: bad value: timestamp "\"0\"" is not a number`},
 		{"hash_ids not a list", `{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": 7}`, 512, ErrBadValue, `t.jsonl:1: bad value: hash_ids "7" is not a list`},
 		{"negative hash id", `{"timestamp": 0, "input_length": 4000, "output_length": 1, "hash_ids": [1, -5]}`, 512, ErrBadValue, `t.jsonl:1: bad value: hash_ids[1] "-5" is not a non-negative integer`},
@@ -94,6 +95,19 @@ func TestReaderFewerIDsAreAllowed(t *testing.T) {
 	got, err := readAll(t, `{"timestamp": 0, "input_length": 5000, "output_length": 1, "hash_ids": [3]}`, 512)
 	if err != nil || len(got) != 1 || got[0].Blocks(512) != 10 || len(got[0].HashIDs) != 1 {
 		t.Fatalf("got %+v, %v", got, err)
+	}
+}
+
+// TestReaderSkipsAByteOrderMark: a trace saved with a UTF-8 byte-order mark reads as without;
+// only at the file's start is it one.
+func TestReaderSkipsAByteOrderMark(t *testing.T) {
+	const line = `{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [3]}`
+	got, err := readAll(t, "\xef\xbb\xbf"+line+"\n"+line, 512)
+	if err != nil || len(got) != 2 || got[0].InputLength != 5 {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if _, err := readAll(t, line+"\n\xef\xbb\xbf"+line, 512); err == nil {
+		t.Error("a byte-order mark on line 2 accepted")
 	}
 }
 

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -90,7 +91,7 @@ func TestWindowErrors(t *testing.T) {
 			t.Errorf("window %+v validates", w)
 		}
 	}
-	_, err := AnalyzeFile("testdata/does-not-exist.jsonl", Window{}, Config{})
+	_, err := AnalyzeFile(context.Background(), "testdata/does-not-exist.jsonl", Window{}, Config{})
 	if err == nil || !strings.Contains(err.Error(), "does-not-exist.jsonl") {
 		t.Errorf("missing file: %v", err)
 	}

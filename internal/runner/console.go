@@ -184,13 +184,14 @@ func shareText(v *float64) string {
 }
 
 // requestDone prints a request's closing line; a trace step's requests, which come by the
-// thousand, only when they fail (the step's progress line counts the others).
+// thousand, only when they fail or another model answered (the step's progress line counts
+// the others).
 func (c *Console) requestDone(r record.Request) {
 	c.mu.Lock()
 	c.prefilling = nil
 	c.mu.Unlock()
 	res := r.Result
-	if r.Trace != nil && !res.Failed() {
+	if r.Trace != nil && !res.Failed() && !res.ModelMismatch() {
 		return
 	}
 	line := fmt.Sprintf("  [%d] planned %d, prompt %s, cached %s, ttft %s, e2e %s, out %d",
@@ -210,6 +211,9 @@ func (c *Console) requestDone(r record.Request) {
 		line += fmt.Sprintf("  FAILED (%s): %s", res.ErrorKind, res.Error)
 	} else if res.ReasoningOnly {
 		line += "  reasoning only"
+	}
+	if res.ModelMismatch() {
+		line += "  " + res.ModelMismatchNote()
 	}
 	if r.CountersError != "" {
 		line += "  counters: " + r.CountersError

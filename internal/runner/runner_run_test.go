@@ -697,3 +697,43 @@ func TestNoClientCostWithEngineInProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestRunModelMismatch: a request another model answered keeps the name the server gave,
+// and in a scenario with gates fails the run.
+func TestRunModelMismatch(t *testing.T) {
+	m := newFakeMetrics()
+	base := offloadServer(m)
+	chat := &fakeChat{m: m}
+	chat.reply = func(n int, req client.ChatRequest, p func(client.Progress)) client.Result {
+		res := base(n, req, p)
+		res.ServerModel = req.Model
+		if n == 2 {
+			res.ServerModel = "someone-else/other-model"
+		}
+		return res
+	}
+	out := run(t, context.Background(), newConfig(t, unitScenario+gatesTOML, chat, m))
+	mismatched := 0
+	for _, st := range out.Steps {
+		for _, q := range st.Requests {
+			if q.Result.ModelMismatch() {
+				mismatched++
+				if q.Result.ServerModel != "someone-else/other-model" {
+					t.Errorf("server model %q, want the name the server gave", q.Result.ServerModel)
+				}
+			}
+		}
+	}
+	if mismatched != 1 {
+		t.Errorf("%d requests mismatched, want 1", mismatched)
+	}
+	found := false
+	for _, g := range out.GatesFailed() {
+		if g.Gate.Implicit && strings.Contains(g.Reason, "1 of") && strings.Contains(g.Reason, `answered as "someone-else/other-model"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no failed gate names the other model: %+v", out.Gates)
+	}
+}

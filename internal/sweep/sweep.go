@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,8 +43,9 @@ type Plan struct {
 // step) and reads its levels: users ("8,16,32") for a conversation, timeScales ("1,0.5")
 // for an open-loop trace step. The errors name the flag: they are the user's to fix.
 func NewPlan(sc *scenarios.Scenario, stepID, users, timeScales string, thresholdMS float64) (*Plan, error) {
-	if thresholdMS < 0 {
-		return nil, fmt.Errorf("--ttft-p90-ms must not be negative")
+	// NaN and infinity would mean no threshold, or one every level stays within.
+	if math.IsNaN(thresholdMS) || math.IsInf(thresholdMS, 0) || thresholdMS < 0 {
+		return nil, fmt.Errorf("--ttft-p90-ms must be a positive number of milliseconds, or 0 to report levels only (got %g)", thresholdMS)
 	}
 	idx, err := findStep(sc, stepID)
 	if err != nil {

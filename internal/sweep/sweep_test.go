@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,8 +54,10 @@ func TestPlanLevels(t *testing.T) {
 	if _, err := NewPlan(sc, "nope", "2", "", 0); err == nil || !strings.Contains(err.Error(), `no conversation or trace step "nope"`) {
 		t.Errorf("unknown step: %v", err)
 	}
-	if _, err := NewPlan(sc, "", "2", "", -1); err == nil {
-		t.Error("a negative threshold accepted")
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := NewPlan(sc, "", "2", "", bad); err == nil || !strings.Contains(err.Error(), "--ttft-p90-ms must be a positive number") {
+			t.Errorf("threshold %g: %v, want it refused", bad, err)
+		}
 	}
 	p, err := NewPlan(sc, "", "2,4", "", 500)
 	if err != nil {
