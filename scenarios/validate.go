@@ -325,7 +325,7 @@ var rules = []rule{
 			c.bad(c.k("concurrency"), "a conversation step runs one request per user at a time: set users instead")
 		}
 	}},
-	{key: "step[].kind", on: kPlain, says: quoted(KindConversation, KindTrace, KindReloadCurve), check: func(c *checker) {
+	{key: "step[].kind", on: kPlain, check: func(c *checker) {
 		if st := c.step(); st.Kind != "" {
 			c.bad(c.k("kind"), "%q is not a step kind (want %q, %q or %q, or no kind for a sequence or replay)", st.Kind, KindConversation, KindTrace, KindReloadCurve)
 		}
