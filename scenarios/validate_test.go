@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"encoding"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -245,5 +246,53 @@ func TestRulesOrderedByScope(t *testing.T) {
 	want := []string{"", "step", "", "gate", "probe", "", "source"}
 	if !slices.Equal(scopes, want) {
 		t.Errorf("scopes of the table in order: %q, want %q", scopes, want)
+	}
+}
+
+// TestRulesRefuseWhatTheyExclude walks the table's exclusions: a step of each kind a row
+// runs on that sets a key the row excludes is refused, at the row's key.
+func TestRulesRefuseWhatTheyExclude(t *testing.T) {
+	set := map[string]string{
+		"requests": "2", "planned_context_tokens": "[500]", "replay": `{ step = "a", request = 0 }`,
+		"concurrency": "2", "cold_twin": "true", "max_tokens": "10", "min_tokens": "1",
+		"file": `"t.jsonl"`, "block_tokens": "16", "start": `"1s"`, "duration": `"1s"`, "time_scale": "2",
+		"max_input_tokens": "100", "prompt_form": `"text"`,
+		"from_tokens": "2048", "to_tokens": "4096", "factor": "3",
+		"users": "2", "turns": "2", "turn_tokens": "10", "system_prompt_tokens": "10",
+		"think_time": `"1s"`, "arrival": `"ramp"`, "ramp": `"1s"`,
+	}
+	base := map[kinds]map[string]string{
+		kSequence:     {"planned_context_tokens": "[500]"},
+		kReplay:       {"replay": `{ step = "a", request = 0 }`},
+		kConversation: {"kind": `"conversation"`, "users": "2", "turns": "2", "turn_tokens": "10"},
+		kTrace:        {"kind": `"trace"`, "file": `"t.jsonl"`},
+		kCurve:        {"kind": `"reload-curve"`},
+	}
+	checked := 0
+	for _, r := range rules {
+		for k, fields := range base {
+			if r.on&k == 0 {
+				continue
+			}
+			for _, ex := range r.excludes {
+				step := maps.Clone(fields)
+				step[ex] = set[ex]
+				if ex == "replay" {
+					delete(step, "planned_context_tokens")
+				}
+				src := validBase + "[[step]]\nid = \"a\"\nplanned_context_tokens = [500]\n[[step]]\nid = \"b\"\n"
+				for _, f := range slices.Sorted(maps.Keys(step)) {
+					src += f + " = " + step[f] + "\n"
+				}
+				_, err := Parse([]byte(src), "t.toml")
+				if want := "step[1]." + r.name() + ": "; err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("a %s step setting %s: got %v, want a problem at %s", kindNames(k), ex, err, want)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d exclusions checked", checked)
 	}
 }
