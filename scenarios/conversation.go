@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -93,56 +92,5 @@ func (s *Scenario) conversationDefaults(st *Step) {
 	}
 	if st.Concurrency == 0 {
 		st.Concurrency = st.Users
-	}
-}
-
-// validateConversation checks conversation step i.
-func (s *Scenario) validateConversation(i int, bad func(key, format string, args ...any)) {
-	st := &s.Steps[i]
-	key := fmt.Sprintf("step[%d]", i)
-	if st.Replay != nil || len(st.PlannedContextTokens) > 0 || st.Requests != 0 || s.defined(key+".requests") {
-		bad(key+".kind", "a conversation step builds its prompts from users and turns: drop requests, planned_context_tokens and replay")
-	}
-	if s.defined(key + ".concurrency") {
-		bad(key+".concurrency", "a conversation step runs one request per user at a time: set users instead")
-	}
-	if st.traceFieldsSet() {
-		bad(key+".file", "file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = %q", KindTrace)
-	}
-	between := func(k string, v, lo, hi int) {
-		if v < lo || v > hi {
-			bad(key+"."+k, "must be between %d and %d (got %d)", lo, hi, v)
-		}
-	}
-	between("users", st.Users, 1, MaxUsers)
-	between("turns", st.Turns, 1, MaxTurns)
-	between("turn_tokens", st.TurnTokens, 1, MaxPromptTokens)
-	between("system_prompt_tokens", st.SystemPromptTokens, 0, MaxPromptTokens)
-	if d := st.ThinkTime.Duration; d < 0 || d > MaxThinkTime {
-		bad(key+".think_time", "must be between 0s and %s (got %s)", MaxThinkTime, st.ThinkTime)
-	}
-	switch st.Arrival {
-	case ArrivalAll:
-		if st.Ramp.Duration != 0 {
-			bad(key+".ramp", "only applies to arrival = \"ramp\"")
-		}
-	case ArrivalRamp:
-		if d := st.Ramp.Duration; d <= 0 || d > MaxRamp {
-			bad(key+".ramp", "arrival = \"ramp\" needs a ramp between 0s and %s (got %s)", MaxRamp, st.Ramp)
-		}
-	default:
-		bad(key+".arrival", "%q is not one of %s, %s", st.Arrival, ArrivalAll, ArrivalRamp)
-	}
-	if st.ScrapeInterval.Duration < 10*time.Millisecond {
-		bad(key+".scrape_interval", "must be at least 10ms (got %s)", st.ScrapeInterval)
-	}
-	if st.Users >= 1 && st.Users <= MaxUsers && st.Turns >= 1 && st.Turns <= MaxTurns && st.TurnTokens >= 1 && st.TurnTokens <= MaxPromptTokens && st.SystemPromptTokens >= 0 && st.SystemPromptTokens <= MaxPromptTokens {
-		longest := s.ConversationTokens(st)
-		switch {
-		case longest > MaxPromptTokens:
-			bad(key+".turns", "the last turn's history reaches %d tokens, above the ceiling of %d tokens per prompt", longest, MaxPromptTokens)
-		case s.Server.MaxModelLen.Known() && longest+s.MaxTokensFor(st) > s.Server.MaxModelLen.Value:
-			bad(key+".turns", "the last turn's history (%d tokens) plus max_tokens (%d) exceeds server.max_model_len (%d)", longest, s.MaxTokensFor(st), s.Server.MaxModelLen.Value)
-		}
 	}
 }

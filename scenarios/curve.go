@@ -177,39 +177,6 @@ func (s *Scenario) curveDefaults(i int, st *Step) {
 	}
 }
 
-// validateCurve checks reload-curve step i.
-func (s *Scenario) validateCurve(i int, bad func(key, format string, args ...any)) {
-	st := &s.Steps[i]
-	key := fmt.Sprintf("step[%d]", i)
-	if st.Replay != nil || len(st.PlannedContextTokens) > 0 || st.Requests != 0 || s.defined(key+".requests") {
-		bad(key+".kind", "a reload-curve step makes its own prompts and replays: drop requests, planned_context_tokens and replay")
-	}
-	if st.Concurrency != 1 {
-		bad(key+".concurrency", "a reload curve times isolated requests: concurrency must be 1")
-	}
-	if st.Users != 0 || st.Turns != 0 || st.TurnTokens != 0 || st.SystemPromptTokens != 0 {
-		bad(key+".users", "users, turns, turn_tokens and system_prompt_tokens need kind = %q", KindConversation)
-	}
-	if s.Prompt.TokenCounting != "server" {
-		bad("prompt.token_counting", "a reload curve needs \"server\": its sizes and the eviction of each point are counted on the server (an estimate misses by a quarter)")
-	}
-	if s.Prompt.Mode != "shared-prefix" {
-		bad("prompt.mode", "a reload curve needs \"shared-prefix\": nested prompts would share their blocks across points")
-	}
-	if st.FromTokens <= s.Prompt.SharedPrefixTokens || st.FromTokens > MaxPromptTokens {
-		bad(key+".from_tokens", "must be larger than prompt.shared_prefix_tokens (%d) and at most %d (got %d)", s.Prompt.SharedPrefixTokens, MaxPromptTokens, st.FromTokens)
-	}
-	if !st.ToTokens.MaxModelLen && (st.ToTokens.Tokens < st.FromTokens || st.ToTokens.Tokens > MaxPromptTokens) {
-		bad(key+".to_tokens", "must be \"max_model_len\" or between from_tokens (%d) and %d (got %d)", st.FromTokens, MaxPromptTokens, st.ToTokens.Tokens)
-	}
-	if st.Factor < 1.1 || st.Factor > 100 || math.IsNaN(st.Factor) {
-		bad(key+".factor", "must be between 1.1 and 100 (got %g)", st.Factor)
-	}
-	if st.ColdTwin != nil && !*st.ColdTwin {
-		bad(key+".cold_twin", "a reload curve compares each reload with its cold twin: it cannot be turned off")
-	}
-}
-
 // HasCurves reports whether s has reload-curve steps not yet expanded.
 func (s *Scenario) HasCurves() bool {
 	for i := range s.Steps {

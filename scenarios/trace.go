@@ -3,11 +3,9 @@ package scenarios
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/anvil-serving/kvbench/harness/trace"
 )
@@ -239,59 +237,4 @@ func (s *Scenario) HasTrace() bool {
 		}
 	}
 	return false
-}
-
-// validateTrace checks trace step i.
-func (s *Scenario) validateTrace(i int, bad func(key, format string, args ...any)) {
-	st := &s.Steps[i]
-	key := fmt.Sprintf("step[%d]", i)
-	if st.Replay != nil || len(st.PlannedContextTokens) > 0 {
-		bad(key+".kind", "a trace step builds its prompts from the trace: drop planned_context_tokens and replay")
-	}
-	if st.Users != 0 || st.Turns != 0 || st.TurnTokens != 0 || st.SystemPromptTokens != 0 || st.ThinkTime.Duration != 0 || st.Arrival != "" || st.Ramp.Duration != 0 {
-		bad(key+".users", "users, turns, turn_tokens, system_prompt_tokens, think_time, arrival and ramp belong to conversation steps")
-	}
-	if st.MaxTokens != 0 || st.MinTokens != nil {
-		bad(key+".max_tokens", "a trace step asks each request for its trace's output_length tokens: drop max_tokens and min_tokens")
-	}
-	// A file outside the scenario's directory is refused when it is opened, unless the user
-	// names the trace (--trace): then the scenario's choice does not matter.
-	if st.File == "" && !strings.HasPrefix(s.Path, "builtin:") {
-		bad(key+".file", "missing: the Mooncake-format trace to replay, relative to this file")
-	}
-	if st.BlockTokens < 1 || st.BlockTokens > MaxTraceBlockTokens {
-		bad(key+".block_tokens", "must be between 1 and %d (got %d)", MaxTraceBlockTokens, st.BlockTokens)
-	}
-	if st.Start.Duration < 0 {
-		bad(key+".start", "must not be negative (got %s)", st.Start)
-	}
-	if st.Duration.Duration < 0 {
-		bad(key+".duration", "must not be negative (got %s)", st.Duration)
-	}
-	if st.Requests < 0 || st.Requests > MaxTraceRequests || (st.Requests == 0 && s.defined(key+".requests")) {
-		bad(key+".requests", "must be between 1 and %d, or unset for the whole window (got %d)", MaxTraceRequests, st.Requests)
-	}
-	if st.Duration.Duration > 0 && st.Requests > 0 {
-		bad(key+".duration", "a window has a duration or a request count (requests), not both")
-	}
-	if st.MaxInputTokens < 0 || st.MaxInputTokens > MaxPromptTokens {
-		bad(key+".max_input_tokens", "must be between 0 and %d (got %d)", MaxPromptTokens, st.MaxInputTokens)
-	}
-	if ts := st.TimeScale; math.IsNaN(ts) || ts < MinTimeScale || ts > MaxTimeScale {
-		bad(key+".time_scale", "must be between %g and %g (got %g)", MinTimeScale, MaxTimeScale, ts)
-	}
-	if st.Concurrency < 0 || st.Concurrency > MaxConcurrency || (st.Concurrency == 0 && s.defined(key+".concurrency")) {
-		bad(key+".concurrency", "must be between 1 and %d for a closed loop, or unset for an open loop at the trace's timestamps (got %d)", MaxConcurrency, st.Concurrency)
-	}
-	if st.ClosedLoop() && s.defined(key+".time_scale") {
-		bad(key+".time_scale", "a closed loop (concurrency set) sends in trace order as requests finish: time_scale applies to the open loop only")
-	}
-	switch st.PromptForm {
-	case PromptFormAuto, PromptFormTokenIDs, PromptFormText:
-	default:
-		bad(key+".prompt_form", "%q is not one of %s, %s, %s", st.PromptForm, PromptFormAuto, PromptFormTokenIDs, PromptFormText)
-	}
-	if st.ScrapeInterval.Duration < 10*time.Millisecond {
-		bad(key+".scrape_interval", "must be at least 10ms (got %s)", st.ScrapeInterval)
-	}
 }
