@@ -71,10 +71,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintf(cli.ConsoleFor(format, stdout, stderr), "counting tokens on the server: %s\n", target.Destination(sc))
 		if p, err = runner.PlanOnServer(ctx, sc, key); err != nil {
-			return fmt.Errorf("%w (use --estimate to plan without a server)", preflightError(ctx, err))
+			return fmt.Errorf("%w (use --estimate to plan without a server)", cli.InputError(ctx, err))
 		}
 	} else if p, err = plan.Make(ctx, sc, plan.Facts{}); err != nil {
-		return preflightError(ctx, err)
+		return cli.InputError(ctx, err)
 	}
 	if format == "json" {
 		return cli.PrintJSON(stdout, struct {

@@ -188,12 +188,3 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	return nil
 }
-
-// preflightError maps a preflight failure to exit 2: every one of them is a server, URL or
-// scenario that is not what the run needs. An interrupt stays an interrupt.
-func preflightError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return err
-	}
-	return cli.UsageError(err)
-}

@@ -68,11 +68,8 @@ func runTraceAnalyze(ctx context.Context, args []string, stdout io.Writer) error
 		return cli.Usagef("trace analyze: %w", err)
 	}
 	a, err := trace.AnalyzeFile(ctx, args[0], window, cfg)
-	if err != nil && ctx.Err() != nil {
-		return err // a stop signal: not bad input
-	}
 	if err != nil {
-		return cli.UsageError(err) // a bad file, a bad line or an empty window
+		return cli.InputError(ctx, err) // a bad file, a bad line or an empty window
 	}
 	if format == "json" {
 		return cli.PrintJSON(stdout, a)

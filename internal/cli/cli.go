@@ -6,6 +6,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -54,6 +55,15 @@ func UsageError(err error) error { return WithCode(ExitUsage, err) }
 
 // Usagef is UsageError of a formatted error.
 func Usagef(format string, args ...any) error { return UsageError(fmt.Errorf(format, args...)) }
+
+// InputError is err as bad input (UsageError), unless ctx was stopped: an interrupted read
+// of a server or a file stays an interrupt (exit 1), whatever error the stop caused.
+func InputError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	return UsageError(err)
+}
 
 // ErrHelpShown is returned when a command printed its help on -h: exit 0.
 var ErrHelpShown = errors.New("help shown")

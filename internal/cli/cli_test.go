@@ -122,3 +122,15 @@ func TestRunDispatches(t *testing.T) {
 		}
 	}
 }
+
+func TestInputErrorKeepsAStop(t *testing.T) {
+	err := errors.New("read: bad line")
+	if ExitCode(InputError(context.Background(), err), io.Discard) != ExitUsage {
+		t.Error("a bad input must exit 2")
+	}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := InputError(stopped, err); got != err {
+		t.Errorf("after a stop: %v, want the error unmarked (exit 1)", got)
+	}
+}
