@@ -113,7 +113,7 @@ func runScenario(ctx context.Context, sc *scenarios.Scenario, o runOptions, stdo
 	}
 	consoleW := cli.ConsoleFor(o.format, stdout, stderr)
 	con := runner.NewConsole(consoleW, proc.IsTerminal(consoleW))
-	sinks := append([]events.Sink{runs.NewRunDirSink(o.out), con}, o.sinks...)
+	sinks := append([]events.Sink{runner.NewRunDirSink(o.out), con}, o.sinks...)
 	outcome, err := runner.RunScenario(ctx, sc, key, o.force, runner.Settings{
 		Sinks: sinks, KvbenchVersion: cli.Version(), Console: con,
 		NoProbes: o.noProbes || !o.allowProbes, ProbeSecrets: o.probeSecrets,

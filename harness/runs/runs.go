@@ -26,6 +26,9 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
+// RunFile is the run record's name in its run directory.
+const RunFile = "run.json"
+
 // ErrNotRun means a directory holds no readable kvbench run record.
 var ErrNotRun = errors.New("not a kvbench run directory")
 

@@ -60,7 +60,7 @@ type Config struct {
 	// ProbeSecrets passes probes the variables whose names look secret (see ProbeEnv).
 	ProbeSecrets bool
 	// Sinks receive every event, in this order: the caller chooses them (the run directory,
-	// runs.RunDirSink, first, so what was measured is on disk before anyone else hears of it;
+	// RunDirSink, first, so what was measured is on disk before anyone else hears of it;
 	// the console; a push). An error from one stops the run.
 	Sinks []events.Sink
 	// EngineInProcess: the server runs in this process (the demo's embedded engine), whose

@@ -12,7 +12,6 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/events"
 )
 
@@ -24,7 +23,7 @@ func TestRunRecordsAsItGoes(t *testing.T) {
 	chat := &fakeChat{m: m}
 	cfg := newConfig(t, unitScenario, chat, m)
 	parent := t.TempDir()
-	cfg.Sinks = []events.Sink{runs.NewRunDirSink(parent)}
+	cfg.Sinks = []events.Sink{NewRunDirSink(parent)}
 	base := offloadServer(m)
 	var seen []string
 	chat.reply = func(n int, req client.ChatRequest, p func(client.Progress)) client.Result {
@@ -63,7 +62,7 @@ func TestConcurrentStepJournalsEachRequestAsItEnds(t *testing.T) {
 	src := strings.Replace(unitScenario, "requests = 3\n", "requests = 4\nconcurrency = 2\n", 1)
 	cfg := newConfig(t, src, chat, m)
 	parent := t.TempDir()
-	cfg.Sinks = []events.Sink{runs.NewRunDirSink(parent)}
+	cfg.Sinks = []events.Sink{NewRunDirSink(parent)}
 	journaled := -1
 	chat.reply = func(n int, _ client.ChatRequest, _ func(client.Progress)) client.Result {
 		if n != 3 {

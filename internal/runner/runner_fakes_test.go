@@ -16,7 +16,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
-	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -248,7 +247,7 @@ func newConfig(t *testing.T, src string, chat ChatStreamer, m MetricsSource) Con
 }
 
 // runDir is a test run's sinks: its run directory, under a fresh temporary parent.
-func runDir(t testing.TB) []events.Sink { return []events.Sink{runs.NewRunDirSink(t.TempDir())} }
+func runDir(t testing.TB) []events.Sink { return []events.Sink{NewRunDirSink(t.TempDir())} }
 
 // run runs cfg and fails the test when nothing could be recorded.
 func run(t *testing.T, ctx context.Context, cfg Config) *Outcome {

@@ -1,4 +1,4 @@
-package runs
+package runner
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/events"
 )
 
@@ -38,7 +39,7 @@ func TestRunDirSinkKeepsTheRunAsItGoes(t *testing.T) {
 		t.Fatalf("run.json at the start: status %q", status)
 	}
 	const artifact = "step-01-sequence.json"
-	journal := filepath.Join(s.Dir(), JournalName(artifact))
+	journal := filepath.Join(s.Dir(), runs.JournalName(artifact))
 	handle(events.StepStarted{Step: "sequence", Artifact: artifact})
 	handle(events.RequestDone{Request: record.Request{Step: "sequence"}})
 	if data, err := os.ReadFile(journal); err != nil || strings.Count(string(data), "\n") != 1 {
@@ -76,7 +77,7 @@ func TestRunDirSinkRefusesAParentItCannotUse(t *testing.T) {
 
 func runStatus(t *testing.T, dir string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	data, err := os.ReadFile(filepath.Join(dir, runs.RunFile))
 	if err != nil {
 		t.Fatal(err)
 	}

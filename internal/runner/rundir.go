@@ -1,13 +1,11 @@
-package runs
+package runner
 
 import (
 	"errors"
 
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/events"
 )
-
-// RunFile is the run record's name in its run directory.
-const RunFile = "run.json"
 
 // RunDirSink is the run directory as a sink the caller hands the runner: on RunStarted it
 // creates the run's directory under its parent (CreateRunDir, with the first run.json),
@@ -29,7 +27,7 @@ func (s *RunDirSink) Handle(e events.Event) error {
 		if s.rec != nil {
 			return errors.New("run directory: the run started twice")
 		}
-		dir, err := CreateRunDir(s.parent, st.Scenario, st.Started, st.Record)
+		dir, err := runs.CreateRunDir(s.parent, st.Scenario, st.Started, st.Record)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package runs
+package runner
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/events"
 )
 
@@ -16,7 +17,7 @@ import (
 // finds the step's requests.
 type Recorder struct {
 	dir     string
-	journal *Journal
+	journal *runs.Journal
 	refs    []record.ArtifactRef
 }
 
@@ -32,7 +33,7 @@ func (rc *Recorder) RecordPath() string { return filepath.Join(rc.dir, "run.json
 func (rc *Recorder) Handle(e events.Event) error {
 	switch e := e.(type) {
 	case events.StepStarted:
-		j, err := OpenJournal(filepath.Join(rc.dir, JournalName(e.Artifact)))
+		j, err := runs.OpenJournal(filepath.Join(rc.dir, runs.JournalName(e.Artifact)))
 		if err != nil {
 			return fmt.Errorf("step %s: %w", e.Step, err)
 		}
@@ -48,7 +49,7 @@ func (rc *Recorder) Handle(e events.Event) error {
 		return rc.stepDone(e)
 	case events.RunDone:
 		e.Record.Artifacts = rc.refs
-		if _, err := ReplaceJSON(rc.RecordPath(), e.Record); err != nil {
+		if _, err := runs.ReplaceJSON(rc.RecordPath(), e.Record); err != nil {
 			return err
 		}
 	}
@@ -62,13 +63,13 @@ func (rc *Recorder) stepDone(e events.StepDone) error {
 	if j != nil {
 		jerr = j.Close()
 	}
-	sum, err := WriteJSON(filepath.Join(rc.dir, e.Artifact), e.Step.StepArtifact)
+	sum, err := runs.WriteJSON(filepath.Join(rc.dir, e.Artifact), e.Step.StepArtifact)
 	if err != nil {
-		return fmt.Errorf("step %s: its requests are kept in %s: %w", e.Step.Step, JournalName(e.Artifact), err)
+		return fmt.Errorf("step %s: its requests are kept in %s: %w", e.Step.Step, runs.JournalName(e.Artifact), err)
 	}
 	rc.refs = append(rc.refs, record.ArtifactRef{Step: e.Step.Step, Path: e.Artifact, SHA256: sum, Repetition: e.Repetition})
 	e.Record.Artifacts = rc.refs
-	if _, err := ReplaceJSON(rc.RecordPath(), e.Record); err != nil {
+	if _, err := runs.ReplaceJSON(rc.RecordPath(), e.Record); err != nil {
 		return fmt.Errorf("after step %s: %w", e.Step.Step, err)
 	}
 	if j != nil && jerr == nil {
