@@ -118,3 +118,36 @@ func (s *Selection) Kept() int { return s.kept }
 
 // Dropped is how many requests inside the window were longer than MaxInputTokens.
 func (s *Selection) Dropped() int { return s.dropped }
+
+// Subset is the requests of a source at some positions only: a replay's ideal covers the
+// requests that completed, not every one the window holds.
+type Subset struct {
+	src  Source
+	keep []int // ascending positions in src, 0-based
+	pos  int   // the position of src's next request
+	next int   // index into keep of the next request to hand out
+}
+
+var _ Source = (*Subset)(nil)
+
+// SubsetOf returns the requests of src at positions keep (0-based, ascending). It stops
+// reading src after the last of them.
+func SubsetOf(src Source, keep []int) *Subset {
+	return &Subset{src: src, keep: keep}
+}
+
+// Next fills req with the next kept request; io.EOF after the last, or when src ends first.
+func (s *Subset) Next(req *Request) error {
+	for s.next < len(s.keep) {
+		if err := s.src.Next(req); err != nil {
+			return err
+		}
+		p := s.pos
+		s.pos++
+		if p == s.keep[s.next] {
+			s.next++
+			return nil
+		}
+	}
+	return io.EOF
+}

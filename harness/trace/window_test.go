@@ -105,3 +105,49 @@ func TestWindowErrors(t *testing.T) {
 		t.Errorf("a cap below every request: %v", err)
 	}
 }
+
+// TestSubsetKeepsPositions: a subset hands out the requests at its positions only, in
+// order, and reads no further than the last.
+func TestSubsetKeepsPositions(t *testing.T) {
+	cases := []struct {
+		keep  []int
+		lines []int
+	}{
+		{[]int{0, 2, 3}, []int{1, 3, 4}},
+		{[]int{5}, []int{6}},
+		{nil, nil},
+		{[]int{4, 9}, []int{5}}, // the source ends first
+	}
+	for _, c := range cases {
+		r := NewReader(strings.NewReader(sixRequests()), "t.jsonl", 0)
+		s := SubsetOf(r, c.keep)
+		var got []int
+		var req Request
+		for {
+			err := s.Next(&req)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%v: %v", c.keep, err)
+			}
+			got = append(got, req.Line)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.lines) {
+			t.Errorf("subset %v: lines %v, want %v", c.keep, got, c.lines)
+		}
+	}
+	// Reading stops at the last kept position: the source's next request is the one after.
+	r := NewReader(strings.NewReader(sixRequests()), "t.jsonl", 0)
+	s := SubsetOf(r, []int{1})
+	var req Request
+	if err := s.Next(&req); err != nil || req.Line != 2 {
+		t.Fatalf("first: line %d, %v", req.Line, err)
+	}
+	if err := s.Next(&req); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last: %v", err)
+	}
+	if err := r.Next(&req); err != nil || req.Line != 3 {
+		t.Errorf("the source went on to line %d (%v), want 3", req.Line, err)
+	}
+}

@@ -101,7 +101,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	results := make(chan traceDone, 64)
 	var readErr error
 	go func() {
-		readErr = r.dispatchTrace(ctx, ts, sel, builder, form, start, smp, &inFlight, &peak, results)
+		readErr = r.dispatchTrace(ctx, ts, sel, tp.Requests, builder, form, start, smp, &inFlight, &peak, results)
 		close(results)
 	}()
 
@@ -118,8 +118,8 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	}
 	r.emit(prog.event(scr, before, errBefore == nil, 0, true))
 	if readErr != nil {
-		// The trace changed under the run (it was read whole at planning): stop with it.
-		r.fail(fmt.Errorf("step %s: %w", st.ID, readErr))
+		// Planning read the whole window: a line that now fails to read was changed since.
+		r.fail(fmt.Errorf("step %s: %s changed since it was planned: %w", st.ID, ts.Source.Name(), readErr))
 	}
 	samples := smp.finish()
 	art.Samples = &samples
@@ -133,12 +133,39 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 		art.Concurrency = tr.PeakInFlight
 	}
 	if readErr == nil && ctx.Err() == nil {
-		if sha, err := sum(); err == nil {
-			tr.SHA256 = sha
+		// The replay stopped at the planned count; the rest of the file must be as planned too.
+		if err := sameTrace(ts, tp, sum); err != nil {
+			r.fail(fmt.Errorf("step %s: %w", st.ID, err))
+		} else {
+			tr.SHA256 = tp.SHA256
 		}
 	}
 	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, scr.reset())
-	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp)
+	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp, completedIndexes(got))
+}
+
+// sameTrace checks that the trace's bytes, read to the end by sum, are those planning read.
+func sameTrace(ts *scenarios.Step, tp *plan.TracePlan, sum func() (string, error)) error {
+	sha, err := sum()
+	if err != nil {
+		return err
+	}
+	if sha != tp.SHA256 {
+		return fmt.Errorf("%s changed since it was planned (sha256 %s now, %s planned)", ts.Source.Name(), sha, tp.SHA256)
+	}
+	return nil
+}
+
+// completedIndexes are the window positions of the requests that completed, ascending
+// (reqs in trace order).
+func completedIndexes(reqs []record.Request) []int {
+	var idx []int
+	for _, q := range reqs {
+		if !q.Result.Failed() {
+			idx = append(idx, q.IndexInStep)
+		}
+	}
+	return idx
 }
 
 // traceReplay is the artifact's trace section as the step starts.
@@ -178,7 +205,7 @@ const promptsAhead = 4
 // are held), and this goroutine sends each at its due time (open loop) or when a slot frees
 // up (closed loop). It returns a read error of the trace, after every request it sent has
 // finished.
-func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, b *prompts.BlockBuilder, form string,
+func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, b *prompts.BlockBuilder, form string,
 	start time.Time, smp *sampler, inFlight, peak *atomic.Int64, results chan<- traceDone) error {
 	// A request's first output is when its blocks are all allocated: the sampler reads the
 	// KV usage then (at most once an interval, however many requests there are).
@@ -200,7 +227,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	var buildErr error
 	go func() {
 		defer close(jobs)
-		buildErr = buildTraceJobs(bctx, ts, sel, b, form, jobs)
+		buildErr = buildTraceJobs(bctx, ts, sel, planned, b, form, jobs)
 	}()
 	defer func() {
 		stopBuilder()
@@ -259,11 +286,12 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 }
 
 // buildTraceJobs reads the window and builds each request's prompt in order onto jobs; it
-// returns a read error of the trace, or nil at the window's end or when ctx ends.
-func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, b *prompts.BlockBuilder, form string, jobs chan<- traceJob) error {
+// returns a read error of the trace, or nil at the window's end, after the planned count
+// (lines appended since planning are not replayed), or when ctx ends.
+func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, b *prompts.BlockBuilder, form string, jobs chan<- traceJob) error {
 	var req trace.Request
 	var scratch []byte
-	for i := 0; ; i++ {
+	for i := 0; i < planned; i++ {
 		err := sel.Next(&req)
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -283,6 +311,7 @@ func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selectio
 			return nil
 		}
 	}
+	return nil
 }
 
 // timerEarly is how long before a request's due time the dispatcher's timer fires: a timer
@@ -406,11 +435,16 @@ func sortByIndex(reqs []record.Request) {
 	slices.SortFunc(reqs, func(a, b record.Request) int { return a.IndexInStep - b.IndexInStep })
 }
 
-// traceIdeal is the ideal at the server's pool sizes over the step's window (docs/traces.md):
-// the GPU pool the run resolved, holding each request's partial block and output as an
-// engine's pool does, and the host tier's GiB in tokens at the stored bytes per token the
-// scenario or the server gives. It says why when a size is unknown.
-func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan) (*record.IdealTiers, string) {
+// traceIdeal is the ideal at the server's pool sizes over the window's requests that
+// completed, at positions done (docs/traces.md): a replay stopped or partly failed is held
+// against what it served, not the whole window. The GPU pool is the one the run resolved,
+// holding each request's partial block and output as an engine's pool does, and the host
+// tier's GiB in tokens at the stored bytes per token the scenario or the server gives. It
+// says why when a size is unknown, no request completed, or the trace changed since planning.
+func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan, done []int) (*record.IdealTiers, string) {
+	if len(done) == 0 {
+		return nil, "no request of the step completed"
+	}
 	setup := r.cfg.Engine.Resolve(r.cfg.Capacity...)
 	gpu := int64(setup.GPUKVTokens)
 	if gpu <= 0 {
@@ -432,14 +466,17 @@ func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan) (*record.Ide
 		ideal.HostTokens = int64(setup.CPUOffloadGiB * capacity.GiB / setup.StoreBytesPerToken)
 		ideal.HostTokensSource = fmt.Sprintf("%s GiB (%s) / %s bytes per stored token (%s)", units.Exact(setup.CPUOffloadGiB), units.Text(setup.CPUOffloadGiBSource), units.Whole(setup.StoreBytesPerToken), units.Text(setup.StoreBytesSource))
 	}
-	sel, closeFile, _, err := plan.OpenTrace(ts)
+	sel, closeFile, sum, err := plan.OpenTrace(ts)
 	if err != nil {
 		return nil, "reading the trace again: " + err.Error()
 	}
 	defer closeFile()
-	a, err := trace.Analyze(sel, trace.Config{BlockTokens: ts.BlockTokens, Tiers: &trace.Tiers{GPUTokens: ideal.GPUTokens, HostTokens: ideal.HostTokens, PoolHoldsOutput: true}})
+	a, err := trace.Analyze(trace.SubsetOf(sel, done), trace.Config{BlockTokens: ts.BlockTokens, Tiers: &trace.Tiers{GPUTokens: ideal.GPUTokens, HostTokens: ideal.HostTokens, PoolHoldsOutput: true}})
 	if err != nil {
 		return nil, "analysing the trace: " + err.Error()
+	}
+	if err := sameTrace(ts, tp, sum); err != nil {
+		return nil, err.Error()
 	}
 	t := a.Tiers
 	ideal.PromptTokens, ideal.IdealShares, ideal.MaxHitRate = a.PromptTokens, t.IdealShares, a.MaxHitRate

@@ -235,6 +235,120 @@ func TestTraceStepInterrupted(t *testing.T) {
 	if sec.PlannedRequests != 50 || sec.Requests != len(st.Requests) || !sec.Interrupted {
 		t.Errorf("section %+v", sec)
 	}
+	// The ideal covers the requests that completed (8 prompt tokens each), not the window.
+	completed := 0
+	for _, q := range st.Requests {
+		if !q.Result.Failed() {
+			completed++
+		}
+	}
+	if i := sec.Ideal; completed > 0 && (i == nil || i.PromptTokens != int64(8*completed)) {
+		t.Errorf("ideal %+v (%s), want it over the %d completed requests' %d prompt tokens", i, sec.IdealUnavailable, completed, 8*completed)
+	}
+}
+
+// hookCompletions runs hook as the at-th request arrives, and fails the requests fail
+// picks; the rest go to the fake.
+type hookCompletions struct {
+	*fakeCompletions
+	at   int64
+	hook func()
+	fail func(client.CompletionRequest) bool
+	n    atomic.Int64
+}
+
+func (h *hookCompletions) StreamCompletion(ctx context.Context, req client.CompletionRequest, p func(client.Progress)) client.Result {
+	if h.n.Add(1) == h.at {
+		h.hook()
+	}
+	if h.fail != nil && h.fail(req) {
+		return client.Result{StartedAt: time.Now().UTC(), Model: req.Model, ErrorKind: client.ErrorKindServerError, Error: "fake failure"}
+	}
+	return h.fakeCompletions.StreamCompletion(ctx, req, p)
+}
+
+// TestTraceIdealLeavesOutFailed: a failed request is not in the ideal; had it been, the
+// request after it, which shares its first block, would be an ideal hit.
+func TestTraceIdealLeavesOutFailed(t *testing.T) {
+	m := newFakeMetrics()
+	h := &hookCompletions{fakeCompletions: &fakeCompletions{m: m},
+		fail: func(r client.CompletionRequest) bool { return len(r.PromptTokenIDs) == 9 }}
+	lines := []string{
+		traceLine(0, 9, 1, 1, 2, 3), // fails
+		traceLine(1, 8, 1, 1, 2),
+		traceLine(2, 6, 1, 5),
+	}
+	cfg := traceConfig(t, lines, "concurrency = 1", h, m)
+	out := run(t, context.Background(), cfg)
+	sec := out.Record.Trace("load")
+	if sec == nil {
+		t.Fatal("no trace section")
+	}
+	if i := sec.Ideal; i == nil || i.PromptTokens != 14 || i.GPUHitTokens != 0 {
+		t.Errorf("ideal %+v (%s), want 14 prompt tokens and no hit (the failed request left out)", i, sec.IdealUnavailable)
+	}
+}
+
+// TestTraceChangedDuringReplay: lines appended to the trace while it replays are not sent,
+// and the step fails saying the trace changed; a trace rewritten in place gives no ideal
+// from its new content.
+func TestTraceChangedDuringReplay(t *testing.T) {
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, traceLine(i, 8, 1, i))
+	}
+	t.Run("appended", func(t *testing.T) {
+		// More lines than the reader's buffer holds, so that it reads on after the append.
+		var long []string
+		for i := range 4000 {
+			long = append(long, traceLine(i, 8, 1, i))
+		}
+		m := newFakeMetrics()
+		h := &hookCompletions{fakeCompletions: &fakeCompletions{m: m}, at: 1}
+		cfg := traceConfig(t, long, "concurrency = 1", h, m)
+		path := cfg.Scenario.Steps[0].Source.Name()
+		h.hook = func() {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			for i := range 20 {
+				fmt.Fprintln(f, traceLine(10_000+i, 8, 1, 10_000+i))
+			}
+		}
+		out := run(t, context.Background(), cfg)
+		if n := len(h.requests()); n != len(long) {
+			t.Errorf("%d requests sent, %d planned", n, len(long))
+		}
+		if out.Record.Status != record.StatusFailed || !strings.Contains(out.Record.StopReason, "changed since it was planned") {
+			t.Errorf("status %s: %q", out.Record.Status, out.Record.StopReason)
+		}
+	})
+	t.Run("rewritten", func(t *testing.T) {
+		m := newFakeMetrics()
+		h := &hookCompletions{fakeCompletions: &fakeCompletions{m: m}, at: 1}
+		cfg := traceConfig(t, lines, "concurrency = 1", h, m)
+		path := cfg.Scenario.Steps[0].Source.Name()
+		h.hook = func() {
+			same := make([]string, len(lines)) // as many bytes, every request sharing block 7
+			for i := range same {
+				same[i] = traceLine(i, 8, 1, 7)
+			}
+			if err := os.WriteFile(path, []byte(strings.Join(same, "\n")+"\n"), 0o600); err != nil {
+				t.Error(err)
+			}
+		}
+		out := run(t, context.Background(), cfg)
+		sec := out.Record.Trace("load")
+		if sec == nil {
+			t.Fatal("no trace section")
+		}
+		if sec.Ideal != nil || !strings.Contains(sec.IdealUnavailable, "changed since it was planned") {
+			t.Errorf("ideal %+v (%q): the trace changed, its new content is no ideal of the replay", sec.Ideal, sec.IdealUnavailable)
+		}
+	})
 }
 
 // TestBlockSizeNote: what a server block size that is not block_tokens breaks is said.
