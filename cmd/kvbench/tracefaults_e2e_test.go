@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -94,5 +95,27 @@ func TestTraceCounterResetInsideStep(t *testing.T) {
 	}
 	if !strings.Contains(ts.Finding, "counters are not valid") {
 		t.Errorf("finding %q", ts.Finding)
+	}
+}
+
+// TestConversationCounterResetInsideStep: a conversation step on an engine that restarts its
+// counters at request 7 of 9, no scrape falling across the restart, has invalid counters
+// naming the counters' and the usage's prompt tokens.
+func TestConversationCounterResetInsideStep(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 50, Override: func(p *sim.Profile) { p.RestartAtRequest = 7 }})
+	file := filepath.Join(t.TempDir(), "chat.toml")
+	text := strings.Replace(chatScenarioTOML, "scrape_interval = \"20ms\"", "scrape_interval = \"10m\"", 1)
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, stderr, code := runJSON(t, context.Background(), "run", file, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	var cs record.ConversationSection
+	raw, _ := json.Marshal(section(t, rec, "chat"))
+	if err := json.Unmarshal(raw, &cs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("exit %d; counters valid %v, reasons %q", code, cs.CountersValid, cs.InvalidReasons)
+	if cs.CountersValid || cs.Tiers.GPU != nil || !strings.Contains(strings.Join(cs.InvalidReasons, "; "), "prompt tokens over the step while its requests' usage sums to") {
+		t.Fatalf("a reset inside the conversation went unnoticed: valid %v, GPU share %v, reasons %q\n%s", cs.CountersValid, cs.Tiers.GPU, cs.InvalidReasons, stderr)
 	}
 }
