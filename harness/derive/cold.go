@@ -20,7 +20,7 @@ func PromptsOf(sc *scenarios.Scenario, blockSize int) Prompts {
 	return Prompts{Nested: sc != nil && sc.Prompt.Mode == "nested", BlockSize: blockSize}
 }
 
-// WarmSteps judges the cold (sequence) steps of one repetition's steps, in order: the
+// WarmSteps judges the cold (sequence) steps and the trace steps of one repetition's steps, in order: the
 // finding of each step whose requests came back cached beyond what the run could have
 // cached, keyed by the step's index. The runner asks it before deciding a replay, Derive
 // when it builds the sections: one rule, verdict.ColdCaches.
@@ -32,14 +32,59 @@ func WarmSteps(steps []Step, p Prompts) map[int]*record.WarmCaches {
 		for j, q := range st.Requests {
 			tokens[j] = promptTokens(q)
 		}
-		if st.Kind == record.KindSequence {
-			if w := verdict.ColdCaches(coldStep(st, tokens, earlier, p)); w != nil {
-				out[i] = w
+		var w *record.WarmCaches
+		switch st.Kind {
+		case record.KindSequence:
+			w = verdict.ColdCaches(coldStep(st, tokens, earlier, p))
+		case record.KindTrace:
+			if ts, ok := traceStep(st, p); ok {
+				w = verdict.TraceCaches(ts)
 			}
+		}
+		if w != nil {
+			out[i] = w
 		}
 		earlier = append(earlier, tokens...)
 	}
 	return out
+}
+
+// traceStep is trace step st's evidence against its trace's most any cache could serve: the
+// step's prefix-cache hits over its prompt tokens where its counters are valid, else its
+// requests' usage; false when there is no ideal or no evidence.
+func traceStep(st Step, p Prompts) (verdict.TraceStep, bool) {
+	if st.Trace == nil || st.Trace.Ideal == nil {
+		return verdict.TraceStep{}, false
+	}
+	ideal := st.Trace.Ideal
+	s := verdict.TraceStep{Step: st.Step, BlockSize: max(p.BlockSize, ideal.BlockTokens), MaxHitRate: ideal.MaxHitRate}
+	for _, q := range st.Requests {
+		if !q.Result.Failed() {
+			s.Requests++
+		}
+	}
+	if st.Span != nil && st.Span.Valid {
+		t := SplitTiers(st.Span)
+		if t.PromptTokens != nil && (t.GPUHitTokens != nil || t.HostHitTokens != nil) {
+			s.PromptTokens, s.By = *t.PromptTokens, verdict.ByStepHits
+			for _, v := range []*float64{t.GPUHitTokens, t.HostHitTokens} {
+				if v != nil {
+					s.CachedTokens += *v
+				}
+			}
+			return s, true
+		}
+	}
+	var known bool
+	for _, q := range st.Requests {
+		if r := q.Result; !r.Failed() && r.PromptTokens != nil && r.CachedPromptTokens != nil {
+			s.PromptTokens += float64(*r.PromptTokens)
+			s.CachedTokens += float64(*r.CachedPromptTokens)
+			known = true
+		}
+	}
+	s.By = verdict.ByUsage
+	return s, known
 }
 
 // coldStep is step st's evidence as a cold step; tokens are its requests' prompt sizes and

@@ -107,17 +107,24 @@ func Of(r *record.Run, sc *scenarios.Scenario) *Run { return &Run{Run: r, Scenar
 // Prompts says how the run's prompts relate, for WarmSteps.
 func (r *Run) Prompts() Prompts { return PromptsOf(r.Scenario, r.Cache.BlockSize) }
 
-// WarmFindings lists, for every repetition, each cold step that came back cached beyond what
+// WarmFindings lists, for every repetition, each cold or trace step that came back cached beyond what
 // the run could have cached ("repetition k: " before all but repetition 0's): such a run
 // measured an earlier run's caches and compares with nothing.
 func (r *Run) WarmFindings() []string {
 	var out []string
 	for _, rep := range r.Repetitions {
 		for _, s := range rep.Sections {
-			if s.Sequence == nil || s.Sequence.WarmCaches == nil {
+			var w *record.WarmCaches
+			switch {
+			case s.Sequence != nil:
+				w = s.Sequence.WarmCaches
+			case s.Trace != nil:
+				w = s.Trace.WarmCaches
+			}
+			if w == nil {
 				continue
 			}
-			why := s.Sequence.WarmCaches.Reason
+			why := w.Reason
 			if rep.Index > 0 {
 				why = fmt.Sprintf("repetition %d: %s", rep.Index, why)
 			}
@@ -169,6 +176,9 @@ func (r *Run) Derive(reps []Repetition) {
 		reps[i].Sections = BuildSections(reps[i].Steps, reps[i].Artifacts)
 		for k, w := range WarmSteps(reps[i].Steps, r.Prompts()) {
 			if s := reps[i].Sections[k].Sequence; s != nil {
+				s.WarmCaches = w
+			}
+			if s := reps[i].Sections[k].Trace; s != nil {
 				s.WarmCaches = w
 			}
 		}

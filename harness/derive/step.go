@@ -2,12 +2,14 @@ package derive
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
@@ -39,6 +41,10 @@ func Assemble(a record.StepArtifact) Step {
 		if s.Span == nil && s.SpanError == "" {
 			s.SpanError = "the step's closing scrape was never taken (the run ended during the step)"
 		}
+		if why := undercounted(s.Span, a.Requests); why != "" {
+			s.Span = cloneCounters(s.Span) // the artifact keeps what was read
+			s.Span.InvalidateAll(metrics.InvalidReset, why)
+		}
 		s.Sampled.Merge(a.Samples)
 		return s
 	}
@@ -66,6 +72,51 @@ func Assemble(a record.StepArtifact) Step {
 		s.SpanError = "no request's counters were read: " + strings.Join(unread, "; ")
 	}
 	return s
+}
+
+// undercounted says why span c, over overlapping requests, cannot be the whole step's: its
+// prompt-token counter grew by clearly less than the requests' usage sums to, as when the
+// server restarted during the step and its counters grew again from 0 (no scrape need fall
+// across the restart to see it). Counters may lag a request's answer, so up to the larger of
+// a tenth of the usage and the largest prompt may be missing. "" when it agrees or nothing
+// says.
+func undercounted(c *record.Counters, reqs []record.Request) string {
+	if c == nil {
+		return ""
+	}
+	// The largest count read: an engine whose prompt-token counter leaves out cached tokens
+	// still counts them among its prefix-cache queries, and a restart lowers them all.
+	counted, ok := c.Value(metrics.PromptTokens)
+	source := c.Values[metrics.PromptTokens].Source
+	if t := SplitTiers(c); t.PromptTokens != nil && (!ok || *t.PromptTokens > counted) {
+		counted, ok, source = *t.PromptTokens, true, c.Values[metrics.GPUPrefixQueries].Source
+		if t.Source == record.TierBySource {
+			source = "prompt tokens by source"
+		}
+	}
+	if !ok {
+		return ""
+	}
+	usage, largest := 0.0, 0.0
+	for _, q := range reqs {
+		if r := q.Result; !r.Failed() && r.PromptTokens != nil {
+			usage += float64(*r.PromptTokens)
+			largest = max(largest, float64(*r.PromptTokens))
+		}
+	}
+	if counted >= usage-max(0.1*usage, largest) {
+		return ""
+	}
+	return fmt.Sprintf("the server's counters (%s) rose by %s prompt tokens over the step while its requests' usage sums to %s: they missed part of the step (the server restarted during it, or a replica that served it was not scraped)",
+		source, units.Whole(counted), units.Whole(usage))
+}
+
+// cloneCounters is a copy of c that can be invalidated without changing c.
+func cloneCounters(c *record.Counters) *record.Counters {
+	out := *c
+	out.Values = maps.Clone(c.Values)
+	out.InvalidReasons, out.InvalidKinds = slices.Clone(c.InvalidReasons), slices.Clone(c.InvalidKinds)
+	return &out
 }
 
 // SpanOf joins the spans of steps (one repetition's, in order): the run's change from the

@@ -177,3 +177,46 @@ func TestV1SlotVerdictWorded(t *testing.T) {
 		t.Fatalf("%+v", v)
 	}
 }
+
+// TestAssembleCrossChecksUsage: a step of overlapping requests whose prompt-token counter rose
+// by clearly less than its requests' usage (the engine restarted during it and counted again
+// from 0, no scrape falling across the restart) has no valid counters, and the reason names
+// both figures; a counter that lags by less than a request agrees. The artifact keeps what
+// was read.
+func TestAssembleCrossChecksUsage(t *testing.T) {
+	step := func(counted float64, prompts ...int) Step {
+		a := isolated("conversation")
+		a.Kind, a.DeltaScope = record.KindConversation, record.ScopeStep
+		a.Counters = span(map[metrics.Counter]float64{metrics.PromptTokens: 1000, metrics.GPUPrefixQueries: 1000, metrics.GPUPrefixHits: 0},
+			map[metrics.Counter]float64{metrics.PromptTokens: 1000 + counted, metrics.GPUPrefixQueries: 1000 + counted, metrics.GPUPrefixHits: counted / 2})
+		for k, p := range prompts {
+			a.Requests = append(a.Requests, record.Request{Step: "conversation", IndexInStep: k, Result: record.Result{PromptTokens: i(p)}})
+		}
+		return Assemble(a)
+	}
+	prompts := make([]int, 20)
+	for k := range prompts {
+		prompts[k] = 1395 // 27,900 in all
+	}
+	st := step(15165, prompts...)
+	valid, reasons := st.SpanValidity()
+	want := "the server's counters (test:prompt_tokens) rose by 15165 prompt tokens over the step while its requests' usage sums to 27900"
+	if valid || len(reasons) != 1 || !strings.Contains(reasons[0], want) {
+		t.Errorf("a reset inside the step: valid %v, reasons %q, want %q", valid, reasons, want)
+	}
+	if !st.StepArtifact.Counters.Valid || st.Span.Delta(metrics.GPUPrefixHits) != nil {
+		t.Errorf("the artifact's counters changed (%v) or the span's hits stayed usable", st.StepArtifact.Counters.Valid)
+	}
+	if sec := ConversationOf(st, "c.json"); sec.CountersValid || sec.Tiers.GPU != nil {
+		t.Errorf("the section kept counters: valid %v, GPU share %v", sec.CountersValid, sec.Tiers.GPU)
+	}
+	for _, counted := range []float64{27900, 26505, 30000} { // exact, one request short, re-admissions
+		st := step(counted, prompts...)
+		if valid, reasons := st.SpanValidity(); !valid {
+			t.Errorf("counted %v of 27900: %q", counted, reasons)
+		}
+	}
+	if st := step(15165); !st.Span.Valid {
+		t.Error("no usage is no evidence against the counters")
+	}
+}

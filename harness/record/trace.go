@@ -167,4 +167,7 @@ type TraceSection struct {
 	InvalidReasons   []string      `json:"invalid_reasons,omitempty"`
 	ScrapeIntervalMS float64       `json:"scrape_interval_ms"`
 	Series           []SeriesPoint `json:"series"`
+	// WarmCaches is set when the step's requests came back cached beyond the most any cache
+	// could serve of its trace (the ideal's max_hit_rate): it measured earlier caches.
+	WarmCaches *WarmCaches `json:"warm_caches,omitempty"`
 }

@@ -56,8 +56,44 @@ func warmReason(w *WarmCaches) string {
 	if w.By == ByStepHits {
 		who = fmt.Sprintf("its %d requests came back", w.Of)
 	}
-	return fmt.Sprintf("warm caches: step %s is a cold sequence, yet %s %s cached (%s of %s prompt tokens, %s beyond what the run itself could have cached; %s): the server's caches held these prompts before the run, so the step measured cache hits, not stores and evictions. Start from cold caches: restart the server, or give each run fresh bytes (kvbench run --salt random)",
-		w.Step, who, units.Fixed(units.Percentage).Places(2).Format(share), units.Whole(w.CachedTokens), units.Whole(w.PromptTokens), units.Whole(w.CachedBeyondReusable), w.By)
+	return fmt.Sprintf("warm caches: step %s is a cold sequence, yet %s %s cached (%s of %s prompt tokens, %s beyond what the run itself could have cached; %s): %s",
+		w.Step, who, units.Fixed(units.Percentage).Places(2).Format(share), units.Whole(w.CachedTokens), units.Whole(w.PromptTokens), units.Whole(w.CachedBeyondReusable), w.By, warmAdvice)
+}
+
+// warmAdvice is what warm caches mean and what to do about them.
+const warmAdvice = "the server's caches held these prompts before the run, so the step measured cache hits, not stores and evictions. Start from cold caches: restart the server, or give each run fresh bytes (kvbench run --salt random)"
+
+// TraceStep is what a trace step says of how cold it was: the prompt tokens of its measured
+// requests and how many came back cached, beside the most any cache could serve of its
+// trace.
+type TraceStep struct {
+	Step      string
+	Requests  int
+	BlockSize int
+	// PromptTokens and CachedTokens are the step's, By names where they come from.
+	PromptTokens, CachedTokens float64
+	By                         string
+	// MaxHitRate is an unbounded cache's hit rate over the trace's window (the ideal's).
+	MaxHitRate float64
+}
+
+// TraceCaches judges a trace step as ColdCaches judges a sequence: the finding when its
+// cached tokens exceed what an unbounded cache could serve of the trace, beyond a block of
+// rounding per request, by WarmShare of the tokens no cache could serve; nil otherwise.
+func TraceCaches(s TraceStep) *WarmCaches {
+	if s.Requests == 0 || s.PromptTokens <= 0 {
+		return nil
+	}
+	allowance := s.MaxHitRate*s.PromptTokens + float64(s.Requests*max(s.BlockSize, 1))
+	beyond := s.CachedTokens - allowance
+	if beyond <= 0 || beyond < WarmShare*(1-s.MaxHitRate)*s.PromptTokens {
+		return nil
+	}
+	w := WarmCaches{Step: s.Step, Requests: s.Requests, Of: s.Requests, CachedTokens: s.CachedTokens, PromptTokens: s.PromptTokens, CachedBeyondReusable: beyond, By: s.By}
+	pct := units.Fixed(units.Percentage).Places(2)
+	w.Reason = fmt.Sprintf("warm caches: step %s replays a trace of which any cache could serve at most %s, yet its %d requests came back %s cached (%s of %s prompt tokens, %s beyond the most the trace itself could give; %s): %s",
+		s.Step, pct.Format(s.MaxHitRate), s.Requests, pct.Format(s.CachedTokens/s.PromptTokens), units.Whole(s.CachedTokens), units.Whole(s.PromptTokens), units.Whole(beyond), s.By, warmAdvice)
+	return &w
 }
 
 // Where ColdStep's Cached figures come from.

@@ -86,3 +86,33 @@ func TestWarmCachesInvalidateTheSetup(t *testing.T) {
 		t.Errorf("interpretation %q", d.Interpretation)
 	}
 }
+
+// TestTraceCaches: a trace step is warm when its cached tokens pass the most any cache could
+// serve of its trace, plus a block per request, by half of the tokens no cache could serve.
+func TestTraceCaches(t *testing.T) {
+	step := func(cached, maxHit float64) TraceStep {
+		return TraceStep{Step: "load", Requests: 100, BlockSize: 16, PromptTokens: 100000, CachedTokens: cached, By: ByStepHits, MaxHitRate: maxHit}
+	}
+	cases := []struct {
+		name string
+		s    TraceStep
+		warm bool
+	}{
+		{"warm: a second replay", step(97200, 0.465), true},
+		{"cold: the trace's own reuse", step(46500, 0.465), false},
+		{"cold: reuse, a block per request and less than half the rest", step(46500+1600+26000, 0.465), false},
+		{"warm: just past half the rest", step(46500+1600+27000, 0.465), true},
+		{"cold: a trace an unbounded cache serves whole", step(100000, 1), false},
+		{"cold: nothing measured", TraceStep{Step: "load", MaxHitRate: 0.5}, false},
+	}
+	for _, c := range cases {
+		w := TraceCaches(c.s)
+		if (w != nil) != c.warm {
+			t.Errorf("%s: %+v, want warm %v", c.name, w, c.warm)
+		}
+	}
+	if w := TraceCaches(step(97200, 0.465)); w == nil || w.Requests != 100 || w.Of != 100 || w.CachedBeyondReusable != 97200-46500-1600 ||
+		!strings.Contains(w.Reason, "at most 46.50%, yet its 100 requests came back 97.20% cached") || !strings.Contains(w.Reason, "--salt random") {
+		t.Errorf("finding %+v", w)
+	}
+}

@@ -266,6 +266,9 @@ func (c *Console) warmCaches(e events.StepDone) {
 			if s := rep.Sections[e.Index].Sequence; s != nil && s.WarmCaches != nil {
 				c.Printf("  WARM CACHES: %s", s.WarmCaches.Reason)
 			}
+			if s := rep.Sections[e.Index].Trace; s != nil && s.WarmCaches != nil {
+				c.Printf("  WARM CACHES: %s", s.WarmCaches.Reason)
+			}
 		}
 	}
 }
