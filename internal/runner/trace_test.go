@@ -18,6 +18,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -234,6 +235,46 @@ func TestTraceStepInterrupted(t *testing.T) {
 	sec := out.Record.Trace("load")
 	if sec.PlannedRequests != 50 || sec.Requests != len(st.Requests) || !sec.Interrupted {
 		t.Errorf("section %+v", sec)
+	}
+}
+
+// progressSink keeps every trace progress report.
+type progressSink struct {
+	mu  sync.Mutex
+	got []events.TraceProgress
+}
+
+func (s *progressSink) Handle(e events.Event) error {
+	if p, ok := e.(events.TraceProgress); ok {
+		s.mu.Lock()
+		s.got = append(s.got, p)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// TestTraceFinalProgressIsTheRecordsTiers: the last progress report carries the step's tier
+// shares as recorded, though no scrape came after the last request (the scraper's interval
+// is longer than the step).
+func TestTraceFinalProgressIsTheRecordsTiers(t *testing.T) {
+	m := newFakeMetrics()
+	f := &fakeCompletions{m: m}
+	lines := []string{traceLine(0, 10, 2, 1, 2, 3), traceLine(1, 10, 2, 1, 2, 4), traceLine(2, 8, 2, 5, 6)}
+	cfg := traceConfig(t, lines, "concurrency = 1", f, m)
+	cfg.Scenario.Steps[0].ScrapeInterval.Duration = time.Hour
+	var sink progressSink
+	cfg.Sinks = append(cfg.Sinks, &sink)
+	out := run(t, context.Background(), cfg)
+	sec := out.Record.Trace("load")
+	if sec == nil || sec.Tiers.GPU == nil {
+		t.Fatalf("section %+v", sec)
+	}
+	if len(sink.got) == 0 || !sink.got[len(sink.got)-1].Final {
+		t.Fatalf("no final progress report: %+v", sink.got)
+	}
+	last := sink.got[len(sink.got)-1]
+	if last.Tiers.GPU == nil || *last.Tiers.GPU != *sec.Tiers.GPU || last.Done != sec.Requests {
+		t.Errorf("final report: %d done, GPU %v; recorded %d, GPU %v", last.Done, last.Tiers.GPU, sec.Requests, *sec.Tiers.GPU)
 	}
 }
 
