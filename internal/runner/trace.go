@@ -109,7 +109,9 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	prog := traceProgress{step: st.ID, total: tp.Requests, start: start}
 	for d := range results {
 		rec := r.traceRecord(st, d, start)
-		r.emit(events.RequestDone{Repetition: k, Request: rec})
+		if !r.recordRequest(ctx, k, rec) {
+			continue
+		}
 		got = append(got, rec)
 		prog.add(rec)
 		if time.Since(prog.last) >= traceProgressEvery {

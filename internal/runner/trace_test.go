@@ -236,6 +236,60 @@ func TestTraceStepInterrupted(t *testing.T) {
 	if sec.PlannedRequests != 50 || sec.Requests != len(st.Requests) || !sec.Interrupted {
 		t.Errorf("section %+v", sec)
 	}
+	// The requests in flight when the run stopped were cancelled by it, not failed by the
+	// server: not measured, so neither recorded nor counted failed (a sweep level reads this).
+	for _, q := range st.Requests {
+		if q.Result.Failed() {
+			t.Errorf("request %d recorded as failed (%s): the run's stop cancelled it", q.IndexInStep, q.Result.ErrorKind)
+		}
+	}
+	if sec.FailedRequests != 0 {
+		t.Errorf("%d failed requests counted", sec.FailedRequests)
+	}
+}
+
+// journalFull refuses every request after the first few, as a run directory whose disk
+// filled up does.
+type journalFull struct {
+	mu       sync.Mutex
+	accepted int
+	limit    int
+}
+
+func (j *journalFull) Handle(e events.Event) error {
+	if _, ok := e.(events.RequestDone); !ok {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.accepted == j.limit {
+		return fmt.Errorf("journal: no space left on device")
+	}
+	j.accepted++
+	return nil
+}
+
+// TestTraceStepKeepsWhatWasJournaled: a request the run directory could not journal is not
+// in the step either, so the console's count is the record's.
+func TestTraceStepKeepsWhatWasJournaled(t *testing.T) {
+	m := newFakeMetrics()
+	f := &fakeCompletions{m: m, hold: 2 * time.Millisecond}
+	var lines []string
+	for i := range 20 {
+		lines = append(lines, traceLine(i, 8, 2, i))
+	}
+	cfg := traceConfig(t, lines, "concurrency = 4", f, m)
+	j := &journalFull{limit: 3}
+	var con bytes.Buffer
+	cfg.Sinks = append(cfg.Sinks, j, NewConsole(&con, false))
+	out := run(t, context.Background(), cfg)
+	st := out.Steps[0]
+	if out.Record.Status != record.StatusFailed || len(st.Requests) != j.accepted {
+		t.Fatalf("status %s, %d requests in the step, %d journaled", out.Record.Status, len(st.Requests), j.accepted)
+	}
+	if want := fmt.Sprintf("interrupted: %d requests measured", j.accepted); !strings.Contains(con.String(), want) {
+		t.Errorf("console lacks %q:\n%s", want, con.String())
+	}
 }
 
 // progressSink keeps every trace progress report.
