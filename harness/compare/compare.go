@@ -1,5 +1,6 @@
 // Package compare compares a candidate run with a baseline run step by step and request by
-// request, from their artifacts: a change is a regression only when it is worse than both
+// request (a trace or conversation step, whose requests overlap, by its distribution), from
+// their artifacts: a change is a regression only when it is worse than both
 // the configured tolerance and the measured noise of the two runs (the spread of their
 // repetitions); a replay verdict the baseline never showed (cpu_reload -> recompute) is
 // always a regression. It computes only; the CLI (kvbench compare) loads runs and prints.

@@ -15,11 +15,14 @@ import (
 
 // asTrace replaces r's repetitions with one trace step each, whose requests took ttfts[k]
 // milliseconds to first output in repetition k; its section is derived from the requests.
-func asTrace(r *runs.Run, ttfts [][]float64) {
+func asTrace(r *runs.Run, ttfts [][]float64) { asConcurrent(r, record.KindTrace, ttfts) }
+
+// asConcurrent is asTrace for a step of kind (trace or conversation).
+func asConcurrent(r *runs.Run, kind string, ttfts [][]float64) {
 	base := r.Repetitions[0]
 	r.Repetitions = nil
 	for k, reps := range ttfts {
-		st := record.StepArtifact{Step: "trace", Kind: record.KindTrace, DeltaScope: record.ScopeStep}
+		st := record.StepArtifact{Step: "trace", Kind: kind, DeltaScope: record.ScopeStep}
 		for i, v := range reps {
 			q := record.Request{Step: "trace", IndexInStep: i}
 			q.Prompt.Identity, q.Prompt.Shape = fmt.Sprintf("sha256:%d", i), fmt.Sprintf("shape:%d", i)
@@ -28,8 +31,15 @@ func asTrace(r *runs.Run, ttfts [][]float64) {
 			st.Requests = append(st.Requests, q)
 		}
 		step := derive.Assemble(st)
-		sec := derive.TraceOf(step, "trace.json")
-		rep := derive.Repetition{Repetition: base.Repetition, Steps: []derive.Step{step}, Sections: []record.Section{{Step: "trace", Trace: &sec}}}
+		section := record.Section{Step: "trace"}
+		if kind == record.KindTrace {
+			sec := derive.TraceOf(step, "trace.json")
+			section.Trace = &sec
+		} else {
+			sec := derive.ConversationOf(step, "trace.json")
+			section.Conversation = &sec
+		}
+		rep := derive.Repetition{Repetition: base.Repetition, Steps: []derive.Step{step}, Sections: []record.Section{section}}
 		rep.Index = k
 		r.Repetitions = append(r.Repetitions, rep)
 	}
@@ -103,5 +113,24 @@ func TestCompareTraceStepsByDistribution(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), "trace  all  time_to_first_output_ms_p90") {
 		t.Errorf("the table has no whole-step row:\n%s", text.String())
+	}
+}
+
+// TestCompareConversationStepsByDistribution: a conversation step compares as a trace step
+// does (it has no decode rate in its section), and a request that failed only in the
+// candidate is a finding.
+func TestCompareConversationStepsByDistribution(t *testing.T) {
+	b, c := load(t, "baseline"), load(t, "baseline")
+	asConcurrent(b, record.KindConversation, [][]float64{ttftsOf(30, 1, 0.01)})
+	asConcurrent(c, record.KindConversation, [][]float64{ttftsOf(30, 2, 0.01)})
+	res := mustCompare(t, b, c, Options{Tolerance: DefaultTolerance})
+	if res.Regression || len(res.Steps[0].Requests) != 0 || len(res.Steps[0].Distribution) != 3 {
+		t.Fatalf("findings %q, step %+v", res.Findings, res.Steps[0])
+	}
+	c.Repetitions[0].Steps[0].Requests[5].Result.ErrorKind = "http_status"
+	c.Repetitions[0].Sections[0].Conversation.FailedRequests = 1
+	res = mustCompare(t, b, c, Options{Tolerance: DefaultTolerance})
+	if len(res.Findings) != 1 || !strings.Contains(res.Findings[0], "1 request(s) failed in the candidate, none in the baseline") {
+		t.Errorf("findings %q", res.Findings)
 	}
 }
