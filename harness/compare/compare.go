@@ -1,5 +1,6 @@
 // Package compare compares a candidate run with a baseline run step by step and request by
-// request, from their artifacts: a change is a regression only when it is worse than both
+// request (a trace or conversation step, whose requests overlap, by its distribution), from
+// their artifacts: a change is a regression only when it is worse than both
 // the configured tolerance and the measured noise of the two runs (the spread of their
 // repetitions); a replay verdict the baseline never showed (cpu_reload -> recompute) is
 // always a regression. It computes only; the CLI (kvbench compare) loads runs and prints.
@@ -153,6 +154,9 @@ type Step struct {
 	Kind     string    `json:"kind"`
 	Verdict  *Verdict  `json:"verdict,omitempty"`
 	Requests []Request `json:"requests"`
+	// Distribution compares a step of overlapping requests (trace, conversation) as a
+	// whole, one value per repetition; its Requests are empty.
+	Distribution []MetricValue `json:"distribution,omitempty"`
 }
 
 // Verdict compares a replay step's verdicts across all repetitions of both runs.
@@ -240,6 +244,14 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 				res.Findings = append(res.Findings, fmt.Sprintf("%s: verdict %s", id, st.Verdict.Why))
 			}
 		}
+		if concurrent(bst.Kind) {
+			// Overlapping requests are scheduled differently every run: request i of one run
+			// meets other neighbours than request i of the next, so only the step's
+			// distribution and tier shares are the same measurement twice.
+			st.Distribution, res.Findings = compareDistribution(baseline, candidate, id, opts.Tolerance, res.Findings)
+			res.Steps = append(res.Steps, st)
+			continue
+		}
 		for i, q := range bst.Requests {
 			rq := Request{Index: q.IndexInStep, BaselineFailed: failures(baseline, id, i), CandidateFailed: failures(candidate, id, i)}
 			if rq.CandidateFailed > 0 && rq.BaselineFailed == 0 {
@@ -263,6 +275,115 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 	}
 	res.Regression = len(res.Findings) > 0
 	return res, nil
+}
+
+// concurrent reports whether a step's requests overlap, so that it compares as a whole.
+func concurrent(kind string) bool {
+	return kind == record.KindTrace || kind == record.KindConversation
+}
+
+// stepMetric is a whole-step measurement of a trace or conversation step, read from one
+// repetition's section; nil where it was not measured.
+type stepMetric struct {
+	Metric
+	of func(stepView) *float64
+}
+
+// stepView is what a trace or conversation section shares.
+type stepView struct {
+	ttft, decode  record.Percentiles
+	tiers         record.TierShares
+	countersValid bool
+	failed        int
+}
+
+// StepMetrics are judged in this order for every trace and conversation step.
+var StepMetrics = []stepMetric{
+	{Metric{"time_to_first_output_ms_p50", stats.Lower}, func(v stepView) *float64 { return v.ttft.P50 }},
+	{Metric{"time_to_first_output_ms_p90", stats.Lower}, func(v stepView) *float64 { return v.ttft.P90 }},
+	{Metric{"time_to_first_output_ms_p99", stats.Lower}, func(v stepView) *float64 { return v.ttft.P99 }},
+	{Metric{"decode_tokens_per_second_p50", stats.Higher}, func(v stepView) *float64 { return v.decode.P50 }},
+	{Metric{"gpu_share", stats.Higher}, func(v stepView) *float64 { return validShare(v, v.tiers.GPU) }},
+	{Metric{"cached_share", stats.Higher}, func(v stepView) *float64 {
+		if v.tiers.GPU == nil || v.tiers.Host == nil {
+			return nil
+		}
+		return validShare(v, ptrTo(*v.tiers.GPU+*v.tiers.Host))
+	}},
+}
+
+// validShare is a tier share only where the step's counters can be trusted.
+func validShare(v stepView, share *float64) *float64 {
+	if !v.countersValid {
+		return nil
+	}
+	return share
+}
+
+func ptrTo(x float64) *float64 { return &x }
+
+// stepViews reads step id's trace or conversation section in every repetition of r (nil
+// where the repetition has none).
+func stepViews(r *runs.Run, id string) []*stepView {
+	var out []*stepView
+	for k := range r.Repetitions {
+		sec := r.RepSection(k, id)
+		switch {
+		case sec == nil:
+			out = append(out, nil)
+		case sec.Trace != nil:
+			t := sec.Trace
+			out = append(out, &stepView{ttft: t.TTFTMS, decode: t.DecodeTokensPerSecond, tiers: t.Tiers, countersValid: t.CountersValid, failed: t.FailedRequests})
+		case sec.Conversation != nil:
+			c := sec.Conversation
+			out = append(out, &stepView{ttft: c.TTFTMS, tiers: c.Tiers, countersValid: c.CountersValid, failed: c.FailedRequests})
+		default:
+			out = append(out, nil)
+		}
+	}
+	return out
+}
+
+// compareDistribution judges step id's whole-step metrics, each repetition one value, with
+// the noise rule the per-request metrics have; new failures are a finding.
+func compareDistribution(baseline, candidate *runs.Run, id string, tolerance float64, findings []string) ([]MetricValue, []string) {
+	bv, cv := stepViews(baseline, id), stepViews(candidate, id)
+	bf, cf := 0, 0
+	for _, v := range bv {
+		if v != nil {
+			bf += v.failed
+		}
+	}
+	for _, v := range cv {
+		if v != nil {
+			cf += v.failed
+		}
+	}
+	if cf > 0 && bf == 0 {
+		findings = append(findings, fmt.Sprintf("%s: %d request(s) failed in the candidate, none in the baseline", id, cf))
+	}
+	values := func(vs []*stepView, of func(stepView) *float64) []*float64 {
+		out := make([]*float64, len(vs))
+		for i, v := range vs {
+			if v != nil {
+				out[i] = of(*v)
+			}
+		}
+		return out
+	}
+	out := []MetricValue{}
+	for _, m := range StepMetrics {
+		b, c := stats.Summarize(values(bv, m.of)), stats.Summarize(values(cv, m.of))
+		if b.N == 0 && c.N == 0 {
+			continue // not measured by this kind of step (a conversation has no decode rate)
+		}
+		mv := MetricValue{Metric: m.Name, Better: m.Better, Baseline: b, Candidate: c, Change: stats.Compare(b, c, m.Better, tolerance)}
+		if mv.Judgement == stats.Regressed {
+			findings = append(findings, fmt.Sprintf("%s %s %s", id, m.Name, Movement(mv)))
+		}
+		out = append(out, mv)
+	}
+	return out, findings
 }
 
 func saltWord(s string) string {

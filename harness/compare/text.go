@@ -22,17 +22,26 @@ func (res *Result) rows() []compareRow {
 		if st.Verdict != nil {
 			rows = append(rows, compareRow{st.Step, "0", "verdict", strings.Join(st.Verdict.Baseline, ", "), strings.Join(st.Verdict.Candidate, ", "), "-", "-", string(st.Verdict.Status)})
 		}
+		for _, m := range st.Distribution {
+			rows = append(rows, metricRow(st.Step, "all", m))
+		}
 		for _, q := range st.Requests {
 			for _, m := range q.Metrics {
-				change, threshold := "-", units.Share(m.Threshold)
-				if m.Relative != nil {
-					change = units.SignedShare(*m.Relative)
-				}
-				rows = append(rows, compareRow{st.Step, fmt.Sprint(q.Index), m.Metric, m.Baseline.Text(), m.Candidate.Text(), change, threshold, string(m.Judgement)})
+				rows = append(rows, metricRow(st.Step, fmt.Sprint(q.Index), m))
 			}
 		}
 	}
 	return rows
+}
+
+// metricRow is one judged metric's line; req is a request's index, or "all" for a step
+// compared as a whole.
+func metricRow(step, req string, m MetricValue) compareRow {
+	change, threshold := "-", units.Share(m.Threshold)
+	if m.Relative != nil {
+		change = units.SignedShare(*m.Relative)
+	}
+	return compareRow{step, req, m.Metric, m.Baseline.Text(), m.Candidate.Text(), change, threshold, string(m.Judgement)}
 }
 
 // WriteText prints the comparison as a table with the regressions found.

@@ -12,7 +12,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
-	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/prompts"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
@@ -58,8 +57,9 @@ func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, a
 	}()
 	var got []record.Request
 	for rec := range results {
-		r.emit(events.RequestDone{Repetition: k, Request: rec})
-		got = append(got, rec)
+		if r.recordRequest(ctx, k, rec) {
+			got = append(got, rec)
+		}
 	}
 	samples := smp.finish()
 	art.Samples = &samples

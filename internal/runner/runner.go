@@ -218,6 +218,21 @@ func (r *runner) emit(e events.Event) {
 	}
 }
 
+// recordRequest journals a finished request and reports whether it is part of the step: a
+// request the run's own stop cancelled was not measured (the server did not fail it; kvbench
+// stopped waiting), and one the run directory could not journal is not in the record, so
+// the step, its journal and the console's counts are the same requests.
+func (r *runner) recordRequest(ctx context.Context, k int, rec record.Request) bool {
+	if ctx.Err() != nil && rec.Result.ErrorKind == client.ErrorKindCanceled {
+		return false
+	}
+	if err := r.sinks.Handle(events.RequestDone{Repetition: k, Request: rec}); err != nil {
+		r.fail(err)
+		return false
+	}
+	return true
+}
+
 // fail stops the run because something it measured could not be written, or because the
 // counters it needs can no longer be read.
 func (r *runner) fail(err error) {
@@ -386,8 +401,9 @@ func (r *runner) runConcurrentStep(ctx context.Context, k int, st plan.Step, art
 	for d := range results {
 		rec := r.newRequest(st, st.Requests[d.i])
 		rec.Result = d.res
-		r.emit(events.RequestDone{Repetition: k, Request: rec})
-		got[d.i] = rec
+		if r.recordRequest(ctx, k, rec) {
+			got[d.i] = rec
+		}
 	}
 	samples := smp.finish()
 	after, _, _, _, errAfter := waitIdle(context.WithoutCancel(ctx), r.cfg.Metrics, idle)

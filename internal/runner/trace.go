@@ -109,14 +109,16 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	prog := traceProgress{step: st.ID, total: tp.Requests, start: start}
 	for d := range results {
 		rec := r.traceRecord(st, d, start)
-		r.emit(events.RequestDone{Repetition: k, Request: rec})
+		if !r.recordRequest(ctx, k, rec) {
+			continue
+		}
 		got = append(got, rec)
 		prog.add(rec)
 		if time.Since(prog.last) >= traceProgressEvery {
 			r.emit(prog.event(scr, before, errBefore == nil, int(inFlight.Load()), false))
 		}
 	}
-	r.emit(prog.event(scr, before, errBefore == nil, 0, true))
+	final := prog.event(scr, before, errBefore == nil, 0, true)
 	if readErr != nil {
 		// Planning read the whole window: a line that now fails to read was changed since.
 		r.fail(fmt.Errorf("step %s: %s changed since it was planned: %w", st.ID, ts.Source.Name(), readErr))
@@ -141,6 +143,13 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 		}
 	}
 	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, scr.reset())
+	// The closing line says what the record says: the step's counters to the end, not the
+	// scraper's last reading, which misses the last interval.
+	final.Tiers = record.TierShares{}
+	if art.Counters != nil {
+		final.Tiers = derive.SplitTiers(art.Counters).Shares()
+	}
+	r.emit(final)
 	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp, completedIndexes(got))
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/internal/events"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -245,6 +246,16 @@ func TestTraceStepInterrupted(t *testing.T) {
 	if i := sec.Ideal; completed > 0 && (i == nil || i.PromptTokens != int64(8*completed)) {
 		t.Errorf("ideal %+v (%s), want it over the %d completed requests' %d prompt tokens", i, sec.IdealUnavailable, completed, 8*completed)
 	}
+	// The requests in flight when the run stopped were cancelled by it, not failed by the
+	// server: not measured, so neither recorded nor counted failed (a sweep level reads this).
+	for _, q := range st.Requests {
+		if q.Result.Failed() {
+			t.Errorf("request %d recorded as failed (%s): the run's stop cancelled it", q.IndexInStep, q.Result.ErrorKind)
+		}
+	}
+	if sec.FailedRequests != 0 {
+		t.Errorf("%d failed requests counted", sec.FailedRequests)
+	}
 }
 
 // hookCompletions runs hook as the at-th request arrives, and fails the requests fail
@@ -349,6 +360,90 @@ func TestTraceChangedDuringReplay(t *testing.T) {
 			t.Errorf("ideal %+v (%q): the trace changed, its new content is no ideal of the replay", sec.Ideal, sec.IdealUnavailable)
 		}
 	})
+}
+
+// journalFull refuses every request after the first few, as a run directory whose disk
+// filled up does.
+type journalFull struct {
+	mu       sync.Mutex
+	accepted int
+	limit    int
+}
+
+func (j *journalFull) Handle(e events.Event) error {
+	if _, ok := e.(events.RequestDone); !ok {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.accepted == j.limit {
+		return fmt.Errorf("journal: no space left on device")
+	}
+	j.accepted++
+	return nil
+}
+
+// TestTraceStepKeepsWhatWasJournaled: a request the run directory could not journal is not
+// in the step either, so the console's count is the record's.
+func TestTraceStepKeepsWhatWasJournaled(t *testing.T) {
+	m := newFakeMetrics()
+	f := &fakeCompletions{m: m, hold: 2 * time.Millisecond}
+	var lines []string
+	for i := range 20 {
+		lines = append(lines, traceLine(i, 8, 2, i))
+	}
+	cfg := traceConfig(t, lines, "concurrency = 4", f, m)
+	j := &journalFull{limit: 3}
+	var con bytes.Buffer
+	cfg.Sinks = append(cfg.Sinks, j, NewConsole(&con, false))
+	out := run(t, context.Background(), cfg)
+	st := out.Steps[0]
+	if out.Record.Status != record.StatusFailed || len(st.Requests) != j.accepted {
+		t.Fatalf("status %s, %d requests in the step, %d journaled", out.Record.Status, len(st.Requests), j.accepted)
+	}
+	if want := fmt.Sprintf("interrupted: %d requests measured", j.accepted); !strings.Contains(con.String(), want) {
+		t.Errorf("console lacks %q:\n%s", want, con.String())
+	}
+}
+
+// progressSink keeps every trace progress report.
+type progressSink struct {
+	mu  sync.Mutex
+	got []events.TraceProgress
+}
+
+func (s *progressSink) Handle(e events.Event) error {
+	if p, ok := e.(events.TraceProgress); ok {
+		s.mu.Lock()
+		s.got = append(s.got, p)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// TestTraceFinalProgressIsTheRecordsTiers: the last progress report carries the step's tier
+// shares as recorded, though no scrape came after the last request (the scraper's interval
+// is longer than the step).
+func TestTraceFinalProgressIsTheRecordsTiers(t *testing.T) {
+	m := newFakeMetrics()
+	f := &fakeCompletions{m: m}
+	lines := []string{traceLine(0, 10, 2, 1, 2, 3), traceLine(1, 10, 2, 1, 2, 4), traceLine(2, 8, 2, 5, 6)}
+	cfg := traceConfig(t, lines, "concurrency = 1", f, m)
+	cfg.Scenario.Steps[0].ScrapeInterval.Duration = time.Hour
+	var sink progressSink
+	cfg.Sinks = append(cfg.Sinks, &sink)
+	out := run(t, context.Background(), cfg)
+	sec := out.Record.Trace("load")
+	if sec == nil || sec.Tiers.GPU == nil {
+		t.Fatalf("section %+v", sec)
+	}
+	if len(sink.got) == 0 || !sink.got[len(sink.got)-1].Final {
+		t.Fatalf("no final progress report: %+v", sink.got)
+	}
+	last := sink.got[len(sink.got)-1]
+	if last.Tiers.GPU == nil || *last.Tiers.GPU != *sec.Tiers.GPU || last.Done != sec.Requests {
+		t.Errorf("final report: %d done, GPU %v; recorded %d, GPU %v", last.Done, last.Tiers.GPU, sec.Requests, *sec.Tiers.GPU)
+	}
 }
 
 // TestBlockSizeNote: what a server block size that is not block_tokens breaks is said.
