@@ -116,7 +116,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 			r.emit(prog.event(scr, before, errBefore == nil, int(inFlight.Load()), false))
 		}
 	}
-	final := prog.event(scr, before, errBefore == nil, 0, true)
+	r.emit(prog.event(scr, before, errBefore == nil, 0, true))
 	if readErr != nil {
 		// The trace changed under the run (it was read whole at planning): stop with it.
 		r.fail(fmt.Errorf("step %s: %w", st.ID, readErr))
@@ -138,13 +138,6 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 		}
 	}
 	art.Counters, art.CountersError = derive.StepCounters(before, after, errBefore, errAfter, scr.reset())
-	// The closing line says what the record says: the step's counters to the end, not the
-	// scraper's last reading, which misses the last interval.
-	final.Tiers = record.TierShares{}
-	if art.Counters != nil {
-		final.Tiers = derive.SplitTiers(art.Counters).Shares()
-	}
-	r.emit(final)
 	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp)
 }
 
