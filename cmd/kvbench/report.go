@@ -42,7 +42,7 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	page, err := report.Page(*title, loaded, *tolerance, time.Now())
-	if err != nil {
+	if page == nil {
 		return err
 	}
 	if _, err := runs.WriteOutput(*out, page); err != nil {
@@ -50,5 +50,5 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	abs, _ := filepath.Abs(*out)
 	fmt.Fprintf(stdout, "report: %s\n", abs)
-	return nil
+	return cli.UsageError(err) // nil, or the runs do not compare: the page says why
 }

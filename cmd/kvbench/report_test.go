@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/cli"
 )
 
@@ -211,5 +213,82 @@ func TestReportRendersInChromium(t *testing.T) {
 	if keep := os.Getenv("KVBENCH_REPORT_SCREENSHOT"); keep != "" {
 		data, _ := os.ReadFile(shot)
 		os.WriteFile(keep, data, 0o644)
+	}
+}
+
+// warmCopy is a copy of the candidate fixture whose cold sequence came back cached in both
+// repetitions (an earlier run's prompts still in the server), its sha256s updated: a run
+// compare refuses whatever it is allowed.
+func warmCopy(t *testing.T) string {
+	t.Helper()
+	dir := copyRunDir(t, filepath.Join("testdata", "compare", "candidate"))
+	runJSON, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"step-01-sequence.json", "repeat-01-step-01-sequence.json"} {
+		path := filepath.Join(dir, name)
+		old, _ := runs.FileSHA256(path)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var art record.StepArtifact
+		if err := json.Unmarshal(data, &art); err != nil {
+			t.Fatal(err)
+		}
+		for i := range art.Requests {
+			r := &art.Requests[i].Result
+			cached := *r.PromptTokens - 8
+			r.CachedPromptTokens = &cached
+		}
+		if data, err = json.Marshal(art); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum, _ := runs.FileSHA256(path)
+		runJSON = []byte(strings.ReplaceAll(string(runJSON), old, sum))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.json"), runJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestReportOfRunsThatDoNotCompare: a baseline and a candidate that do not compare (the
+// candidate measured warm caches) still get the candidate's page, the reason at its top,
+// and the command exits 2 naming it.
+func TestReportOfRunsThatDoNotCompare(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "report.html")
+	cand := warmCopy(t)
+	stdout, stderr, code := runCLI(t, "report", filepath.Join("testdata", "compare", "baseline"), cand, "-o", file)
+	if code != cli.ExitUsage || !strings.Contains(stderr, "the runs do not compare: candidate (") || !strings.Contains(stderr, "measured warm caches") {
+		t.Fatalf("exit %d, want 2: %s", code, stderr)
+	}
+	page, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("no page written (stdout %q): %v", stdout, err)
+	}
+	m := dataScript.FindStringSubmatch(string(page))
+	if m == nil {
+		t.Fatal("no embedded data")
+	}
+	var d struct {
+		reportData
+		NotCompared string `json:"not_compared"`
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != "runs" || len(d.Runs) != 1 || d.Comparison != nil || !strings.Contains(d.NotCompared, "not compared with the baseline") {
+		t.Errorf("kind %s, %d runs, comparison %v, not compared %q", d.Kind, len(d.Runs), d.Comparison, d.NotCompared)
+	}
+	if i, j := strings.Index(string(page), `id="not-compared"`), strings.Index(string(page), "<h2>"); i < 0 || (j >= 0 && j < i) {
+		t.Errorf("the reason is not at the top of the page (at %d, first heading at %d)", i, j)
+	}
+	if !strings.Contains(stdout, "report: ") {
+		t.Errorf("stdout %q does not name the page", stdout)
 	}
 }

@@ -135,8 +135,9 @@ func CreateRunDir(parent, scenario string, start time.Time, record any) (string,
 	return "", fmt.Errorf("creating run directory: %s-* all taken", base)
 }
 
-// ReplaceJSON writes v to path atomically (atomicWrite), replacing the file there. Only run.json is ever replaced, and only while its run is live:
-// it says how far the run got. Everything measured goes through WriteJSON, which never
+// ReplaceJSON writes v to path atomically (atomicWrite), replacing the file there. Only
+// run.json and sweep.json are ever replaced, and only while their run or sweep is live:
+// they say how far it got. Everything measured goes through WriteJSON, which never
 // replaces.
 func ReplaceJSON(path string, v any) (string, error) {
 	data, err := json.MarshalIndent(v, "", "  ")

@@ -8,6 +8,7 @@ package report
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -81,19 +82,35 @@ func Build(title, generated string, rs []*runs.Run, opts compare.Options) (Data,
 	return Collect(title, generated, rs, cmp), nil
 }
 
+// ErrNotCompared means a report of two runs of one scenario could not compare them: its
+// page shows the candidate alone with the reason at the top.
+var ErrNotCompared = errors.New("report: the runs do not compare")
+
 // Page renders the page of rs, generated at now. A report shows what differs rather than
 // refusing: two runs of one scenario are compared with tolerance even when their models or
-// prompts differ or one did not finish, and the page lists each such difference.
+// prompts differ or one did not finish, and the page lists each such difference. Runs that
+// still do not compare (one measured warm caches) get the candidate's page with the reason
+// at the top: it comes back with an error wrapping ErrNotCompared, so a nightly has a page
+// for the night that needs one and still fails.
 func Page(title string, rs []*runs.Run, tolerance float64, now time.Time) ([]byte, error) {
-	data, err := Build(title, now.UTC().Format(time.RFC3339), rs, compare.Options{Tolerance: tolerance, AllowMismatch: true, AllowIncomplete: true})
-	if err != nil {
+	generated := now.UTC().Format(time.RFC3339)
+	data, err := Build(title, generated, rs, compare.Options{Tolerance: tolerance, AllowMismatch: true, AllowIncomplete: true})
+	var notCompared error
+	if err != nil && KindOf(rs) == KindComparison {
+		notCompared = fmt.Errorf("%w: %w; the page shows the candidate alone", ErrNotCompared, err)
+		if title == "" {
+			title = fmt.Sprintf("kvbench report: %s (not compared with %s)", rs[1].Scenario.Name, rs[0].Dir)
+		}
+		data = Collect(title, generated, rs[1:], nil)
+		data.NotCompared = fmt.Sprintf("not compared with the baseline %s: %v", rs[0].Dir, err)
+	} else if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
 	if err := Render(&buf, data); err != nil {
 		return nil, fmt.Errorf("rendering the report: %w", err)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), notCompared
 }
 
 // Data is everything the page shows; it is embedded in the page as JSON.
@@ -103,6 +120,9 @@ type Data struct {
 	Kind       Kind            `json:"kind"`
 	Runs       []RunData       `json:"runs"`
 	Comparison *compare.Result `json:"comparison,omitempty"`
+	// NotCompared says why two runs of one scenario were not compared; the page then shows
+	// the candidate alone.
+	NotCompared string `json:"not_compared,omitempty"`
 }
 
 // RunData is one run's identity, verdicts and chart data (repetition 0, the run's record).

@@ -37,6 +37,7 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 <body>
 <h1>{{.Title}}</h1>
 <p class="meta">generated {{.Generated}} by kvbench report from the runs' step artifacts; no network is needed to view this page.</p>
+{{with .NotCompared}}<p class="regression" id="not-compared">{{.}}</p>{{end}}
 {{with .Comparison}}
 <h2>Comparison: {{if .Regression}}<span class="regression">regression ({{len .Findings}})</span>{{else}}no regression{{end}}</h2>
 <p class="meta">baseline {{.Baseline.Dir}} ({{.Baseline.Repetitions}} repetition(s)) vs candidate {{.Candidate.Dir}} ({{.Candidate.Repetitions}} repetition(s)); tolerance {{pct .Tolerance}}; noise {{.Noise}}</p>

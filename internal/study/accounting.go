@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
@@ -100,6 +101,7 @@ func Accounting(rs []*runs.Run, spec PoolSpec, base string) (*Summary, error) {
 		return nil, err
 	}
 	var rows []Row
+	var missing []string // steps with no occupancy sample: not accounted, and said so
 	newest := ""
 	for _, r := range rs {
 		if t := r.ObservedAt; t > newest {
@@ -120,7 +122,8 @@ func Accounting(rs []*runs.Run, spec PoolSpec, base string) (*Summary, error) {
 					population += " (interrupted: only the requests measured before the run stopped)"
 				}
 				if a.Sampled.PeakKVUsage == nil {
-					return nil, fmt.Errorf("%w: run %s, step %s: no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, or its requests were shorter than the %g ms sample interval)", ErrNoOccupancy, name(r), a.Step, a.Sampled.IntervalMS)
+					missing = append(missing, population+": "+noOccupancy(a.Sampled.IntervalMS))
+					continue
 				}
 				row := Row{
 					Population:                 population,
@@ -148,6 +151,9 @@ func Accounting(rs []*runs.Run, spec PoolSpec, base string) (*Summary, error) {
 			}
 		}
 	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNoOccupancy, joinLimited(missing))
+	}
 	date := newest
 	if t, err := time.Parse(time.RFC3339, newest); err == nil {
 		date = t.UTC().Format("2006-01-02")
@@ -159,8 +165,33 @@ func Accounting(rs []*runs.Run, spec PoolSpec, base string) (*Summary, error) {
 		Pool:       pool,
 		Derivation: Derivation,
 		Rows:       rows,
-		Limits:     limits(rs, rows, pool),
+		Limits:     limits(rs, rows, missing, pool),
 	}, nil
+}
+
+// noOccupancy says why a step has no block occupancy: no kv_usage sample fell inside its
+// requests, and the likely causes, with the interval it was sampled at when one was recorded.
+func noOccupancy(intervalMS float64) string {
+	interval := "no sample interval was recorded (the step was not sampled)"
+	if intervalMS > 0 {
+		interval = fmt.Sprintf("its requests were shorter than the %g ms sample interval", intervalMS)
+	}
+	return "no kv_usage sample fell inside its requests (the server may not expose vllm:kv_cache_usage_perc, the run may have stopped first, or " + interval + ")"
+}
+
+// storeBytesPerToken is the bytes per stored token r measured, with where it was read: the
+// whole run's store counters, or, when those give none (a step unread, the server gone
+// before the end), the figure a replay's capacity math measured before it.
+func storeBytesPerToken(r *runs.Run) (float64, string, bool) {
+	if v := r.Cache.StoreBytesPerTokenMeasured; v != nil {
+		return *v, "server token slots x measured bytes per stored token", true
+	}
+	for _, id := range r.ReplayStepIDs() {
+		if c := r.Replay(id).Capacity; c != nil && c.Setup.StoreBytesSource == "measured" && c.Setup.StoreBytesPerToken > 0 {
+			return c.Setup.StoreBytesPerToken, "server token slots x bytes per stored token measured for step " + id, true
+		}
+	}
+	return 0, "", false
 }
 
 func poolOf(rs []*runs.Run, spec PoolSpec, base string) (Pool, error) {
@@ -181,15 +212,23 @@ func poolOf(rs []*runs.Run, spec PoolSpec, base string) (Pool, error) {
 	} else {
 		// The server reports token slots, not bytes: derive bytes from the bytes per stored
 		// token the runs measured, and say so.
-		if cache.StoreBytesPerTokenMeasured == nil || cache.GPUKVCacheTokens == 0 {
-			return Pool{}, fmt.Errorf("run %s has no measured bytes per stored token or GPU token slots to size the pool: pass --pool-bytes-per-gpu and --gpus", name(rs[0]))
+		perToken, kind, ok := storeBytesPerToken(rs[0])
+		var lacks []string
+		if !ok {
+			lacks = append(lacks, "no bytes per stored token was measured (no store counters over the run, and no replay measured one)")
+		}
+		if cache.GPUKVCacheTokens == 0 {
+			lacks = append(lacks, "the server reported no GPU token slots")
+		}
+		if len(lacks) > 0 {
+			return Pool{}, fmt.Errorf("run %s cannot size the pool: %s: pass --pool-bytes-per-gpu and --gpus", name(rs[0]), strings.Join(lacks, "; "))
 		}
 		p.Status = "derived"
 		p.GPUCount = max(spec.GPUs, 1)
-		p.StoreBytesPerTokenMeasured = *cache.StoreBytesPerTokenMeasured
-		p.BytesPerGPU = int64(math.Round(float64(cache.GPUKVCacheTokens) * *cache.StoreBytesPerTokenMeasured / float64(p.GPUCount)))
+		p.StoreBytesPerTokenMeasured = perToken
+		p.BytesPerGPU = int64(math.Round(float64(cache.GPUKVCacheTokens) * perToken / float64(p.GPUCount)))
 		p.ConfiguredByteSource = ByteSource{
-			Kind:   "server token slots x measured bytes per stored token",
+			Kind:   kind,
 			Path:   rel(base, rs[0].Files[0].Path), // the run.json holding both figures
 			SHA256: rs[0].Files[0].SHA256,
 		}
@@ -201,7 +240,7 @@ func poolOf(rs []*runs.Run, spec PoolSpec, base string) (Pool, error) {
 }
 
 // limits says which of seed 000's caveats hold for these runs, computed from what was sampled.
-func limits(rs []*runs.Run, rows []Row, pool Pool) []string {
+func limits(rs []*runs.Run, rows []Row, missing []string, pool Pool) []string {
 	minSamples, interval := math.MaxInt, 0.0
 	for _, r := range rows {
 		minSamples = min(minSamples, r.samples)
@@ -210,6 +249,9 @@ func limits(rs []*runs.Run, rows []Row, pool Pool) []string {
 	backend := rs[0].Scenario.Target.Backend
 	out := []string{
 		fmt.Sprintf("Block occupancy is the server's KV block-pool usage gauge (backend profile %q), sampled every %g ms while requests ran and at each request's first output; each row's fraction is the sampled maximum (%s per row at least).", backend, interval, plural(minSamples, "sample")),
+	}
+	if len(missing) > 0 {
+		out = append(out, fmt.Sprintf("Not accounted (%s): %s.", plural(len(missing), "step"), joinLimited(missing)))
 	}
 	for _, r := range rs[1:] {
 		if c := r.Cache; c.GPUKVCacheTokens != pool.RuntimeReportedTokenSlots {

@@ -123,3 +123,45 @@ func TestAccountingReproducesTheDemoSummary(t *testing.T) {
 	}
 	assertSameFile(t, filepath.Join(demoDir, "accounting.json"), indented(t, rec))
 }
+
+// TestAccountingReadsWhatAnUnfinishedRunMeasured: a run whose store counters gave no bytes
+// per token over the whole run (its server died) sizes its pool from the figure its replay
+// measured, and a step with no occupancy sample (a step cut short) is named as not
+// accounted rather than refusing the rest; with nothing measured the error says what is
+// missing.
+func TestAccountingReadsWhatAnUnfinishedRunMeasured(t *testing.T) {
+	rs, base := loadDemo(t)
+	rs[0].Cache.StoreBytesPerTokenMeasured = nil
+	first := &rs[0].Repetitions[0].Steps[0]
+	first.Sampled.PeakKVUsage, first.Sampled.IntervalMS = nil, 0
+	rec, err := Accounting(rs, PoolSpec{GPUs: 1}, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Pool.Status != "derived" || rec.Pool.StoreBytesPerTokenMeasured != 20789.058135655814 || !strings.Contains(rec.Pool.ConfiguredByteSource.Kind, "measured for step replay") {
+		t.Errorf("pool %+v", rec.Pool)
+	}
+	full, _ := loadDemo(t)
+	whole, err := Accounting(full, PoolSpec{GPUs: 1}, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Rows) != len(whole.Rows)-1 {
+		t.Errorf("%d rows, want %d (all but the unsampled step)", len(rec.Rows), len(whole.Rows)-1)
+	}
+	if !slices.ContainsFunc(rec.Limits, func(l string) bool {
+		return strings.HasPrefix(l, "Not accounted (1 step): ") && strings.Contains(l, "/"+first.Step+": no kv_usage sample") && strings.Contains(l, "no sample interval was recorded")
+	}) {
+		t.Errorf("limits do not name the unsampled step: %q", rec.Limits)
+	}
+
+	rs, _ = loadDemo(t)
+	rs[0].Cache.StoreBytesPerTokenMeasured, rs[0].Cache.GPUKVCacheTokens = nil, 0
+	for _, id := range rs[0].ReplayStepIDs() {
+		rs[0].Replay(id).Capacity = nil
+	}
+	_, err = Accounting(rs[:1], PoolSpec{GPUs: 1}, base)
+	if err == nil || !strings.Contains(err.Error(), "no bytes per stored token was measured") || !strings.Contains(err.Error(), "no GPU token slots") {
+		t.Errorf("nothing to size the pool: %v", err)
+	}
+}

@@ -114,7 +114,8 @@ type Result struct {
 }
 
 // Run runs p's levels in order, each with run, in a sweep directory created in outDir, and
-// writes the sweep record there. A level that fails or is interrupted ends the sweep with
+// writes the sweep record there: at the start and as each level ends with status running
+// (as run.json is at each step's end), so a killed sweep keeps the levels it finished. A level that fails or is interrupted ends the sweep with
 // what was measured; failed gates do not. When no level measured anything, no sweep
 // directory is left behind and the level's error comes back as it was.
 func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer, run RunLevel) (*Result, error) {
@@ -124,7 +125,7 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 		return nil, err
 	}
 	sw := &record.Sweep{
-		Schema: record.SweepSchema, ObservedAt: start.UTC().Format(time.RFC3339), Status: record.StatusCompleted,
+		Schema: record.SweepSchema, ObservedAt: start.UTC().Format(time.RFC3339), Status: record.StatusRunning,
 		Scenario: p.Scenario.Name, Step: p.Scenario.Steps[p.Step].ID, Load: record.SweepUsers, Kvbench: record.Kvbench{Version: version},
 	}
 	if p.IsTrace() {
@@ -134,6 +135,11 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 		sw.TTFTP90ThresholdMS = &p.ThresholdMS
 	}
 	res := &Result{Record: sw, Dir: dir}
+	path := filepath.Join(dir, runs.SweepFile)
+	if _, err := runs.ReplaceJSON(path, sw); err != nil {
+		os.Remove(dir) // only ever empty here
+		return nil, err
+	}
 	for k := range p.Levels() {
 		if ctx.Err() != nil {
 			sw.Status, sw.StopReason = record.StatusInterrupted, "interrupted: "+context.Cause(ctx).Error()
@@ -145,6 +151,7 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 		if err != nil && out == nil && len(sw.Levels) == 0 {
 			// Nothing was measured (the server refused or could not be reached, or a signal
 			// came first): no sweep is left behind, and the error keeps its exit code.
+			os.Remove(path)
 			os.Remove(dir) // only ever empty here
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("sweep interrupted before its first level: %w", err)
@@ -164,6 +171,11 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 			return nil, err
 		}
 		sw.Levels = append(sw.Levels, l)
+		if sw.Status == record.StatusRunning {
+			if _, err := runs.ReplaceJSON(path, sw); err != nil {
+				return nil, err
+			}
+		}
 		if out.Interrupted {
 			sw.Status, sw.StopReason = record.StatusInterrupted, fmt.Sprintf("%s: %s", name, out.Record.StopReason)
 			break
@@ -177,13 +189,17 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 		}
 	}
 	if len(sw.Levels) == 0 {
+		os.Remove(path)
 		if entries, _ := os.ReadDir(dir); len(entries) == 0 {
 			os.Remove(dir)
 		}
 		return nil, fmt.Errorf("sweep: no level ran: %s", sw.StopReason)
 	}
+	if sw.Status == record.StatusRunning {
+		sw.Status = record.StatusCompleted
+	}
 	sw.Decide()
-	if _, err := runs.WriteJSON(filepath.Join(dir, runs.SweepFile), sw); err != nil {
+	if _, err := runs.ReplaceJSON(path, sw); err != nil {
 		return nil, err
 	}
 	return res, nil

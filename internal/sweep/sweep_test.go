@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -167,5 +168,39 @@ func TestRunStopsAtAnInterruptedLevel(t *testing.T) {
 	}
 	if res.Record.Status != record.StatusInterrupted || len(res.Record.Levels) != 1 || res.Record.StopReason != "2 users: received SIGINT" {
 		t.Errorf("status %s, %d levels, reason %q", res.Record.Status, len(res.Record.Levels), res.Record.StopReason)
+	}
+}
+
+// TestRunWritesTheRecordAsLevelsEnd: while a level runs, sweep.json is on disk saying
+// running and listing every level that ended, so a kill keeps them.
+func TestRunWritesTheRecordAsLevelsEnd(t *testing.T) {
+	sc := chat(t)
+	p, err := NewPlan(sc, "", "2,4", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := fakeLevel(t, nil)
+	var seen []record.Sweep
+	res, err := Run(context.Background(), p, t.TempDir(), "test", &strings.Builder{}, func(ctx context.Context, l *scenarios.Scenario, dir string) (*runner.Outcome, error) {
+		data, err := os.ReadFile(filepath.Join(dir, runs.SweepFile))
+		if err != nil {
+			t.Fatalf("no sweep record while %s runs: %v", l.Name, err)
+		}
+		var s record.Sweep
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, s)
+		return level(ctx, l, dir)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || seen[0].Status != record.StatusRunning || len(seen[0].Levels) != 0 || seen[1].Status != record.StatusRunning || len(seen[1].Levels) != 1 || seen[1].Levels[0].Users != 2 {
+		t.Fatalf("records seen while levels ran: %+v", seen)
+	}
+	data, err := os.ReadFile(filepath.Join(res.Dir, runs.SweepFile))
+	if err != nil || !strings.Contains(string(data), `"status": "completed"`) {
+		t.Errorf("final record: %v\n%s", err, data)
 	}
 }
