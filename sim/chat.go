@@ -137,6 +137,7 @@ func (s *Server) passFaults(w http.ResponseWriter, r *http.Request) bool {
 	n := s.chatRequests.Add(1)
 	if p.RestartAtRequest > 0 && n == int64(p.RestartAtRequest) {
 		s.replicas.restart()
+		s.markStarted()
 	}
 	if p.FailEveryNthRequest > 0 && n%int64(p.FailEveryNthRequest) == 0 {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("simulated failure of generation request %d", n), "")

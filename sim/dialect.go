@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Dialects are the servers the engine can pass for: the KV model underneath is the same,
@@ -160,7 +161,29 @@ func (s *Server) serveMetrics(w http.ResponseWriter, path string) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_ = s.writeMetrics(w)
+	if s.writeMetrics(w) == nil {
+		s.writeProcessStart(w)
+	}
+}
+
+// writeProcessStart appends prometheus_client's process_start_time_seconds, which vLLM's
+// API server serves from the default registry; under a multiprocess exposition (and on
+// SGLang, which always uses one) the process collector is not registered, so it is absent.
+func (s *Server) writeProcessStart(w io.Writer) {
+	p := s.profile
+	switch {
+	case p.Dialect != DialectVLLM && p.Dialect != DialectLMCache && p.Dialect != DialectKVBM,
+		p.MultiprocessExposition, slices.Contains(p.OmitMetrics, "process_start_time_seconds"):
+		return
+	}
+	_, _ = fmt.Fprintf(w, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"+
+		"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n", float64(s.startedAt.Load())/100)
+}
+
+// markStarted sets the process start time to now, at least one tick after the last one, so
+// a simulated restart always shows. Start and the one restart request call it, never at once.
+func (s *Server) markStarted() {
+	s.startedAt.Store(max(time.Now().UnixMilli()/10, s.startedAt.Load()+1))
 }
 
 // handleProps answers llama-server's GET /props: one slot, whose context is the model's.

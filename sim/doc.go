@@ -91,8 +91,9 @@
 //     together) N, 2N, ... answer HTTP 500;
 //   - cut_stream_after_tokens = K: streams drop the connection after K tokens, no [DONE];
 //   - malformed_sse_at_token = K: a broken data: line precedes token K of every stream;
-//   - restart_at_request = R: generation request R finds counters and caches reset, as
-//     after a restart (waiting requests fail, running ones finish uncounted);
+//   - restart_at_request = R: generation request R finds counters and caches reset and the
+//     process start time moved, as after a restart (waiting requests fail, running ones
+//     finish uncounted);
 //   - metrics_delay = "2s": /metrics answers late (wall time, not scaled);
 //   - metrics_fault = "error" or "hang", after metrics_fault_after good scrapes: /metrics
 //     answers 500 or never answers;

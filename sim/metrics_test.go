@@ -106,7 +106,13 @@ func TestMetricsMatchEngine(t *testing.T) {
 			t.Errorf("%s = %g, want > 0", name, got)
 		}
 	}
+	if got := metricSum(fams, "process_start_time_seconds"); got <= 0 {
+		t.Errorf("process_start_time_seconds = %g, want the start time", got)
+	}
 	for name, f := range fams {
+		if name == "process_start_time_seconds" { // prometheus_client's, unlabelled
+			continue
+		}
 		if f.GetHelp() == "" {
 			t.Errorf("%s has no HELP", name)
 		}

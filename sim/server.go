@@ -43,6 +43,9 @@ type Server struct {
 	// survives simulated restarts.
 	chatRequests atomic.Int64
 	scrapes      atomic.Int64 // /metrics requests, for metrics_fault_after
+	// startedAt is the simulated process's start time in hundredths of a second (the clock
+	// tick prometheus_client reads it in); a simulated restart moves it forward.
+	startedAt atomic.Int64
 	// handlers counts requests in flight; closed (under closing) stops new ones counting.
 	handlers sync.WaitGroup
 	closing  sync.Mutex
@@ -104,6 +107,7 @@ func Start(opts Options) (*Server, error) {
 		// Handlers see this context cancelled on Close, so in-flight streams end.
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
+	s.markStarted()
 	go func() {
 		defer close(s.done)
 		_ = s.http.Serve(ln)

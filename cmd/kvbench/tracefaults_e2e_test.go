@@ -83,6 +83,7 @@ func TestTraceCounterResetInsideStep(t *testing.T) {
 		p.StoreBytesPerToken = 2048
 		p.CPUOffloadGiB = float64(320*16*2048) / (1 << 30)
 		p.RestartAtRequest = 60
+		p.MultiprocessExposition = true // no process start time: the usage cross-check alone
 	}})
 	dir := t.TempDir()
 	file := writeTrace(t, dir, 120, 50)
@@ -96,13 +97,47 @@ func TestTraceCounterResetInsideStep(t *testing.T) {
 	if !strings.Contains(ts.Finding, "counters are not valid") {
 		t.Errorf("finding %q", ts.Finding)
 	}
+	if code == 0 {
+		t.Errorf("exit 0 although the step's tier shares were not measured")
+	}
+}
+
+// TestTraceRestartSeenByProcessStart: a restart at request 8 of 120 costs the counters a few
+// requests' tokens, well within the usage cross-check's tolerance, and counters that regrew
+// past their old values never go down; the server's process start time moving is what
+// shows it, and the step's counters are invalid naming it.
+func TestTraceRestartSeenByProcessStart(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 50, Override: func(p *sim.Profile) {
+		p.NumGPUBlocks = 128
+		p.MaxModelLen = 2048
+		p.RestartAtRequest = 8
+	}})
+	dir := t.TempDir()
+	file := writeTrace(t, dir, 120, 50)
+	sc := traceScenario(t, dir, filepath.Base(file), "concurrency = 4\nscrape_interval = \"10m\"")
+	rec, stderr, code := runJSON(t, context.Background(), "run", sc, "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	ts := traceSection(t, rec)
+	reasons := strings.Join(ts.InvalidReasons, "; ")
+	t.Logf("exit %d; counters valid %v, reasons %q", code, ts.CountersValid, reasons)
+	if ts.CountersValid || ts.Tiers.GPU != nil || !strings.Contains(reasons, "process start time moved") {
+		t.Fatalf("a restart inside the step went unnoticed: valid %v, GPU share %v, reasons %q\n%s", ts.CountersValid, ts.Tiers.GPU, reasons, stderr)
+	}
+	if strings.Contains(reasons, "usage sums to") {
+		t.Errorf("the usage cross-check fired too (%q): the case no longer isolates the process start", reasons)
+	}
+	if code == 0 || !strings.Contains(stderr, "the server restarted during the step") {
+		t.Errorf("exit %d: a step whose tier shares were not measured must fail its implicit gate\n%s", code, stderr)
+	}
 }
 
 // TestConversationCounterResetInsideStep: a conversation step on an engine that restarts its
 // counters at request 7 of 9, no scrape falling across the restart, has invalid counters
 // naming the counters' and the usage's prompt tokens.
 func TestConversationCounterResetInsideStep(t *testing.T) {
-	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 50, Override: func(p *sim.Profile) { p.RestartAtRequest = 7 }})
+	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 50, Override: func(p *sim.Profile) {
+		p.RestartAtRequest = 7
+		p.MultiprocessExposition = true // no process start time: the usage cross-check alone
+	}})
 	file := filepath.Join(t.TempDir(), "chat.toml")
 	text := strings.Replace(chatScenarioTOML, "scrape_interval = \"20ms\"", "scrape_interval = \"10m\"", 1)
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {

@@ -35,7 +35,22 @@ func NewCounters(before, after metrics.Snapshot) *record.Counters {
 		}
 		c.Values[k] = cc
 	}
+	if why := restarted(before, after); why != "" {
+		c.Invalidate(metrics.InvalidReset, why)
+	}
 	return c
+}
+
+// restarted says why the server's process start time shows a restart between two
+// snapshots ("" when it does not, or either side did not expose it): counters that regrew
+// past their old values hide a restart from the monotonicity check.
+func restarted(before, after metrics.Snapshot) string {
+	b, a := before.Gauges[metrics.ProcessStart], after.Gauges[metrics.ProcessStart]
+	if !b.Present || !a.Present || a.Value == b.Value {
+		return ""
+	}
+	return fmt.Sprintf("the server's process start time moved from %s to %s (%s): the server restarted between the scrapes",
+		units.Exact(b.Value), units.Exact(a.Value), a.Source)
 }
 
 // Join spans consecutive spans (the requests of a step, the steps of a run): from the

@@ -193,3 +193,37 @@ func TestPerTokenAndComputed(t *testing.T) {
 		t.Fatal("computed tokens without counters")
 	}
 }
+
+// TestProcessStartShowsRestart: counters that regrew past their old values pass the
+// monotonicity check, but the process start time moving invalidates the span; the same
+// start time, or one side without it, leaves the span valid.
+func TestProcessStartShowsRestart(t *testing.T) {
+	at := func(hits, start float64, withStart bool) metrics.Snapshot {
+		s := metrics.Snapshot{Counters: map[metrics.Counter]metrics.Reading{metrics.GPUPrefixHits: present(hits, "h")},
+			Gauges: map[metrics.Gauge]metrics.Reading{}}
+		if withStart {
+			s.Gauges[metrics.ProcessStart] = present(start, "process_start_time_seconds")
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name        string
+		before      metrics.Snapshot
+		after       metrics.Snapshot
+		wantInvalid bool
+	}{
+		{"restarted", at(100, 1000.5, true), at(900, 1003.25, true), true},
+		{"same process", at(100, 1000.5, true), at(900, 1000.5, true), false},
+		{"absent before", at(100, 0, false), at(900, 1003.25, true), false},
+		{"absent after", at(100, 1000.5, true), at(900, 0, false), false},
+	} {
+		c := NewCounters(tt.before, tt.after)
+		if c.Valid == tt.wantInvalid {
+			t.Errorf("%s: valid %v, reasons %q", tt.name, c.Valid, c.InvalidReasons)
+		}
+		if tt.wantInvalid && (len(c.InvalidKinds) != 1 || c.InvalidKinds[0] != metrics.InvalidReset ||
+			!strings.Contains(c.InvalidReasons[0], "moved from 1000.5 to 1003.25")) {
+			t.Errorf("%s: kinds %v reasons %q", tt.name, c.InvalidKinds, c.InvalidReasons)
+		}
+	}
+}

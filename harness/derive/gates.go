@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
+	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
 	"github.com/anvil-serving/kvbench/harness/verdict"
@@ -126,7 +127,8 @@ func identicalOutput(f *record.ReloadFidelity) (pass, fail string) {
 // (an error, not a reasoning-only answer) in any repetition, unless a gate of the scenario
 // sets max_failed_requests for that step; and each replay whose measurement was invalid
 // (counters reset, unread or contaminated), unless a gate of the scenario names that step;
-// and, in a scenario with gates, each step some of whose requests another model answered.
+// likewise each overlapping step (trace, conversation) whose counters the server reset
+// during it, since its tier shares were not measured; and, in a scenario with gates, each step some of whose requests another model answered.
 func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResult {
 	allowFailures, gated := map[string]bool{}, map[string]bool{}
 	for _, g := range gates {
@@ -138,10 +140,17 @@ func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResul
 	var order []string
 	failed, total, invalid, mismatched := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	firstFailure, firstInvalid, firstMismatch := map[string]string{}, map[string]string{}, map[string]string{}
+	reset, firstReset := map[string]int{}, map[string]string{}
 	for _, rep := range reps {
 		for _, st := range rep.Steps {
 			if _, seen := total[st.Step]; !seen {
 				order = append(order, st.Step)
+			}
+			if why := spanReset(st); why != "" {
+				reset[st.Step]++
+				if firstReset[st.Step] == "" {
+					firstReset[st.Step] = why
+				}
 			}
 			for _, q := range st.Requests {
 				if q.ColdTwin != nil {
@@ -190,8 +199,28 @@ func implicitGates(gates []scenarios.Gate, reps []Repetition) []record.GateResul
 				Reason: fmt.Sprintf("the replay's measurement is invalid in %d of %d repetition(s): %s", invalid[id], len(reps), firstInvalid[id]),
 			})
 		}
+		if reset[id] > 0 && !gated[id] {
+			out = append(out, record.GateResult{
+				Gate:   scenarios.Gate{Step: id, Implicit: true},
+				Reason: fmt.Sprintf("the server restarted during the step in %d of %d repetition(s), so its tier shares were not measured: %s", reset[id], len(reps), firstReset[id]),
+			})
+		}
 	}
 	return out
+}
+
+// spanReset is why an overlapping step's counters were reset during it ("" when they were
+// not, or the step's requests were measured one by one, where the replays' verdicts say it).
+func spanReset(st Step) string {
+	if st.DeltaScope != record.ScopeStep || st.Span == nil {
+		return ""
+	}
+	for i, kind := range st.Span.InvalidKinds {
+		if kind == metrics.InvalidReset && i < len(st.Span.InvalidReasons) {
+			return st.Span.InvalidReasons[i]
+		}
+	}
+	return ""
 }
 
 // EvaluateRepeatedGates checks the gates against every repetition's sections: a gate passes

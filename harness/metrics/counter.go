@@ -100,7 +100,16 @@ const (
 	BlockSizeTokens    Gauge = "block_size_tokens"
 	HostTierTokens     Gauge = "host_tier_tokens"
 	HostTierUsedTokens Gauge = "host_tier_used_tokens"
+	// ProcessStart is the server process's start time (Unix seconds), which the Prometheus
+	// client libraries' default registries export as process_start_time_seconds. It moves on
+	// every restart, so a restart between two scrapes shows even when the counters regrew
+	// past their old values. Over several URLs it is the max: any restart raises it.
+	ProcessStart Gauge = "process_start"
 )
+
+// processStartFamily is the client libraries' own family, read for every engine: no
+// engine defines it, so no profile lists it.
+var processStartFamily = []Selector{{Metric: "process_start_time_seconds"}}
 
 // Counters returns every normalized counter in a stable order.
 func Counters() []Counter {
@@ -119,11 +128,11 @@ func Counters() []Counter {
 // Gauges returns every normalized gauge in a stable order.
 func Gauges() []Gauge {
 	return []Gauge{KVUsage, RequestsRunning, RequestsWaiting, OffloadPinnedUsage, HostTierUsageBytes,
-		GPUPoolTokens, BlockSizeTokens, HostTierTokens, HostTierUsedTokens}
+		GPUPoolTokens, BlockSizeTokens, HostTierTokens, HostTierUsedTokens, ProcessStart}
 }
 
 // takesMax reports whether g combines over engines and URLs by max instead of sum. The
 // block size is one figure per server, not a sum.
 func (g Gauge) takesMax() bool {
-	return g == KVUsage || g == OffloadPinnedUsage || g == BlockSizeTokens
+	return g == KVUsage || g == OffloadPinnedUsage || g == BlockSizeTokens || g == ProcessStart
 }

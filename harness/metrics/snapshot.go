@@ -142,7 +142,11 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 		s.Counters[c] = e.read(p.Counters[c], p, false)
 	}
 	for _, g := range Gauges() {
-		s.Gauges[g] = e.read(p.Gauges[g], p, g.takesMax())
+		sels := p.Gauges[g]
+		if g == ProcessStart && len(sels) == 0 {
+			sels = processStartFamily
+		}
+		s.Gauges[g] = e.read(sels, p, g.takesMax())
 	}
 	if p.CacheInfo != "" {
 		s.Cache = e.cacheConfig(p.CacheInfo)
