@@ -94,14 +94,15 @@ func sglangProfile() metrics.Profile {
 	gauges[metrics.HostTierTokens] = sel("sglang:hicache_host_total_tokens")
 	gauges[metrics.HostTierUsedTokens] = sel("sglang:hicache_host_used_tokens")
 
-	// Siblings that prove a family live, and HiCache on, from what the server shows, never
-	// from the tree's class name (cache_type: UnifiedRadixCache runs HiCache too). A
+	// Siblings that prove a family live, and HiCache on, from what the server shows. A
 	// cache_source series of a tier proves the split exists and HiCache is on (per-tier
 	// details exist only then); the host-tier gauges and the backup counter exist only on
-	// newer servers with HiCache on.
+	// newer servers with HiCache on; an eviction by HiRadixCache, HiCache's own tree class,
+	// shows it on the oldest servers. No class name shows HiCache off: UnifiedRadixCache
+	// runs it too (init_hicache).
 	split := sel(`sglang:cached_tokens_total{cache_source=~"device|host|storage|storage_.+"}`)
 	newer := sel("sglang:hicache_host_total_tokens", "sglang:hicache_backup_tokens_total", `sglang:load_back_tokens_total{pool=~".+"}`)
-	hicache := slices.Concat(split, newer)
+	hicache := slices.Concat(newer, split, sel(`sglang:evicted_tokens_total{cache_type="HiRadixCache"}`))
 	return metrics.Profile{
 		Name:     "sglang",
 		Counters: counters,
