@@ -351,3 +351,38 @@ func TestSGLangUnlabelledRanksKnownTP(t *testing.T) {
 	p.Parallelism.TensorParallel = 1
 	checkReadings(t, p.Snapshot(e), map[metrics.Counter]want{metrics.ReloadTokens: {value: 22528, note: "-"}})
 }
+
+// TestSGLangHiCacheOffFromWhatIsShown: "HiCache off" is said only where cached tokens come as
+// cache_source="total" and nothing the server serves shows a host tier; the tree's class name
+// decides nothing (UnifiedRadixCache runs HiCache when init_hicache runs).
+func TestSGLangHiCacheOffFromWhatIsShown(t *testing.T) {
+	const head = "# TYPE sglang:cached_tokens_total counter\n# TYPE sglang:evicted_tokens_total counter\n"
+	cases := []struct {
+		name, body string
+		off        bool
+	}{
+		{"total only, unified tree", `sglang:cached_tokens_total{cache_source="total"} 4096
+sglang:evicted_tokens_total{cache_type="UnifiedRadixCache",dp_rank="0",pp_rank="0",tp_rank="0"} 100
+`, true},
+		{"host hits move on the unified tree", `sglang:cached_tokens_total{cache_source="total"} 0
+sglang:cached_tokens_total{cache_source="host"} 11264
+sglang:evicted_tokens_total{cache_type="UnifiedRadixCache",dp_rank="0",pp_rank="0",tp_rank="0"} 100
+`, false},
+		{"a plain radix tree's evictions, no cached series yet", `sglang:evicted_tokens_total{cache_type="RadixCache"} 100
+`, false},
+		{"a load-back on a tree of another name", `sglang:cached_tokens_total{cache_source="total"} 4096
+# TYPE sglang:load_back_tokens_total counter
+sglang:load_back_tokens_total{cache_type="MyRadixCache",pool="kv"} 512
+`, false},
+	}
+	for _, c := range cases {
+		e, err := metrics.Parse(strings.NewReader(head+c.body), c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := SGLang.Profile().Snapshot(e)
+		if got := slices.Contains(s.Shapes, "sglang-hicache-off"); got != c.off {
+			t.Errorf("%s: HiCache off %v, want %v (shapes %v)", c.name, got, c.off, s.Shapes)
+		}
+	}
+}

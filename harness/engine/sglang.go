@@ -94,15 +94,12 @@ func sglangProfile() metrics.Profile {
 	gauges[metrics.HostTierTokens] = sel("sglang:hicache_host_total_tokens")
 	gauges[metrics.HostTierUsedTokens] = sel("sglang:hicache_host_used_tokens")
 
-	// Siblings that prove a family live, and HiCache on, from what the server shows. A
-	// cache_source series of a tier proves the split exists and HiCache is on (per-tier
-	// details exist only then); the host-tier gauges and the backup counter exist only on
-	// newer servers with HiCache on; an eviction by HiRadixCache, HiCache's own tree class,
-	// shows it on the oldest servers. No class name shows HiCache off: UnifiedRadixCache
-	// runs it too (init_hicache).
+	// Siblings that prove a family live. A cache_source series of a tier proves the split
+	// exists; the host-tier gauges and the backup counter exist only on newer servers with
+	// HiCache on; HiCache's families are live wherever the server shows HiCache on.
 	split := sel(`sglang:cached_tokens_total{cache_source=~"device|host|storage|storage_.+"}`)
 	newer := sel("sglang:hicache_host_total_tokens", "sglang:hicache_backup_tokens_total", `sglang:load_back_tokens_total{pool=~".+"}`)
-	hicache := slices.Concat(newer, split, sel(`sglang:evicted_tokens_total{cache_type="HiRadixCache"}`))
+	hicache := sglangHiCacheShows()
 	return metrics.Profile{
 		Name:     "sglang",
 		Counters: counters,
@@ -170,7 +167,7 @@ var sglangDialects = []MetricsDialect{
 		Match: func(e metrics.Exposition) bool {
 			return slices.Contains(cachedSources(e), "total") && !sglangHostTierShown(e)
 		},
-		Note: "HiCache is off on this SGLang (cached tokens are counted as cache_source=\"total\", and no host-tier family, host hit or load-back is served): there is no host tier, every cached token is a device token, and sglang:evicted_tokens_total counts GPU evictions, not stores",
+		Note: "HiCache is off on this SGLang (cached tokens are counted as cache_source=\"total\", and no host-tier family, per-tier hit or load-back is served): there is no host tier, every cached token is a device token, and sglang:evicted_tokens_total counts GPU evictions, not stores",
 	},
 	{
 		Name:     "sglang-pool-split",
@@ -203,9 +200,18 @@ var sglangDialects = []MetricsDialect{
 	},
 }
 
-// sglangHostTierShown reports whether the exposition shows a HiCache host tier: a host or
-// storage hit, a load-back, a GPU->host backup or the host pool's gauges.
+// sglangHiCacheShows are the series that show HiCache on, decided from what the server
+// shows: the host pool's gauges, a GPU->host backup or a load-back (newer servers, HiCache
+// only); a cached-token series of a tier (per-tier details exist only with HiCache); an
+// eviction by HiRadixCache, HiCache's own tree class, on the oldest servers. No class name
+// shows HiCache off: UnifiedRadixCache runs it too (init_hicache).
+func sglangHiCacheShows() []metrics.Selector {
+	return metrics.MustSelectors("sglang:hicache_host_total_tokens", "sglang:hicache_backup_tokens_total", `sglang:load_back_tokens_total{pool=~".+"}`,
+		`sglang:cached_tokens_total{cache_source=~"device|host|storage|storage_.+"}`, "sglang:load_back_tokens_total",
+		`sglang:evicted_tokens_total{cache_type="HiRadixCache"}`)
+}
+
+// sglangHostTierShown reports whether the exposition shows HiCache on (sglangHiCacheShows).
 func sglangHostTierShown(e metrics.Exposition) bool {
-	host := slices.ContainsFunc(cachedSources(e), func(s string) bool { return s == "host" || s == "storage" || strings.HasPrefix(s, "storage_") })
-	return host || e.Has("sglang:load_back_tokens_total") || e.Has("sglang:hicache_backup_tokens_total") || e.Has("sglang:hicache_host_total_tokens")
+	return slices.ContainsFunc(sglangHiCacheShows(), e.Serves)
 }
