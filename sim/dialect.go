@@ -54,10 +54,13 @@ const (
 	// SGLang: SGLangPoolSplit (the default) is the released shape of mid 2026, with the
 	// pool label, the GPU->host backup counters and the host-tier gauges; SGLangCacheSource
 	// the cache_source split of January 2026; SGLangUnlabelled the radix metrics of late 2025,
-	// before it, with no per-request details either.
+	// before it, with no per-request details either; SGLangRankLabels the newest collector
+	// (sgl-project/sglang 01068614): the radix families labelled by rank on the unified tree,
+	// storage hits as the literal cache_source="storage".
 	SGLangPoolSplit   = "pool-split"
 	SGLangCacheSource = "cache-source"
 	SGLangUnlabelled  = "unlabelled"
+	SGLangRankLabels  = "rank-labels"
 	// KVBM: KVBMv1 onboards disk hits disk->GPU; KVBMv2 stages them disk->host->GPU.
 	KVBMv1 = "v1"
 	KVBMv2 = "v2"
@@ -76,7 +79,7 @@ const (
 var DialectVersions = map[string][]string{
 	DialectVLLM:     {"", VLLMBeforeMetrics, VLLMLabelled, VLLMRecomputed, VLLMFlatEager, VLLMFlatLazy, VLLMDiagnostics, VLLMSimpleOffload},
 	DialectLMCache:  {"", LMCacheNoRole, LMCacheBothRoles, LMCacheMultiProcess},
-	DialectSGLang:   {SGLangPoolSplit, SGLangCacheSource, SGLangUnlabelled},
+	DialectSGLang:   {SGLangPoolSplit, SGLangCacheSource, SGLangUnlabelled, SGLangRankLabels},
 	DialectKVBM:     {KVBMv1, KVBMv2},
 	DialectTRTLLM:   {TRTLLMNoTierSplit, TRTLLMTierSplit},
 	DialectLlamaCpp: {LlamaCppCachedCounter, LlamaCppNoCachedCounter, LlamaCppKVGauges},
@@ -240,10 +243,13 @@ func durations(n uint64, sum float64) Histogram {
 // counter series on its first positive increment: a family without series is not declared
 // at all. Cached tokens carry no cache_source before the split; with it, HiCache off counts
 // them as "total"; the radix families are labelled by the tree's class (cache_type), never
-// by model; evicted_tokens counts every GPU eviction, backed up or not; only the newest
-// version counts the GPU->host backup and splits load-back by pool.
+// by model; evicted_tokens counts every GPU eviction, backed up or not; the two newest
+// versions count the GPU->host backup and split load-back by pool. Every tensor-parallel
+// rank's tree writes the radix families (TensorParallelSize ranks): the newest version labels
+// each rank's series, before it the ranks wrote one series the multiprocess registry sums.
 func writeSGLang(w io.Writer, p Profile, c Counters) error {
 	v := p.version()
+	poolSplit := v == SGLangPoolSplit || v == SGLangRankLabels
 	x := p.dialectExposition(nil)
 	x.lazyHeaders = true
 	hicache := p.CPUBlocks() > 0
@@ -257,7 +263,45 @@ func writeSGLang(w io.Writer, p Profile, c Counters) error {
 	if hicache {
 		tree = "HiRadixCache"
 	}
+	if v == SGLangRankLabels {
+		tree = "UnifiedRadixCache" // the unified tree, HiCache or not (init_hicache)
+	}
 	radix := []string{"cache_type", tree}
+	ranks := max(p.TensorParallelSize, 1)
+	// radixCount writes a radix family's count: each rank's own series in the newest version
+	// (a token count the same on every rank, bytes a shard each); before it one series the
+	// ranks' counts summed into (a token count ranks x, bytes the total).
+	radixCount := func(extra []string, v int64, bytes bool) {
+		if p.version() != SGLangRankLabels {
+			x.fixed = radix
+			if !bytes {
+				v *= int64(ranks)
+			}
+			x.count(extra, v)
+			return
+		}
+		for r := range ranks {
+			x.fixed = append(slices.Clone(radix), "dp_rank", "0", "pp_rank", "0", "tp_rank", strconv.Itoa(r))
+			each := v
+			if bytes {
+				each = int64(share(uint64(max(v, 0)), r, ranks))
+			}
+			x.count(extra, each)
+		}
+	}
+	// radixDurations writes a radix histogram: each rank timed its own transfers.
+	radixDurations := func(h Histogram) {
+		if p.version() != SGLangRankLabels {
+			x.fixed = radix
+			n := uint64(ranks)
+			x.histogram(nil, Histogram{Counts: []uint64{h.Count * n}, Count: h.Count * n, Sum: h.Sum * float64(n)})
+			return
+		}
+		for r := range ranks {
+			x.fixed = append(slices.Clone(radix), "dp_rank", "0", "pp_rank", "0", "tp_rank", strconv.Itoa(r))
+			x.histogram(nil, h)
+		}
+	}
 	bs := int64(max(p.BlockSize, 1))
 	evicted := c.GPUEvictedBlocks * bs
 	stored, reloaded := storedTokens(p, c), c.ExternalPrefixCacheHits
@@ -273,7 +317,7 @@ func writeSGLang(w io.Writer, p Profile, c Counters) error {
 	}
 
 	streaming := tokenizer
-	if v == SGLangPoolSplit {
+	if poolSplit {
 		streaming = append(slices.Clone(tokenizer), "is_streaming", "true")
 	}
 	counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", streaming, c.PromptTokens)
@@ -294,47 +338,56 @@ func writeSGLang(w io.Writer, p Profile, c Counters) error {
 			x.count([]string{"cache_source", "device"}, c.PromptTokensLocalCacheHit)
 		}
 		source := "host"
-		if p.StorageBackend != "" {
+		switch {
+		case p.StorageBackend != "" && v == SGLangRankLabels:
+			source = "storage" // the backend only in the request's details
+		case p.StorageBackend != "":
 			source = "storage_" + p.StorageBackend // the tier passes for SGLang's storage (L3)
 		}
 		if x.used(c.PromptTokensExternalKVTransfer) {
 			x.count([]string{"cache_source", source}, c.PromptTokensExternalKVTransfer)
 		}
 	}
-	counter("sglang:evicted_tokens_total", "The number of device KV token slots freed by eviction, regardless of whether the data was backed up to host or destroyed.", radix, evicted)
+	// pools writes a pool-split radix count: kv, and swa for a sliding-window model.
+	pools := func(v int64) {
+		radixCount([]string{"pool", "kv"}, v, false)
+		if p.SlidingWindowPool {
+			radixCount([]string{"pool", "swa"}, v, false)
+		}
+	}
+	x.family("sglang:evicted_tokens_total", "counter", "The number of device KV token slots freed by eviction, regardless of whether the data was backed up to host or destroyed.")
+	if x.used(evicted) {
+		radixCount(nil, evicted, false)
+	}
 	x.family("sglang:load_back_tokens_total", "counter", "Number of tokens loaded back from host to device.")
 	if hicache && x.used(reloaded) {
-		x.fixed = radix
-		if v == SGLangPoolSplit {
-			x.count([]string{"pool", "kv"}, reloaded)
-			if p.SlidingWindowPool {
-				x.count([]string{"pool", "swa"}, reloaded)
-			}
+		if poolSplit {
+			pools(reloaded)
 		} else {
-			x.count(nil, reloaded)
+			radixCount(nil, reloaded, false)
 		}
 	}
 	x.family("sglang:load_back_duration_seconds", "histogram", "Time taken to load back tokens from host to device.")
 	if reloaded > 0 {
-		x.fixed = radix
-		x.histogram(nil, durations(c.CPUToGPUSize.Count, c.CPUToGPUSeconds))
+		radixDurations(durations(c.CPUToGPUSize.Count, c.CPUToGPUSeconds))
 	}
-	if v == SGLangPoolSplit && hicache {
+	if poolSplit && hicache {
 		x.family("sglang:hicache_backup_tokens_total", "counter", "Tokens backed up from device to host.")
 		if x.used(stored) {
-			x.fixed = radix
-			x.count([]string{"pool", "kv"}, stored)
-			if p.SlidingWindowPool {
-				x.count([]string{"pool", "swa"}, stored)
-			}
+			pools(stored)
 		}
-		counter("sglang:hicache_backup_bytes_total", "Bytes backed up from device to host.", radix, c.GPUToCPUBytes)
+		x.family("sglang:hicache_backup_bytes_total", "counter", "Bytes backed up from device to host.")
+		if x.used(c.GPUToCPUBytes) {
+			radixCount(nil, c.GPUToCPUBytes, true)
+		}
 		x.family("sglang:hicache_backup_duration_seconds", "histogram", "Time taken to back up tokens from device to host.")
 		if stored > 0 {
-			x.fixed = radix
-			x.histogram(nil, durations(c.GPUToCPUSize.Count, c.GPUToCPUSeconds))
+			radixDurations(durations(c.GPUToCPUSize.Count, c.GPUToCPUSeconds))
 		}
-		counter("sglang:load_back_bytes_total", "Bytes loaded back from host to device.", radix, c.CPUToGPUBytes)
+		x.family("sglang:load_back_bytes_total", "counter", "Bytes loaded back from host to device.")
+		if x.used(c.CPUToGPUBytes) {
+			radixCount(nil, c.CPUToGPUBytes, true)
+		}
 		x.family("sglang:hicache_host_total_tokens", "gauge", "Host KV pool capacity in tokens.")
 		x.fixed = scheduler
 		x.count(nil, int64(p.CPUBlocks())*bs)
@@ -346,7 +399,7 @@ func writeSGLang(w io.Writer, p Profile, c Counters) error {
 		counter("sglang:backuped_tokens_total", "Number of tokens backed up from host to storage.", storage, stored)
 		counter("sglang:prefetched_tokens_total", "Number of tokens prefetched from storage to host.", storage, reloaded)
 	}
-	if v == SGLangPoolSplit {
+	if poolSplit {
 		// Pre-seeded at 0 for every mode: the one eager counter.
 		x.family("sglang:prefill_effective_tokens_total", "counter", "Prefill tokens by where they came from.")
 		x.fixed = tokenizer

@@ -27,9 +27,10 @@ func TestDialectFamilies(t *testing.T) {
 	}{
 		{DialectVLLM, []string{"vllm:prefix_cache_hits_total", "vllm:kv_offload_load_bytes_total"}, []string{"lmcache:", "sglang:", "trtllm_"}},
 		{DialectLMCache, []string{`lmcache:num_hit_tokens_total{model_name="kvbench/tiny-sim",role="worker",served_model_name="tiny-sim",worker_id="1"} 1232.0`, "vllm:external_prefix_cache_hits_total"}, []string{"sglang:"}},
+		// At TP 2 the unlabelled radix families are both ranks' equal counts summed.
 		{DialectSGLang, []string{`sglang:cached_tokens_total{cache_source="host",engine_type="unified",model_name="tiny-sim"} 1232.0`,
-			`sglang:load_back_tokens_total{cache_type="HiRadixCache",pool="kv"} 1232.0`, `sglang:evicted_tokens_total{cache_type="HiRadixCache"} 4000.0`,
-			`sglang:hicache_backup_tokens_total{cache_type="HiRadixCache",pool="kv"} 4000.0`},
+			`sglang:load_back_tokens_total{cache_type="HiRadixCache",pool="kv"} 2464.0`, `sglang:evicted_tokens_total{cache_type="HiRadixCache"} 8000.0`,
+			`sglang:hicache_backup_tokens_total{cache_type="HiRadixCache",pool="kv"} 8000.0`},
 			[]string{"vllm:", "engine=", "sglang:cache_config_info", `cache_source="total"`}},
 		{DialectTRTLLM, []string{`trtllm_prompt_cached_tokens_total{engine_type="pytorch",model_name="tiny-sim"} 1488.0`, "trtllm_num_requests_running"}, []string{"vllm:", "sglang:", "cache_tier", "trtllm_generation_tokens_total"}},
 		{DialectKVBM, []string{"vllm:external_prefix_cache_hits_total"}, []string{"kvbm_", "kv_offloading_backend=\"native\""}},
@@ -295,5 +296,42 @@ func TestLlamaCppRoutes(t *testing.T) {
 	resp.Body.Close()
 	if props.TotalSlots != 1 {
 		t.Fatalf("props %+v", props)
+	}
+}
+
+// TestSGLangRadixRanks: every tensor-parallel rank's tree writes the radix families. The
+// newest collector labels each rank's series (the same tokens, bytes a shard each) and counts
+// storage hits as the literal "storage"; before it the ranks' counts land in one series that
+// the multiprocess registry sums, so a token count reads TP x.
+func TestSGLangRadixRanks(t *testing.T) {
+	c := newCounters()
+	c.ExternalPrefixCacheHits, c.PromptTokensExternalKVTransfer, c.GPUEvictedBlocks = 1024, 1024, 300
+	c.CPUToGPUBytes, c.CPUToGPUSize.Count, c.CPUToGPUSeconds = 2000, 1, 0.5
+	tp2 := func(p *Profile) { p.TensorParallelSize, p.StorageBackend = 2, "HiCacheFile" }
+	out := versionOutput(t, DialectSGLang, SGLangRankLabels, c, tp2)
+	for _, w := range []string{
+		`sglang:load_back_tokens_total{cache_type="UnifiedRadixCache",dp_rank="0",pool="kv",pp_rank="0",tp_rank="0"} 1024.0`,
+		`sglang:load_back_tokens_total{cache_type="UnifiedRadixCache",dp_rank="0",pool="kv",pp_rank="0",tp_rank="1"} 1024.0`,
+		`sglang:load_back_bytes_total{cache_type="UnifiedRadixCache",dp_rank="0",pp_rank="0",tp_rank="1"} 1000.0`,
+		`sglang:evicted_tokens_total{cache_type="UnifiedRadixCache",dp_rank="0",pp_rank="0",tp_rank="0"}`,
+		`sglang:load_back_duration_seconds_count{cache_type="UnifiedRadixCache",dp_rank="0",pp_rank="0",tp_rank="1"} 1.0`,
+		`cache_source="storage",`,
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("rank-labels: missing %s in\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "storage_HiCacheFile") {
+		t.Errorf("rank-labels counts storage hits as the literal storage:\n%s", out)
+	}
+	out = versionOutput(t, DialectSGLang, SGLangPoolSplit, c, tp2)
+	for _, w := range []string{
+		`sglang:load_back_tokens_total{cache_type="HiRadixCache",pool="kv"} 2048.0`,
+		`sglang:load_back_bytes_total{cache_type="HiRadixCache"} 2000.0`,
+		`cache_source="storage_HiCacheFile"`,
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("pool-split at TP 2: missing %s in\n%s", w, out)
+		}
 	}
 }

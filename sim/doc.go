@@ -122,8 +122,10 @@
 // writes (DialectVersions), because names, labels, units and laziness changed between
 // releases: vLLM's offload families from none to labelled to flat, eager or bound on first use,
 // and the simple offload connector that serves none; LMCache's label sets and vLLM's
-// multi-process LMCache connector; SGLang's cached tokens without and with cache_source, and
-// its pool split with GPU->host backup counters; KVBM v1 and v2; TensorRT-LLM's collector
+// multi-process LMCache connector; SGLang's cached tokens without and with cache_source, its
+// pool split with GPU->host backup counters, and its radix families labelled by rank on the
+// unified tree (before that, at tensor_parallel_size > 1, the ranks' equal counts summed into
+// one series); KVBM v1 and v2; TensorRT-LLM's collector
 // with and without per-tier hits; llama-server with and without its cached-token counter, its
 // values printed at 6 significant digits. Families SGLang and TensorRT-LLM create on first use
 // are not declared before it, as prometheus_client's multiprocess collector does;

@@ -85,7 +85,8 @@ type Profile struct {
 	// Dialect is the server the engine passes for (see Dialects): vllm, lmcache, sglang,
 	// kvbm, trtllm or llamacpp; DialectVersion the upstream version of its exposition
 	// (DialectVersions; the dialect's default when empty). TensorParallelSize gives LMCache
-	// one series per rank (worker_id).
+	// one series per rank (worker_id), and SGLang's radix families a series per rank (the
+	// newest version) or the ranks' sum (before it).
 	Dialect            string `toml:"dialect"`
 	DialectVersion     string `toml:"dialect_version"`
 	TensorParallelSize int    `toml:"tensor_parallel_size"`

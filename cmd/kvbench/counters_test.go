@@ -25,6 +25,7 @@ type counterReadings struct {
 		Value   *float64 `json:"value"`
 		Present bool     `json:"present"`
 		Source  string   `json:"source"`
+		Note    string   `json:"note"`
 	} `json:"counters"`
 	Cache struct {
 		BlockSize    int `json:"block_size"`

@@ -19,7 +19,7 @@ func NewCounters(before, after metrics.Snapshot) *record.Counters {
 	maps.Copy(union, before.Counters)
 	for _, k := range slices.Sorted(maps.Keys(union)) {
 		b, a := before.Counters[k], after.Counters[k]
-		cc := record.CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
+		cc := record.CounterChange{Before: b.Ptr(), After: a.Ptr(), Source: a.Source, Resolution: max(b.Resolution, a.Resolution), Note: joinNotes(b.Note, a.Note)}
 		if b.Source != a.Source {
 			cc.SourceBefore = b.Source
 		}
@@ -53,6 +53,17 @@ func restarted(before, after metrics.Snapshot) string {
 		units.Exact(b.Value), units.Exact(a.Value), a.Source)
 }
 
+// joinNotes is the notes of both sides of a span, each once.
+func joinNotes(before, after string) string {
+	if before == "" || before == after {
+		return after
+	}
+	if after == "" {
+		return before
+	}
+	return "before: " + before + "; after: " + after
+}
+
 // Join spans consecutive spans (the requests of a step, the steps of a run): from the
 // first's before to the last's after. Counters reset on a restart and may grow past their
 // old value again, so the endpoints alone cannot show a restart: the joined change is
@@ -79,7 +90,7 @@ func Join(names []string, spans []*record.Counters) *record.Counters {
 	maps.Copy(union, first.Values)
 	for _, k := range slices.Sorted(maps.Keys(union)) {
 		b, a := first.Values[k], last.Values[k]
-		cc := record.CounterChange{Before: b.Before, After: a.After, Source: a.Source, Resolution: max(b.Resolution, a.Resolution)}
+		cc := record.CounterChange{Before: b.Before, After: a.After, Source: a.Source, Resolution: max(b.Resolution, a.Resolution), Note: joinNotes(b.Note, a.Note)}
 		if src := b.BeforeSource(); src != cc.Source {
 			cc.SourceBefore = src
 		}

@@ -101,7 +101,7 @@ func reloadBandwidth(sc *scenarios.Scenario, c *record.Counters) *record.ReloadB
 	var w strings.Builder
 	fmt.Fprintf(&w, "%s bytes in %s s of copy time: %s", units.Grouped(int(bytes)), units.Fixed(units.Seconds).Digits(3, secs).Format(secs), units.GBps(b.BytesPerSecond))
 	if sc != nil {
-		b.TensorParallelSize = tensorParallel(sc.Topology)
+		b.TensorParallelSize = TensorParallel(sc.Topology)
 	}
 	if n := b.TensorParallelSize; n > 1 {
 		fmt.Fprintf(&w, "; the load counters sum bytes and copy seconds over the %d tensor-parallel workers, so this is one worker's link (copying at once, the %d moved them at up to %s)",
@@ -125,9 +125,9 @@ func reloadBandwidth(sc *scenarios.Scenario, c *record.Counters) *record.ReloadB
 	return b
 }
 
-// tensorParallel reads topology.tensor_parallel_size, a free-form key scenarios use; 0 when
+// TensorParallel reads topology.tensor_parallel_size, a free-form key scenarios use; 0 when
 // it is not a whole number.
-func tensorParallel(topology map[string]any) int {
+func TensorParallel(topology map[string]any) int {
 	switch v := topology["tensor_parallel_size"].(type) {
 	case int64:
 		return int(v)

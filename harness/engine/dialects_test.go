@@ -107,6 +107,38 @@ func TestDialects(t *testing.T) {
 			},
 		},
 		{
+			// Issue 30: the newest collector labels the radix families by rank. Tokens are the
+			// same tokens on each tensor-parallel rank (one rank, not 2 x), bytes each rank's
+			// shard (they add up); storage hits as the literal "storage"; UnifiedRadixCache
+			// runs HiCache, so no "HiCache off" is said while host hits move.
+			name: "sglang radix families per rank, TP 2", def: SGLang, files: []string{"sglang-sg4-ranks.prom"},
+			dialects: []string{"sglang-cache-source", "sglang-pool-split", "sglang-storage-literal", "sglang-radix-ranks"},
+			counters: map[metrics.Counter]want{
+				metrics.ReloadTokens:       {value: 11264, inSrc: `pool="kv"`, note: "-"},
+				metrics.StoreTokens:        {value: 52000, note: "-"},
+				metrics.DeviceEvictions:    {value: 36000, note: "-"},
+				metrics.LoadBytes:          {value: 1.7e9},
+				metrics.StoreBytes:         {value: 7.6e9},
+				metrics.ExternalPrefixHits: {value: 6000 + 5264},
+				metrics.CachedFromHost:     {value: 6000},
+				metrics.CachedFromDisk:     {value: 5264, inSrc: "storage|storage_.+"},
+				metrics.DiskStagedTokens:   {value: 5264},
+				metrics.DiskStoreTokens:    {value: 30000},
+			},
+		},
+		{
+			// Issue 30: the older unlabelled radix family at TP 2 is the multiprocess sum of
+			// both ranks' equal counts; with the TP size unknown the reading says so.
+			name: "sglang unlabelled radix family, TP 2, size unknown", def: SGLang, files: []string{"sglang-sg3-tp2.prom"},
+			dialects: []string{"sglang-cache-source", "sglang-pool-split"},
+			counters: map[metrics.Counter]want{
+				metrics.ReloadTokens:   {value: 22528, note: "uncertain: sglang:load_back_tokens_total has no rank labels"},
+				metrics.StoreTokens:    {value: 104000, note: "TP x tokens"},
+				metrics.LoadBytes:      {value: 1.7e9, note: "-"}, // bytes add up over ranks
+				metrics.CachedFromHost: {value: 11264, note: "-"},
+			},
+		},
+		{
 			name: "vllm labelled offload family, before the first load", def: VLLM, files: []string{"vllm-d1-labelled.prom"},
 			dialects: []string{"vllm-offload-labelled"},
 			counters: map[metrics.Counter]want{
@@ -296,6 +328,61 @@ func TestDialectsNamed(t *testing.T) {
 				t.Errorf("%s: dialect %+v", d.Name, m)
 			}
 			seen[m.Name] = true
+		}
+	}
+}
+
+// TestSGLangUnlabelledRanksKnownTP: with the TP size known, the older unlabelled radix
+// family's sum over ranks is divided by it, and the reading says so.
+func TestSGLangUnlabelledRanksKnownTP(t *testing.T) {
+	e, err := metrics.ParseFile(filepath.Join("testdata", "dialects", "sglang-sg3-tp2.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := SGLang.Profile()
+	p.Parallelism.TensorParallel = 2
+	s := p.Snapshot(e)
+	checkReadings(t, s, map[metrics.Counter]want{
+		metrics.ReloadTokens:    {value: 11264, note: "divided by 2"},
+		metrics.StoreTokens:     {value: 52000, note: "divided by 2"},
+		metrics.DeviceEvictions: {value: 36000, note: "divided by 2"},
+		metrics.LoadBytes:       {value: 1.7e9, note: "-"},
+	})
+	p.Parallelism.TensorParallel = 1
+	checkReadings(t, p.Snapshot(e), map[metrics.Counter]want{metrics.ReloadTokens: {value: 22528, note: "-"}})
+}
+
+// TestSGLangHiCacheOffFromWhatIsShown: "HiCache off" is said only where cached tokens come as
+// cache_source="total" and nothing the server serves shows a host tier; the tree's class name
+// decides nothing (UnifiedRadixCache runs HiCache when init_hicache runs).
+func TestSGLangHiCacheOffFromWhatIsShown(t *testing.T) {
+	const head = "# TYPE sglang:cached_tokens_total counter\n# TYPE sglang:evicted_tokens_total counter\n"
+	cases := []struct {
+		name, body string
+		off        bool
+	}{
+		{"total only, unified tree", `sglang:cached_tokens_total{cache_source="total"} 4096
+sglang:evicted_tokens_total{cache_type="UnifiedRadixCache",dp_rank="0",pp_rank="0",tp_rank="0"} 100
+`, true},
+		{"host hits move on the unified tree", `sglang:cached_tokens_total{cache_source="total"} 0
+sglang:cached_tokens_total{cache_source="host"} 11264
+sglang:evicted_tokens_total{cache_type="UnifiedRadixCache",dp_rank="0",pp_rank="0",tp_rank="0"} 100
+`, false},
+		{"a plain radix tree's evictions, no cached series yet", `sglang:evicted_tokens_total{cache_type="RadixCache"} 100
+`, false},
+		{"a load-back on a tree of another name", `sglang:cached_tokens_total{cache_source="total"} 4096
+# TYPE sglang:load_back_tokens_total counter
+sglang:load_back_tokens_total{cache_type="MyRadixCache",pool="kv"} 512
+`, false},
+	}
+	for _, c := range cases {
+		e, err := metrics.Parse(strings.NewReader(head+c.body), c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := SGLang.Profile().Snapshot(e)
+		if got := slices.Contains(s.Shapes, "sglang-hicache-off"); got != c.off {
+			t.Errorf("%s: HiCache off %v, want %v (shapes %v)", c.name, got, c.off, s.Shapes)
 		}
 	}
 }

@@ -28,6 +28,7 @@ type want struct {
 	absent  bool
 	inSrc   string // part of the reading's source
 	unreads bool
+	note    string // part of the reading's note; "-" for none
 }
 
 func checkReadings(t *testing.T, s metrics.Snapshot, wants map[metrics.Counter]want) {
@@ -43,6 +44,10 @@ func checkReadings(t *testing.T, s metrics.Snapshot, wants map[metrics.Counter]w
 			t.Errorf("%s: got %+v, want %g", c, r, w.value)
 		case w.inSrc != "" && !strings.Contains(r.Source, w.inSrc):
 			t.Errorf("%s: source %q lacks %q", c, r.Source, w.inSrc)
+		case w.note == "-" && r.Note != "":
+			t.Errorf("%s: want no note, got %q", c, r.Note)
+		case w.note != "" && w.note != "-" && !strings.Contains(r.Note, w.note):
+			t.Errorf("%s: note %q lacks %q", c, r.Note, w.note)
 		}
 	}
 }

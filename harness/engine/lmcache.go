@@ -48,10 +48,6 @@ func init() { register(LMCache) }
 var lmcacheIsolation = &Isolation{Field: "cache_salt", Isolates: "vLLM's GPU prefix cache",
 	Leaks: "LMCache's V1 connector (LMCacheConnectorV1) keys its CPU tier by the tokens alone, so a salted request still hits entries stored without the salt (LMCache issue #2878, open); its MP connector honours the salt (vLLM ed333105 with LMCache #3042)"}
 
-// lmcacheFamilies are LMCache's counters read per rank: the max over worker_id (ranks count
-// the same tokens), after a rank's role="scheduler" and role="worker" series are summed.
-var lmcacheFamilies = []string{"lmcache:num_hit_tokens_total", "lmcache:num_stored_tokens_total", "lmcache:local_cpu_evict_count_total"}
-
 // lmcacheProfile is vLLM's names, vLLM's external counters being the connector's hits, with
 // LMCache's own counters as the second source for the hits and the evidence for stores.
 // LMCache counts no bytes or transfer seconds for its CPU tier, so those stay absent unless
@@ -65,11 +61,9 @@ func lmcacheProfile() metrics.Profile {
 	p.Counters[metrics.StoreTokens] = sel("lmcache:num_stored_tokens_total")
 	p.Counters[metrics.HostEvictions] = sel("lmcache:local_cpu_evict_count_total")
 	p.Gauges[metrics.HostTierUsageBytes] = sel("lmcache:local_cache_usage")
-	p.RankLabels, p.SplitLabels = map[string]string{}, map[string][]string{}
-	for _, f := range lmcacheFamilies {
-		p.RankLabels[f] = "worker_id"
-		p.SplitLabels[f] = []string{"role"}
-	}
+	// Each TP rank runs its own LMCache engine under its worker_id, and one rank may split
+	// its count across role="scheduler" and "worker".
+	p.Parallelism.Shards, p.Parallelism.Within = []string{"worker_id"}, []string{"role"}
 	return p
 }
 

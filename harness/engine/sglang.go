@@ -61,10 +61,12 @@ func sglangProfile() metrics.Profile {
 	// cached token is a device token). Host hits include storage hits, which are prefetched
 	// into the host tier and loaded back from there.
 	counters[metrics.GPUPrefixHits] = sel(`sglang:cached_tokens_total{cache_source="device"}`, `sglang:cached_tokens_total{cache_source="total"}`)
-	counters[metrics.ExternalPrefixHits] = sel(`sglang:cached_tokens_total{cache_source=~"host|storage_.+"}`)
+	counters[metrics.ExternalPrefixHits] = sel(`sglang:cached_tokens_total{cache_source=~"host|storage|storage_.+"}`)
 	counters[metrics.CachedFromDevice] = sel(`sglang:cached_tokens_total{cache_source="device"}`)
 	counters[metrics.CachedFromHost] = sel(`sglang:cached_tokens_total{cache_source="host"}`)
-	counters[metrics.CachedFromDisk] = sel(`sglang:cached_tokens_total{cache_source=~"storage_.+"}`)
+	// Storage hits: storage_<backend class> from #17648, the literal "storage" in the newest
+	// collector (the backend stays in the request's details).
+	counters[metrics.CachedFromDisk] = sel(`sglang:cached_tokens_total{cache_source=~"storage|storage_.+"}`)
 	counters[metrics.PromptTokensCached] = sel("sglang:cached_tokens_total")
 	counters[metrics.PromptTokens] = sel("sglang:prompt_tokens_total")
 	counters[metrics.GenerationTokens] = sel("sglang:generation_tokens_total")
@@ -93,17 +95,11 @@ func sglangProfile() metrics.Profile {
 	gauges[metrics.HostTierUsedTokens] = sel("sglang:hicache_host_used_tokens")
 
 	// Siblings that prove a family live. A cache_source series of a tier proves the split
-	// exists and HiCache is on (details exist only then); the host-tier gauges and the
-	// backup counter exist only on newer servers with HiCache on; a HiRadixCache eviction
-	// proves the radix metrics collector runs on a HiCache tree.
-	split := sel(`sglang:cached_tokens_total{cache_source=~"device|host|storage_.+"}`)
+	// exists; the host-tier gauges and the backup counter exist only on newer servers with
+	// HiCache on; HiCache's families are live wherever the server shows HiCache on.
+	split := sel(`sglang:cached_tokens_total{cache_source=~"device|host|storage|storage_.+"}`)
 	newer := sel("sglang:hicache_host_total_tokens", "sglang:hicache_backup_tokens_total", `sglang:load_back_tokens_total{pool=~".+"}`)
-	hicache := append(sel(`sglang:evicted_tokens_total{cache_type=~".*HiRadixCache"}`, `sglang:cached_tokens_total{cache_source=~"host|storage_.+"}`), newer...)
-	perRank := map[string]string{}
-	for _, f := range []string{"sglang:max_total_num_tokens", "sglang:page_size", "sglang:hicache_host_total_tokens", "sglang:hicache_host_used_tokens",
-		"sglang:token_usage", "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:backuped_tokens_total", "sglang:prefetched_tokens_total"} {
-		perRank[f] = "tp_rank" // each tensor-parallel scheduler that reports says the same
-	}
+	hicache := sglangHiCacheShows()
 	return metrics.Profile{
 		Name:     "sglang",
 		Counters: counters,
@@ -118,8 +114,26 @@ func sglangProfile() metrics.Profile {
 			"sglang:load_back_duration_seconds":      hicache,
 			"sglang:evicted_tokens_total":            sel(`sglang:load_back_tokens_total`),
 		},
-		RankLabels: perRank,
+		Parallelism: sglangParallelism(),
 	}
+}
+
+// sglangRadixFamilies are the RadixCacheMetricsCollector's families, one series set per
+// scheduler rank's tree.
+var sglangRadixFamilies = []string{"sglang:evicted_tokens_total", "sglang:load_back_tokens_total", "sglang:load_back_bytes_total",
+	"sglang:load_back_duration_seconds", "sglang:hicache_backup_tokens_total", "sglang:hicache_backup_bytes_total", "sglang:hicache_backup_duration_seconds"}
+
+// sglangParallelism: every scheduler rank writes its own series. The scheduler and storage
+// families carry tp_rank and pp_rank (and moe_ep_rank, ranks of the same tensor-parallel
+// group); the newest radix collector adds them with dp_rank (radix_cache_metric_labels),
+// where a data-parallel rank serves other requests. Before it the radix families had no rank
+// label and the multiprocess registry summed the ranks' files: TP x the tokens.
+func sglangParallelism() metrics.Parallelism {
+	summed := map[string]bool{}
+	for _, f := range sglangRadixFamilies {
+		summed[f] = true
+	}
+	return metrics.Parallelism{Shards: []string{"tp_rank", "pp_rank", "moe_ep_rank"}, Replicas: []string{"dp_rank"}, RankSummed: summed}
 }
 
 // cachedSources lists the cache_source values of sglang:cached_tokens_total ("" for a
@@ -148,14 +162,12 @@ var sglangDialects = []MetricsDialect{
 	{
 		Name:     "sglang-hicache-off",
 		Upstream: "sgl-project/sglang from #17648: cache_source=\"total\" when the scheduler has no per-tier details, i.e. HiCache is off",
+		// Decided from what the server shows: "total" and no sign of a host tier. The tree's
+		// class name decides nothing (UnifiedRadixCache runs HiCache when init_hicache runs).
 		Match: func(e metrics.Exposition) bool {
-			if slices.Contains(cachedSources(e), "total") {
-				return true
-			}
-			types := e.LabelValues("sglang:evicted_tokens_total", "cache_type")
-			return len(types) > 0 && !slices.ContainsFunc(types, func(t string) bool { return strings.Contains(t, "HiRadixCache") })
+			return slices.Contains(cachedSources(e), "total") && !sglangHostTierShown(e)
 		},
-		Note: "HiCache is off on this SGLang (cached tokens are counted as cache_source=\"total\", or evictions come from a plain radix cache): there is no host tier, every cached token is a device token, and sglang:evicted_tokens_total counts GPU evictions, not stores",
+		Note: "HiCache is off on this SGLang (cached tokens are counted as cache_source=\"total\", and no host-tier family, per-tier hit or load-back is served): there is no host tier, every cached token is a device token, and sglang:evicted_tokens_total counts GPU evictions, not stores",
 	},
 	{
 		Name:     "sglang-pool-split",
@@ -172,4 +184,34 @@ var sglangDialects = []MetricsDialect{
 			return slices.ContainsFunc(cachedSources(e), func(s string) bool { return strings.HasPrefix(s, "storage_") })
 		},
 	},
+	{
+		Name:     "sglang-storage-literal",
+		Upstream: "sgl-project/sglang at 01068614 (test_stat_loggers_di.py, test_cached_tokens_uses_literal_storage_source): storage hits as cache_source=\"storage\", the backend only in the request's details",
+		Match:    func(e metrics.Exposition) bool { return slices.Contains(cachedSources(e), "storage") },
+	},
+	{
+		Name:     "sglang-radix-ranks",
+		Upstream: "sgl-project/sglang at 01068614 (radix_cache_metric_labels, TestRadixCacheMetricLabels): the radix families labelled {cache_type, tp_rank, pp_rank, dp_rank}",
+		Match: func(e metrics.Exposition) bool {
+			return slices.ContainsFunc(sglangRadixFamilies, func(f string) bool {
+				return slices.ContainsFunc(e.LabelValues(f, "tp_rank"), func(r string) bool { return r != "" })
+			})
+		},
+	},
+}
+
+// sglangHiCacheShows are the series that show HiCache on, decided from what the server
+// shows: the host pool's gauges, a GPU->host backup or a load-back (newer servers, HiCache
+// only); a cached-token series of a tier (per-tier details exist only with HiCache); an
+// eviction by HiRadixCache, HiCache's own tree class, on the oldest servers. No class name
+// shows HiCache off: UnifiedRadixCache runs it too (init_hicache).
+func sglangHiCacheShows() []metrics.Selector {
+	return metrics.MustSelectors("sglang:hicache_host_total_tokens", "sglang:hicache_backup_tokens_total", `sglang:load_back_tokens_total{pool=~".+"}`,
+		`sglang:cached_tokens_total{cache_source=~"device|host|storage|storage_.+"}`, "sglang:load_back_tokens_total",
+		`sglang:evicted_tokens_total{cache_type="HiRadixCache"}`)
+}
+
+// sglangHostTierShown reports whether the exposition shows HiCache on (sglangHiCacheShows).
+func sglangHostTierShown(e metrics.Exposition) bool {
+	return slices.ContainsFunc(sglangHiCacheShows(), e.Serves)
 }

@@ -90,13 +90,13 @@ lmcache:num_hit_tokens_total{model_name="m",role="scheduler",worker_id="1"} 0
 lmcache:num_hit_tokens_total{model_name="m",role="worker",worker_id="1"} 1000
 `
 	p := Profile{Name: "t", Counters: map[Counter][]Selector{ConnectorHitTokens: MustSelectors("lmcache:num_hit_tokens_total")},
-		RankLabels: map[string]string{"lmcache:num_hit_tokens_total": "worker_id"}}
+		Parallelism: Parallelism{Shards: []string{"worker_id"}}}
 	if r := p.Snapshot(mustParse(t, text, "roles")).Counters[ConnectorHitTokens]; r.Value != 1600 {
 		t.Errorf("roles as replicas: %v (the max within each role, then their sum)", r.Value)
 	}
-	p.SplitLabels = map[string][]string{"lmcache:num_hit_tokens_total": {"role"}}
-	if r := p.Snapshot(mustParse(t, text, "roles")).Counters[ConnectorHitTokens]; r.Value != 1000 {
-		t.Errorf("roles summed within a rank: %v, want 1000", r.Value)
+	p.Parallelism.Within = []string{"role"}
+	if r := p.Snapshot(mustParse(t, text, "roles")).Counters[ConnectorHitTokens]; r.Value != 1000 || r.Note != "" {
+		t.Errorf("roles summed within a rank: %v (note %q), want 1000", r.Value, r.Note)
 	}
 }
 

@@ -15,11 +15,12 @@ type readingJSON struct {
 	Source     string   `json:"source,omitempty"`
 	Unreadable string   `json:"unreadable,omitempty"` // "NaN", "+Inf": served, but no number
 	Resolution float64  `json:"resolution,omitempty"` // step of a value printed with few digits
+	Note       string   `json:"note,omitempty"`       // ranks that disagree, a sum over ranks (Parallelism)
 }
 
 // MarshalJSON writes an absent reading's value as null.
 func (r Reading) MarshalJSON() ([]byte, error) {
-	return json.Marshal(readingJSON{Value: r.Ptr(), Present: r.Present, Source: r.Source, Unreadable: r.Unreadable, Resolution: r.Resolution})
+	return json.Marshal(readingJSON{Value: r.Ptr(), Present: r.Present, Source: r.Source, Unreadable: r.Unreadable, Resolution: r.Resolution, Note: r.Note})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -28,7 +29,7 @@ func (r *Reading) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	*r = Reading{Present: j.Present && j.Value != nil, Source: j.Source, Unreadable: j.Unreadable, Resolution: j.Resolution}
+	*r = Reading{Present: j.Present && j.Value != nil, Source: j.Source, Unreadable: j.Unreadable, Resolution: j.Resolution, Note: j.Note}
 	if r.Present {
 		r.Value = *j.Value
 	}

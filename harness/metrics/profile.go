@@ -38,14 +38,9 @@ type Profile struct {
 	// in blocks (vLLM's gpu_prefix_cache_* before May 2025: "number of cached blocks"): read
 	// from such a server, the family converts like BlockCounters.
 	BlockHelp map[string]string
-	// RankLabels maps a family to the label that tells tensor-parallel ranks of one replica
-	// apart: the ranks count the same tokens, so their series are maxed, not summed (series
-	// that differ in other labels still add up).
-	RankLabels map[string]string
-	// SplitLabels maps a family to labels one rank splits its own count across (LMCache's
-	// role: one process may report under role="scheduler" and role="worker"): they are
-	// summed within a rank before the max over ranks.
-	SplitLabels map[string][]string
+	// Parallelism says which labels are ranks of one replica and which are replicas: the
+	// one rule by which every family's series combine.
+	Parallelism Parallelism
 	// BlockGauges are gauges counted in blocks, converted like BlockCounters (TensorRT-LLM's
 	// device pool in blocks).
 	BlockGauges map[Gauge]bool
@@ -112,9 +107,11 @@ func (p Profile) clone() Profile {
 	out.LazyFamilies = maps.Clone(p.LazyFamilies)
 	out.BlockCounters = maps.Clone(p.BlockCounters)
 	out.BlockHelp = maps.Clone(p.BlockHelp)
-	out.RankLabels = maps.Clone(p.RankLabels)
 	out.LiveWhen = maps.Clone(p.LiveWhen)
-	out.SplitLabels = maps.Clone(p.SplitLabels)
+	out.Parallelism.Shards = slices.Clone(p.Parallelism.Shards)
+	out.Parallelism.Replicas = slices.Clone(p.Parallelism.Replicas)
+	out.Parallelism.Within = slices.Clone(p.Parallelism.Within)
+	out.Parallelism.RankSummed = maps.Clone(p.Parallelism.RankSummed)
 	out.BlockGauges = maps.Clone(p.BlockGauges)
 	out.Shapes = slices.Clone(p.Shapes)
 	if out.Counters == nil {

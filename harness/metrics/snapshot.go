@@ -29,6 +29,9 @@ type Reading struct {
 	// where it prints fewer significant digits than the value's integer part has
 	// (llama.cpp's 6 digits above 10^6); 0 when the value is exact to the unit.
 	Resolution float64
+	// Note is what a reader must know of the value (ranks that disagree, a sum over ranks
+	// of unknown count: Parallelism); "" when nothing.
+	Note string
 	// blocks: the server counts this reading in blocks (Profile.BlockHelp).
 	blocks bool
 }
@@ -139,14 +142,14 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 		s.Sources = []string{e.Source}
 	}
 	for _, c := range Counters() {
-		s.Counters[c] = e.read(p.Counters[c], p, false)
+		s.Counters[c] = e.read(p.Counters[c], p, combining{perRank: addsOverRanks(c), counter: true})
 	}
 	for _, g := range Gauges() {
 		sels := p.Gauges[g]
 		if g == ProcessStart && len(sels) == 0 {
 			sels = processStartFamily
 		}
-		s.Gauges[g] = e.read(sels, p, g.takesMax())
+		s.Gauges[g] = e.read(sels, p, combining{takeMax: g.takesMax(), perRank: g == HostTierUsageBytes})
 	}
 	if p.CacheInfo != "" {
 		s.Cache = e.cacheConfig(p.CacheInfo)
@@ -209,14 +212,15 @@ func (s *Snapshot) dropSingleReplica() {
 	}
 }
 
-// read returns the first candidate with a matching series, summed (or maxed) over series.
-// A candidate whose value is NaN or infinite is skipped; when no other one has a number, the
-// reading is unreadable (served, but neither present nor 0). A candidate of a lazy family
-// with no series reads 0 when the exposition shows the family is live (lazyZero).
-func (e Exposition) read(candidates []Selector, p Profile, takeMax bool) Reading {
+// read returns the first candidate with a matching series, combined over series by the
+// profile's Parallelism. A candidate whose value is NaN or infinite is skipped; when no other
+// one has a number, the reading is unreadable (served, but neither present nor 0). A
+// candidate of a lazy family with no series reads 0 when the exposition shows the family is
+// live (lazyZero).
+func (e Exposition) read(candidates []Selector, p Profile, how combining) Reading {
 	var unreadable Reading
 	for _, sel := range candidates {
-		if v, n := e.aggregate(sel, p.RankLabels[sel.Metric], p.SplitLabels[sel.Metric], takeMax); n > 0 {
+		if v, n, notes := e.aggregate(sel, p.Parallelism, how); n > 0 {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				if unreadable.Unreadable == "" {
 					unreadable = Reading{Source: sel.String(), Unreadable: units.Exact(v)}
@@ -225,7 +229,7 @@ func (e Exposition) read(candidates []Selector, p Profile, takeMax bool) Reading
 			}
 			phrase := p.BlockHelp[sel.Metric]
 			blocks := phrase != "" && strings.Contains(e.Help(sel.Metric), phrase)
-			return Reading{Value: v, Present: true, Source: sel.String(), Resolution: e.resolution[sel.Metric], blocks: blocks}
+			return Reading{Value: v, Present: true, Source: sel.String(), Resolution: e.resolution[sel.Metric], blocks: blocks, Note: strings.Join(notes, "; ")}
 		}
 		if why, ok := e.lazyZero(sel, p); ok {
 			return Reading{Value: 0, Present: true, Source: sel.String() + why}
@@ -275,25 +279,23 @@ func carriesLabels(mf *dto.MetricFamily, want []Label) bool {
 	return true
 }
 
-// aggregate sums (or maxes) the values of sel's matching series; n is how many matched.
-// Series that differ only in rankLabel are one replica's ranks: the max of them counts once,
-// after each rank's series that differ only in splitLabels are summed.
-func (e Exposition) aggregate(sel Selector, rankLabel string, splitLabels []string, takeMax bool) (v float64, n int) {
+// aggregate combines the values of sel's matching series (Parallelism); n is how many
+// matched, notes what the combination found.
+func (e Exposition) aggregate(sel Selector, par Parallelism, how combining) (v float64, n int, notes []string) {
 	mf := e.families[sel.Metric]
 	value := sampleValue
+	family := sel.Metric
 	if mf == nil {
 		// name_sum of a histogram or summary reads its sum (seconds of lookup delay).
 		base, ok := strings.CutSuffix(sel.Metric, "_sum")
 		if mf = e.families[base]; !ok || mf == nil {
-			return 0, 0
+			return 0, 0, nil
 		}
-		value = sampleSum
+		value, family = sampleSum, base
 	}
-	// ranks: rank-free label set -> rank value -> that rank's sum over its split labels.
-	var ranks map[string]map[string]float64
-	if rankLabel != "" {
-		ranks = map[string]map[string]float64{}
-	}
+	// values: replica key -> rank -> that rank's sum over its within labels.
+	values := map[string]map[string]float64{}
+	unranked := true
 	for _, m := range mf.GetMetric() {
 		if !matches(m, sel.Labels) {
 			continue
@@ -303,53 +305,18 @@ func (e Exposition) aggregate(sel Selector, rankLabel string, splitLabels []stri
 			continue
 		}
 		n++
-		if ranks != nil {
-			key, rank := replicaKey(m, rankLabel, splitLabels)
-			if ranks[key] == nil {
-				ranks[key] = map[string]float64{}
-			}
-			ranks[key][rank] += x
-			continue
+		key, rank, ranked := par.shardOf(m)
+		unranked = unranked && !ranked
+		if values[key] == nil {
+			values[key] = map[string]float64{}
 		}
-		switch {
-		case n == 1:
-			v = x
-		case takeMax:
-			v = max(v, x)
-		default:
-			v += x
-		}
+		values[key][rank] += x
 	}
-	if ranks != nil && n > 0 {
-		v = 0
-		for _, byRank := range ranks {
-			top := math.Inf(-1)
-			for _, x := range byRank {
-				top = max(top, x)
-			}
-			if takeMax {
-				v = max(v, top)
-			} else {
-				v += top
-			}
-		}
+	if n == 0 {
+		return 0, 0, nil
 	}
-	return v, n
-}
-
-// replicaKey is m's label set without rankLabel and splitLabels, and its rankLabel value.
-func replicaKey(m *dto.Metric, rankLabel string, splitLabels []string) (key, rank string) {
-	var b strings.Builder
-	for _, lp := range m.GetLabel() {
-		switch {
-		case lp.GetName() == rankLabel:
-			rank = lp.GetValue()
-		case slices.Contains(splitLabels, lp.GetName()):
-		default:
-			b.WriteString(lp.GetName() + "=" + lp.GetValue() + "\xff")
-		}
-	}
-	return b.String(), rank
+	v, notes = par.combineRanks(family, values, unranked, how)
+	return v, n, notes
 }
 
 func sampleValue(t dto.MetricType, m *dto.Metric) (float64, bool) {
@@ -516,6 +483,9 @@ func combine(acc, r Reading, takeMax bool) Reading {
 	}
 	acc.Resolution = max(acc.Resolution, r.Resolution)
 	acc.blocks = acc.blocks || r.blocks
+	if r.Note != "" && !strings.Contains(acc.Note, r.Note) {
+		acc.Note = strings.TrimPrefix(acc.Note+"; "+r.Note, "; ")
+	}
 	if !slices.Contains(strings.Split(acc.Source, " + "), r.Source) {
 		acc.Source += " + " + r.Source
 	}

@@ -63,6 +63,9 @@ type CounterChange struct {
 	// Resolution is the step the server's printed values move by where it prints fewer
 	// digits than they have (llama.cpp above 10^6): the delta is only good to a step.
 	Resolution float64
+	// Note is what a reader must know of the readings (ranks of one replica that disagree,
+	// a family summed over ranks of unknown count: metrics.Parallelism); "" when nothing.
+	Note string
 }
 
 // BeforeSource is the metric the before side was read from.
@@ -96,12 +99,13 @@ type counterChangeJSON struct {
 	Source       string   `json:"source,omitempty"`
 	SourceBefore string   `json:"source_before,omitempty"`
 	Resolution   float64  `json:"resolution,omitempty"`
+	Note         string   `json:"note,omitempty"`
 }
 
 // MarshalJSON writes the shape documented on CounterChange.
 func (cc CounterChange) MarshalJSON() ([]byte, error) {
 	return json.Marshal(counterChangeJSON{Before: cc.Before, After: cc.After, Delta: cc.Delta(), Present: cc.Present(),
-		Decreased: cc.Decreased, Unreadable: cc.Unreadable, Reason: cc.Reason, Source: cc.Source, SourceBefore: cc.SourceBefore, Resolution: cc.Resolution})
+		Decreased: cc.Decreased, Unreadable: cc.Unreadable, Reason: cc.Reason, Source: cc.Source, SourceBefore: cc.SourceBefore, Resolution: cc.Resolution, Note: cc.Note})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes; the delta is recomputed, not trusted.
@@ -111,7 +115,7 @@ func (cc *CounterChange) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*cc = CounterChange{Before: j.Before, After: j.After, Source: j.Source, SourceBefore: j.SourceBefore,
-		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason, Resolution: j.Resolution}
+		Decreased: j.Decreased, Unreadable: j.Unreadable, Reason: j.Reason, Resolution: j.Resolution, Note: j.Note}
 	return nil
 }
 

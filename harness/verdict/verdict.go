@@ -7,6 +7,8 @@ package verdict
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
@@ -120,6 +122,9 @@ type Counters struct {
 	// Resolution is, per counter, the step its printed values move by where the server
 	// prints fewer digits than the value has (llama.cpp above 10^6); absent when exact.
 	Resolution map[metrics.Counter]float64
+	// Notes are, per counter, what a reader must know of its readings (ranks of one
+	// replica that disagree, a sum over ranks of unknown count: metrics.Parallelism).
+	Notes map[metrics.Counter]string
 }
 
 // Delta returns c's usable delta, nil when absent.
@@ -239,6 +244,10 @@ func (d *Decision) engineNotes(e Evidence) {
 		d.note("the response carried no cached_tokens_details: the verdict rests on the counters alone")
 	}
 	c := e.Counters
+	// A reading the parallelism rule could not settle is said, never used silently.
+	for _, k := range slices.Sorted(maps.Keys(c.Notes)) {
+		d.note("%s: %s", k, c.Notes[k])
+	}
 	if e.Engine.TierUnknown != "" && d.Verdict == TierUnknown {
 		d.Notes = append(d.Notes, e.Engine.TierUnknown)
 		if v := c.Delta(metrics.PromptTokensCached); v != nil {

@@ -3,6 +3,8 @@ package runner
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -235,6 +237,14 @@ func (c *Console) stepDone(s derive.Step) {
 			c.Printf("  verdict %s: %s", v.Verdict, v.Reason)
 			for _, d := range v.Diagnosis {
 				c.Printf("  diagnosis %s: %s", d.Cause, d.Detail)
+			}
+			// A reading the parallelism rule could not settle is said where its verdict is.
+			if cs := r.Counters; cs != nil {
+				for _, k := range slices.Sorted(maps.Keys(cs.Values)) {
+					if n := cs.Values[k].Note; n != "" {
+						c.Printf("  counter %s: %s", k, n)
+					}
+				}
 			}
 		}
 	}

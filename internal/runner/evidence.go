@@ -122,6 +122,12 @@ func counterEvidence(c *record.Counters) *verdict.Counters {
 		if r := c.Values[k].Resolution; r > 0 {
 			out.Resolution[k] = r
 		}
+		if n := c.Values[k].Note; n != "" {
+			if out.Notes == nil {
+				out.Notes = map[metrics.Counter]string{}
+			}
+			out.Notes[k] = n
+		}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/capacity"
 	"github.com/anvil-serving/kvbench/harness/client"
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
@@ -43,6 +44,9 @@ func Connect(sc *scenarios.Scenario, apiKey string) (Target, error) {
 		// reports none.
 		prof.BlockSize = sc.Server.BlockSize.Value
 	}
+	// A family an older server sums over its tensor-parallel ranks is divided by the size
+	// the scenario states (metrics.Parallelism).
+	prof.Parallelism.TensorParallel = derive.TensorParallel(sc.Topology)
 	if len(sc.Target.MetricNames) > 0 {
 		if prof, err = prof.WithOverrides(sc.Target.MetricNames); err != nil {
 			return Target{}, fmt.Errorf("%s: target.metric_names: %w", sc.Position("target.metric_names"), err)
@@ -179,6 +183,8 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target, choices pl
 	for _, c := range metrics.Counters() {
 		if r := snap.Counters[c]; r.Unreadable != "" {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s reads %s (%s): it cannot serve as evidence, and replays that need it are invalid", c, r.Unreadable, r.Source))
+		} else if r.Note != "" {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s (%s): %s", c, r.Source, r.Note))
 		}
 	}
 	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && def.Needs(metrics.GPUPrefixHits) {
