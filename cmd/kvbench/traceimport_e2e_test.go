@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,5 +141,54 @@ func TestTraceImportBadInputWritesNothing(t *testing.T) {
 	_, stderr, code := runCLI(t, "trace", "import", "requests.jsonl", "-o", filepath.Join(t.TempDir(), "t.jsonl"))
 	if code != cli.ExitUsage || !strings.Contains(stderr, "--endpoint URL or --tokenizer URL") {
 		t.Errorf("no tokenizer: exit %d: %s", code, stderr)
+	}
+}
+
+// TestTraceImportEachDialect: the same log through each engine's tokenize dialect (vLLM's
+// and SGLang's /tokenize of messages, llama.cpp's /apply-template then /tokenize) and
+// through --tokenizer at the tokenize URL itself gives the same trace, byte for byte: the
+// embedded engine tokenizes by one rule in every dialect, and the ids never depend on the
+// import's random key.
+func TestTraceImportEachDialect(t *testing.T) {
+	log := writeLog(t, t.TempDir(), chatLogLine(0, "first question", "")+chatLogLine(700, "second question", `, "max_tokens": 9`)+
+		`{"model": "gpt-4o", "prompt": "a plain completion prompt", "timestamp": 900}`+"\n")
+	var want string
+	for _, c := range []struct{ backend, dialect string }{{"vllm", ""}, {"sglang", "sglang"}, {"llamacpp", "llamacpp"}, {"tokenizer", ""}} {
+		opts := sim.Options{Profile: "tiny"}
+		if c.dialect != "" {
+			opts.Override = dialect(c.dialect, nil)
+		}
+		srv := startSim(t, opts)
+		out := filepath.Join(t.TempDir(), "trace.jsonl")
+		args := []string{"trace", "import", log, "--model", "tiny-sim", "--block-tokens", "4", "-o", out}
+		if c.backend == "tokenizer" {
+			// A sidecar at a path of its own, under a /v1 that must not be cut.
+			target, _ := url.Parse(srv.URL())
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			side := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/sidecar/tokenize" || r.URL.RawQuery != "v=2" {
+					http.NotFound(w, r)
+					return
+				}
+				r.URL.Path, r.URL.RawQuery = "/tokenize", ""
+				proxy.ServeHTTP(w, r)
+			}))
+			t.Cleanup(side.Close)
+			args = append(args, "--tokenizer", side.URL+"/v1/sidecar/tokenize?v=2")
+		} else {
+			args = append(args, "--endpoint", srv.URL()+"/v1", "--backend", c.backend)
+		}
+		if _, stderr, code := runCLI(t, args...); code != cli.ExitOK {
+			t.Fatalf("%s: exit %d: %s", c.backend, code, stderr)
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == "" {
+			want = string(raw)
+		} else if string(raw) != want {
+			t.Errorf("%s gives another trace:\n%s\nthan vllm's:\n%s", c.backend, raw, want)
+		}
 	}
 }
