@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,7 +53,8 @@ func importLog(b *testing.B, dir string, n int) string {
 
 // BenchmarkTraceImport imports 10,000 logged requests through the embedded engine's
 // /tokenize (in this process, so the peaks include the engine's share) and reports the time
-// per import, the requests tokenized a second, and the peak Go heap and resident set:
+// per import, the requests tokenized a second, and the peak Go heap and resident set
+// (KVBENCH_IMPORT_CONCURRENCY sets --concurrency, 8 by default):
 //
 //	go test ./cmd/kvbench -run '^$' -bench TraceImport -benchtime 3x
 func BenchmarkTraceImport(b *testing.B) {
@@ -81,11 +83,12 @@ func BenchmarkTraceImport(b *testing.B) {
 			}
 		}
 	}()
+	conc := cmp.Or(os.Getenv("KVBENCH_IMPORT_CONCURRENCY"), "8")
 	b.ResetTimer()
 	for i := range b.N {
 		var errb bytes.Buffer
 		err := run(context.Background(), []string{"trace", "import", log, "--endpoint", srv.URL() + "/v1", "--block-tokens", "16",
-			"-o", filepath.Join(dir, fmt.Sprintf("trace-%d.jsonl", i))}, &bytes.Buffer{}, &errb)
+			"--concurrency", conc, "-o", filepath.Join(dir, fmt.Sprintf("trace-%d.jsonl", i))}, &bytes.Buffer{}, &errb)
 		if code := cli.ExitCode(err, &errb); code != cli.ExitOK {
 			b.Fatalf("exit %d: %s", code, errb.String())
 		}

@@ -61,6 +61,7 @@ func RegisterFlags(fs *flag.FlagSet) *Job {
 	fs.IntVar(&o.BlockTokens, "block-tokens", trace.DefaultBlockTokens, "tokens per hash id: the server's KV block size or a multiple of it")
 	fs.Float64Var(&o.Rate, "rate", 0, "space the requests evenly at this many a second in the log's order, ignoring logged timestamps (needed when the log has none)")
 	fs.StringVar(&o.Model, "model", "", "tokenize every prompt for this model instead of each line's model field (the server's served name)")
+	fs.IntVar(&o.Concurrency, "concurrency", 8, "tokenize calls in flight at once")
 	fs.IntVar(&o.OutputTokens, "output-tokens", 256, "output length of a request whose line gives neither usage.completion_tokens nor max_tokens")
 	j.flags = func() error {
 		switch {
@@ -70,6 +71,8 @@ func RegisterFlags(fs *flag.FlagSet) *Job {
 			return fmt.Errorf("--rate %g must be above 0", o.Rate)
 		case o.OutputTokens < 0 || o.OutputTokens > trace.MaxLengthTokens:
 			return fmt.Errorf("--output-tokens %d must be at least 0", o.OutputTokens)
+		case o.Concurrency < 1 || o.Concurrency > 1024:
+			return fmt.Errorf("--concurrency %d must be 1 to 1024", o.Concurrency)
 		case *timeout <= 0:
 			return fmt.Errorf("--timeout %s must be above 0", *timeout)
 		case (*endpoint == "") == (*tokenizer == ""):

@@ -21,6 +21,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/trace"
@@ -55,6 +56,9 @@ type Options struct {
 	// OutputTokens is the output length of a request whose line gives neither usage nor a
 	// token limit.
 	OutputTokens int
+	// Concurrency is how many tokenize calls are in flight at once (1 when 0). The
+	// Tokenizer must then be safe for concurrent use.
+	Concurrency int
 	// Key keys the block hashes; nil draws KeyBytes from crypto/rand. Tests set it.
 	Key []byte
 }
@@ -125,10 +129,30 @@ func Import(ctx context.Context, in io.Reader, name string, tok Tokenizer, opts 
 		}
 		defer clear(key) // it lives on in the HMAC state only, and dies with the import
 	}
-	im := &importer{tok: tok, opts: opts, bt: bt, mac: hmac.New(sha256.New, key), seen: map[[16]byte]uint64{}}
+	im := &importer{tok: tok, opts: opts, bt: bt, conc: max(opts.Concurrency, 1), mac: hmac.New(sha256.New, key), seen: map[[16]byte]uint64{}}
 	fail := func(line int, err error) error { return &trace.FormatError{File: name, Line: line, Err: err} }
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
+	// Lines are tokenized a batch at a time, Concurrency calls at once, and added in the
+	// log's order: the first bad line in that order is the one reported.
+	batch := make([]pending, 0, 4*im.conc)
+	flush := func() error {
+		im.tokenizeAll(ctx, batch)
+		for i := range batch {
+			p := &batch[i]
+			if p.err == nil {
+				p.err = im.add(p.l, p.ids)
+			}
+			if p.err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("%s:%d: %w", name, p.line, context.Cause(ctx))
+				}
+				return fail(p.line, p.err)
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
 	line := 0
 	for sc.Scan() {
 		line++
@@ -140,15 +164,18 @@ func Import(ctx context.Context, in io.Reader, name string, tok Tokenizer, opts 
 			return nil, context.Cause(ctx)
 		}
 		l, err := parseLine(b)
-		if err != nil {
-			return nil, fail(line, err)
+		if err == nil {
+			err = im.checkStamp(l)
 		}
-		if err := im.add(ctx, l); err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%s:%d: %w", name, line, context.Cause(ctx))
+		batch = append(batch, pending{line: line, l: l, err: err})
+		if err != nil || len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return nil, err
 			}
-			return nil, fail(line, err)
 		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -173,6 +200,7 @@ type importer struct {
 	tok   Tokenizer
 	opts  Options
 	bt    int
+	conc  int
 	mac   hash.Hash
 	seen  map[[16]byte]uint64
 	reqs  []trace.Request
@@ -181,27 +209,66 @@ type importer struct {
 	buf   []byte
 }
 
-func (im *importer) add(ctx context.Context, l logged) error {
-	if im.opts.Rate <= 0 {
-		switch {
-		case len(im.reqs) == 0 && l.stamp == "":
-			return fmt.Errorf("%w: no timestamp: a log without timestamps needs --rate", ErrBadTimestamp)
-		case len(im.reqs) == 0:
-			im.stamp = l.stamp
-		case l.stamp == "":
-			return fmt.Errorf("%w: no timestamp, where the log's first line has one", ErrBadTimestamp)
-		case l.stamp != im.stamp:
-			return fmt.Errorf("%w: a %s timestamp, where the log's first line has a %s one", ErrBadTimestamp, l.stamp, im.stamp)
+// checkStamp holds every line to the first line's kind of timestamp, or to none with a rate.
+func (im *importer) checkStamp(l logged) error {
+	if im.opts.Rate > 0 {
+		return nil
+	}
+	switch {
+	case im.stamp == "" && l.stamp == "":
+		return fmt.Errorf("%w: none here, and a log without timestamps needs --rate", ErrBadTimestamp)
+	case im.stamp == "":
+		im.stamp = l.stamp
+	case l.stamp == "":
+		return fmt.Errorf("%w: none here, where the log's first line has one", ErrBadTimestamp)
+	case l.stamp != im.stamp:
+		return fmt.Errorf("%w: a %s timestamp, where the log's first line has a %s one", ErrBadTimestamp, l.stamp, im.stamp)
+	}
+	return nil
+}
+
+// pending is a parsed line waiting for its tokens.
+type pending struct {
+	line int
+	l    logged
+	ids  []int
+	err  error
+}
+
+// tokenizeAll tokenizes the batch's good lines, Concurrency at a time. A failure does not
+// stop the others: each is bounded by the tokenizer's timeout, and an earlier line's own
+// error must not read as an interrupt.
+func (im *importer) tokenizeAll(ctx context.Context, batch []pending) {
+	work := make(chan *pending)
+	var wg sync.WaitGroup
+	for range min(im.conc, len(batch)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				p.ids, p.err = im.tokens(ctx, p.l)
+			}
+		}()
+	}
+	for i := range batch {
+		if batch[i].err == nil {
+			work <- &batch[i]
 		}
 	}
-	model := l.model
+	close(work)
+	wg.Wait()
+}
+
+// model is the model a line's prompt is tokenized for.
+func (im *importer) model(l logged) string {
 	if im.opts.Model != "" {
-		model = im.opts.Model
+		return im.opts.Model
 	}
-	ids, err := im.tokens(ctx, model, l)
-	if err != nil {
-		return err
-	}
+	return l.model
+}
+
+// add appends one tokenized request, in the log's order.
+func (im *importer) add(l logged, ids []int) error {
 	if len(ids) == 0 {
 		return errors.New("the prompt tokenized to no tokens")
 	}
@@ -221,22 +288,25 @@ func (im *importer) add(ctx context.Context, l logged) error {
 	if l.approximate {
 		im.rep.Approximate++
 	}
-	req.HashIDs = im.blocks(model, ids)
+	if l.ids != nil {
+		im.rep.TokenIDPrompts++
+	}
+	req.HashIDs = im.blocks(im.model(l), ids)
 	im.reqs = append(im.reqs, req)
 	return nil
 }
 
-func (im *importer) tokens(ctx context.Context, model string, l logged) ([]int, error) {
+// tokens asks the tokenizer for a line's prompt tokens; safe for concurrent use.
+func (im *importer) tokens(ctx context.Context, l logged) ([]int, error) {
 	var ids []int
 	var err error
 	switch {
-	case l.chat != nil:
-		ids, err = im.tok.ChatTokenIDs(ctx, model, l.chat)
 	case l.ids != nil:
-		im.rep.TokenIDPrompts++
 		return l.ids, nil
+	case l.chat != nil:
+		ids, err = im.tok.ChatTokenIDs(ctx, im.model(l), l.chat)
 	default:
-		ids, err = im.tok.TextTokenIDs(ctx, model, l.text)
+		ids, err = im.tok.TextTokenIDs(ctx, im.model(l), l.text)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizing the prompt: %w", err)

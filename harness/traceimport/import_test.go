@@ -15,10 +15,7 @@ import (
 
 // wordTokenizer is a known rule: a chat renders as "<role> content" per message plus an
 // "<assistant>" generation prompt, and each word is one token, its id a hash of the word.
-type wordTokenizer struct {
-	fail  int // the call that fails (1-based); 0: none
-	calls int
-}
+type wordTokenizer struct{}
 
 func (w *wordTokenizer) ChatTokenIDs(_ context.Context, _ string, msgs []prompts.Message) ([]int, error) {
 	var b strings.Builder
@@ -29,8 +26,7 @@ func (w *wordTokenizer) ChatTokenIDs(_ context.Context, _ string, msgs []prompts
 }
 
 func (w *wordTokenizer) TextTokenIDs(_ context.Context, _, text string) ([]int, error) {
-	w.calls++
-	if w.calls == w.fail {
+	if strings.Contains(text, "FAILME") {
 		return nil, errors.New("post http://127.0.0.1:1/tokenize: status 500")
 	}
 	var ids []int
@@ -182,20 +178,20 @@ func TestBadLines(t *testing.T) {
 		name, log string
 		line      int
 		want      error
-		fail      int
 	}{
-		{"not JSON", ok + "hello\n", 2, trace.ErrNotJSON, 0},
-		{"not a request", ok + `{"input": "x"}` + "\n", 2, ErrNotRequest, 0},
-		{"batch line for embeddings", ok + `{"custom_id": "a", "url": "/v1/embeddings", "body": {"input": "x"}}` + "\n", 2, ErrNotRequest, 0},
-		{"bad timestamp", ok + chatLine("s", "u", `, "timestamp": "yesterday"`), 2, ErrBadTimestamp, 0},
-		{"timestamp missing", ok + chatLine("s", "u", ""), 2, ErrBadTimestamp, 0},
-		{"no timestamps and no rate", chatLine("s", "u", ""), 1, ErrBadTimestamp, 0},
-		{"mixed timestamp kinds", ok + chatLine("s", "u", `, "timestamp": "2026-01-02T10:00:00Z"`), 2, ErrBadTimestamp, 0},
-		{"negative max_tokens", ok + chatLine("s", "u", `, "timestamp": 2, "max_tokens": -1`), 2, trace.ErrBadValue, 0},
-		{"tokenizer fails", ok + ok + ok, 3, nil, 3},
+		{"not JSON", ok + "hello\n", 2, trace.ErrNotJSON},
+		{"not a request", ok + `{"input": "x"}` + "\n", 2, ErrNotRequest},
+		{"batch line for embeddings", ok + `{"custom_id": "a", "url": "/v1/embeddings", "body": {"input": "x"}}` + "\n", 2, ErrNotRequest},
+		{"bad timestamp", ok + chatLine("s", "u", `, "timestamp": "yesterday"`), 2, ErrBadTimestamp},
+		{"timestamp missing", ok + chatLine("s", "u", ""), 2, ErrBadTimestamp},
+		{"no timestamps and no rate", chatLine("s", "u", ""), 1, ErrBadTimestamp},
+		{"mixed timestamp kinds", ok + chatLine("s", "u", `, "timestamp": "2026-01-02T10:00:00Z"`), 2, ErrBadTimestamp},
+		{"negative max_tokens", ok + chatLine("s", "u", `, "timestamp": 2, "max_tokens": -1`), 2, trace.ErrBadValue},
+		{"tokenizer fails", ok + ok + chatLine("s", "FAILME", `, "timestamp": 3`) + chatLine("s", "FAILME", `, "timestamp": 4`), 3, nil},
+		{"a bad line after a tokenizer failure", ok + chatLine("s", "FAILME", `, "timestamp": 3`) + "hello\n", 2, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Import(context.Background(), strings.NewReader(c.log), "log.jsonl", &wordTokenizer{fail: c.fail}, Options{BlockTokens: 4})
+			_, err := Import(context.Background(), strings.NewReader(c.log), "log.jsonl", &wordTokenizer{}, Options{BlockTokens: 4, Concurrency: 3})
 			var fe *trace.FormatError
 			if !errors.As(err, &fe) || fe.File != "log.jsonl" || fe.Line != c.line {
 				t.Fatalf("err %v, want log.jsonl:%d", err, c.line)
