@@ -8,6 +8,7 @@ package traceimport
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
@@ -20,7 +21,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -157,7 +157,7 @@ func Import(ctx context.Context, in io.Reader, name string, tok Tokenizer, opts 
 	for sc.Scan() {
 		line++
 		b := sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
 		if err := ctx.Err(); err != nil {

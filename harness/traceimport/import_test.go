@@ -208,3 +208,25 @@ func TestBadLines(t *testing.T) {
 		t.Errorf("empty log: %v", err)
 	}
 }
+
+// TestInterruptStops: a done context stops the import with its cause, naming no line as bad.
+func TestInterruptStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Import(ctx, strings.NewReader(chatLine("s", "u", "")), "log.jsonl", &wordTokenizer{}, Options{Rate: 1})
+	var fe *trace.FormatError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &fe) {
+		t.Errorf("err %v, want the interrupt", err)
+	}
+}
+
+// TestLeadingSpaceAndNotJSON: a line with leading blanks is read; a line opening like an
+// object that is not valid JSON is "not a JSON object".
+func TestLeadingSpaceAndNotJSON(t *testing.T) {
+	if _, err := importString(t, "  "+chatLine("s", "u", ""), Options{Rate: 1}); err != nil {
+		t.Errorf("leading blanks: %v", err)
+	}
+	if _, err := importString(t, `{"model": "m", "messages": [`+"\n", Options{Rate: 1}); !errors.Is(err, trace.ErrNotJSON) {
+		t.Errorf("cut JSON: %v", err)
+	}
+}

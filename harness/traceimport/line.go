@@ -80,7 +80,7 @@ var batchURLs = []string{"/v1/chat/completions", "/v1/completions", "/chat/compl
 // parseLine reads one non-blank log line.
 func parseLine(b []byte) (logged, error) {
 	var w wireLine
-	if len(b) == 0 || b[0] != '{' {
+	if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' || !json.Valid(b) {
 		return logged{}, trace.ErrNotJSON
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
