@@ -150,6 +150,7 @@ func Import(ctx context.Context, in io.Reader, name string, tok Tokenizer, opts 
 				return fail(p.line, p.err)
 			}
 		}
+		clear(batch) // the lines' text goes with them
 		batch = batch[:0]
 		return nil
 	}

@@ -21,7 +21,7 @@ var (
 )
 
 // logged is one line of the log as the import uses it. Its text lives only as long as the
-// line: it goes to the tokenizer and nowhere else.
+// line's batch: it goes to the tokenizer and nowhere else.
 type logged struct {
 	model string
 	chat  []prompts.Message // a chat request; nil for a completions one
