@@ -104,7 +104,12 @@ func TestTraceImportRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ts.Requests != 4 || ts.FailedRequests != 0 || ts.Tiers.PromptTokens == nil || int64(*ts.Tiers.PromptTokens) != rep.PromptTokens {
-		t.Errorf("replay: %d requests, %d failed, prompt tokens %v (the trace has %d)", ts.Requests, ts.FailedRequests, ts.Tiers.PromptTokens, rep.PromptTokens)
+		t.Fatalf("replay: %d requests, %d failed, prompt tokens %v (the trace has %d)", ts.Requests, ts.FailedRequests, ts.Tiers.PromptTokens, rep.PromptTokens)
+	}
+	// The shared ids became shared tokens on the server: its prefix cache served what the
+	// import said an unbounded cache would (the four prompts fit its GPU pool).
+	if g := ts.Tiers.GPUHitTokens; g == nil || int64(*g) != rep.UnboundedHitTokens || rep.UnboundedHitTokens == 0 {
+		t.Errorf("replay: GPU prefix hits %v tokens, the import's unbounded hit %d", g, rep.UnboundedHitTokens)
 	}
 }
 
