@@ -185,6 +185,7 @@ func TestBadLines(t *testing.T) {
 		{"bad timestamp", ok + chatLine("s", "u", `, "timestamp": "yesterday"`), 2, ErrBadTimestamp},
 		{"timestamp missing", ok + chatLine("s", "u", ""), 2, ErrBadTimestamp},
 		{"no timestamps and no rate", chatLine("s", "u", ""), 1, ErrBadTimestamp},
+		{"a time out of range", chatLine("s", "u", `, "timestamp": "1500-01-01T00:00:00Z"`), 1, ErrBadTimestamp},
 		{"mixed timestamp kinds", ok + chatLine("s", "u", `, "timestamp": "2026-01-02T10:00:00Z"`), 2, ErrBadTimestamp},
 		{"negative max_tokens", ok + chatLine("s", "u", `, "timestamp": 2, "max_tokens": -1`), 2, trace.ErrBadValue},
 		{"tokenizer fails", ok + ok + chatLine("s", "FAILME", `, "timestamp": 3`) + chatLine("s", "FAILME", `, "timestamp": 4`), 3, nil},

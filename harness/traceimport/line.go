@@ -233,6 +233,9 @@ func (l *logged) readTimestamp(raw json.RawMessage) error {
 		if err != nil {
 			return fmt.Errorf("%w: %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05.123Z) nor a number of ms", ErrBadTimestamp, s)
 		}
+		if t.Year() < 1970 || t.Year() > 2261 { // where ns since the epoch fit an int64
+			return fmt.Errorf("%w: %q is outside 1970 to 2261", ErrBadTimestamp, s)
+		}
 		l.at, l.stamp = t.UnixNano(), "rfc3339"
 		return nil
 	}
