@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -16,29 +15,12 @@ func init() {
 	cli.Register(cli.Command{Name: "accounting", Summary: "write the kv-accounting-summary/v1 of run directories", Run: runAccounting})
 }
 
-// runStudy parses a study command's run directories, builds its record from them (an error is
-// bad input) and writes it atomically to out (never over an existing file), or prints it.
-func runStudy[T any](fs *flag.FlagSet, args []string, out *string, stdout io.Writer, build func(dirs []string) (T, error)) error {
-	dirs, err := cli.Parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(dirs) == 0 {
-		return cli.Usagef("%s: name at least one run directory", fs.Name())
-	}
-	v, err := build(dirs)
-	if err != nil {
-		return cli.UsageError(err)
-	}
-	return cli.OutputJSON("--out", *out, v, stdout)
-}
-
 func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := cli.NewFlagSet("summarize", "RUN_DIR... [--out FILE]", "kvbench summarize results/eviction-6x150k-replay-20261130T101500Z results/offload8-control-20261130T103000Z --out study.json", stdout)
 	out := fs.String("out", "", "write the study record to FILE (default: print it)")
 	allowMixed := fs.Bool("allow-mixed", false, "merge runs even if their model, runtime or topology differ")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "merge a run that did not finish (interrupted, failed or killed) anyway")
-	return runStudy(fs, args, out, stdout, func(dirs []string) (*record.Study, error) {
+	return cli.RunOnDirs(fs, args, out, stdout, func(dirs []string) (*record.Study, error) {
 		return study.SummarizeDirs(dirs, *out, *allowMixed, *allowIncomplete)
 	})
 }
@@ -51,7 +33,7 @@ func runAccounting(_ context.Context, args []string, stdout, _ io.Writer) error 
 	fs.Int64Var(&spec.BytesPerGPU, "pool-bytes-per-gpu", 0, "configured KV pool bytes per GPU (default: derive from the server's token slots x measured bytes per stored token)")
 	fs.IntVar(&spec.GPUs, "gpus", 1, "GPUs the pool spans")
 	fs.StringVar(&spec.SourcePath, "pool-source", "", "file the configured byte figure came from (recorded with its sha256)")
-	return runStudy(fs, args, out, stdout, func(dirs []string) (*study.Summary, error) {
+	return cli.RunOnDirs(fs, args, out, stdout, func(dirs []string) (*study.Summary, error) {
 		if spec.GPUs < 1 || spec.BytesPerGPU < 0 {
 			return nil, errors.New("accounting: --gpus must be at least 1 and --pool-bytes-per-gpu not negative")
 		}

@@ -7,16 +7,18 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
+	"github.com/anvil-serving/kvbench/harness/traceimport"
 	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/termsafe"
 )
 
 func init() {
-	cli.Register(cli.Command{Name: "trace", Summary: "analyze a Mooncake-format KV-cache trace (ideal LRU hit rates, tier shares) or generate one", Run: runTrace})
+	cli.Register(cli.Command{Name: "trace", Summary: "analyze a Mooncake-format KV-cache trace (ideal LRU hit rates, tier shares), generate one, or import one from a request log, its text left out", Run: runTrace})
 }
 
 const traceUsage = `Usage: kvbench trace analyze FILE [flags]
        kvbench trace generate [flags] [-o FILE]
+       kvbench trace import LOG (--endpoint URL | --tokenizer URL) -o FILE [flags]
 
 analyze computes, from the trace alone, the prefix-cache hit rate an LRU cache of each
 capacity would reach, an unbounded cache's, and with --gpu-tokens and --host-tokens the
@@ -28,24 +30,26 @@ Example:
   kvbench trace generate --requests 2000 -o conversation.jsonl
   kvbench trace analyze conversation.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7
 
-Run 'kvbench trace analyze -h' or 'kvbench trace generate -h' for their flags.
+Run 'kvbench trace analyze -h', 'kvbench trace generate -h' or 'kvbench trace import -h' for their flags.
 `
 
 func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, traceUsage)
-		return cli.Usagef("trace: name a subcommand: analyze or generate")
+		return cli.Usagef("trace: name a subcommand: analyze, generate or import")
 	}
 	switch args[0] {
 	case "analyze":
 		return runTraceAnalyze(ctx, args[1:], stdout)
 	case "generate":
 		return runTraceGenerate(args[1:], stdout)
+	case "import":
+		return runTraceImport(ctx, args[1:], stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, traceUsage)
 		return nil
 	}
-	return cli.Usagef("trace: unknown subcommand %q (analyze or generate)", args[0])
+	return cli.Usagef("trace: unknown subcommand %q (analyze, generate or import)", args[0])
 }
 
 func runTraceAnalyze(ctx context.Context, args []string, stdout io.Writer) error {
@@ -105,4 +109,25 @@ func runTraceGenerate(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "trace: %s (%d requests, blocks of %d tokens)\n", termsafe.String(*out), n, cfg.BlockTokens)
 	return nil
+}
+
+func runTraceImport(ctx context.Context, args []string, stdout io.Writer) error {
+	flags := cli.NewFlagSet("trace import", "LOG (--endpoint URL | --tokenizer URL) -o FILE [flags]", "kvbench trace import requests.jsonl --endpoint http://127.0.0.1:8000/v1 --block-tokens 16 -o my-traffic.jsonl", stdout)
+	job := traceimport.RegisterFlags(flags)
+	cli.FormatVar(flags, &job.Format, "output: text or json", "text", "json")
+	args, err := cli.Parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := job.Check(args); err != nil {
+		return cli.Usagef("trace import: %w", err)
+	}
+	rep, err := job.Run(ctx) // nothing is written unless the whole log imports
+	if werr, ok := traceimport.WriteFailed(err); ok {
+		return cli.OutputError("-o", job.Out, werr)
+	}
+	if err != nil {
+		return cli.InputError(ctx, err) // a bad line or a failed tokenizer: its file and line
+	}
+	return cli.Emit(stdout, job.Format, rep, rep.WriteText)
 }

@@ -12,6 +12,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,9 @@ type Config struct {
 	// CallTimeout bounds each call to /v1/models, /version and /health, from connecting to
 	// the last byte of the answer; 0 means DefaultCallTimeout.
 	CallTimeout time.Duration
+	// TokenizePath is where the tokenize endpoint is under the server root; "" means
+	// "/tokenize" (a tokenizer sidecar may serve vLLM's dialect elsewhere).
+	TokenizePath string
 	// TokenizeTimeout bounds each /tokenize call, which takes long for a huge prompt on a
 	// busy server; 0 means CallTimeout.
 	TokenizeTimeout time.Duration
@@ -89,6 +93,7 @@ type Client struct {
 	progressInterval time.Duration
 	callTimeout      time.Duration
 	tokenizeTimeout  time.Duration
+	tokenizePath     string
 	headerTimeout    time.Duration
 	chunkTimeout     time.Duration
 }
@@ -132,6 +137,7 @@ func New(cfg Config) *Client {
 		chunkTimeout:     orDefault(cfg.ChunkTimeout, DefaultChunkTimeout),
 	}
 	c.tokenizeTimeout = orDefault(cfg.TokenizeTimeout, c.callTimeout)
+	c.tokenizePath = cmp.Or(cfg.TokenizePath, "/tokenize")
 	return c
 }
 

@@ -40,7 +40,7 @@ func (c *Client) Tokenize(ctx context.Context, model string, msgs []prompts.Mess
 		MaxModelLen int   `json:"max_model_len"`
 		Tokens      []int `json:"tokens"`
 	}
-	u := c.rootURL + "/tokenize"
+	u := c.rootURL + c.tokenizePath
 	if err := c.callJSON(ctx, c.tokenizeTimeout, http.MethodPost, u, body, &answer); err != nil {
 		return Tokenization{}, err
 	}
@@ -55,21 +55,31 @@ func (c *Client) Tokenize(ctx context.Context, model string, msgs []prompts.Mess
 // {"model", "prompt"} at the server root (prompts.TextTokenCounter).
 func (t *Tokenizer) CountTextTokens(ctx context.Context, text string) (int, error) {
 	t.calls.Add(1)
+	tok, err := t.client.TokenizeText(ctx, t.model, text)
+	return tok.Count, err
+}
+
+// TokenizeText tokenizes a plain prompt as a completions endpoint takes it (no chat
+// template; special tokens added as the server adds them) through POST /tokenize {"model",
+// "prompt"} at the server root.
+func (c *Client) TokenizeText(ctx context.Context, model, text string) (Tokenization, error) {
 	body := struct {
 		Model  string `json:"model"`
 		Prompt string `json:"prompt"`
-	}{t.model, text}
+	}{model, text}
 	var answer struct {
-		Count *int `json:"count"`
+		Count       *int  `json:"count"`
+		MaxModelLen int   `json:"max_model_len"`
+		Tokens      []int `json:"tokens"`
 	}
-	u := t.client.rootURL + "/tokenize"
-	if err := t.client.callJSON(ctx, t.client.tokenizeTimeout, http.MethodPost, u, body, &answer); err != nil {
-		return 0, err
+	u := c.rootURL + c.tokenizePath
+	if err := c.callJSON(ctx, c.tokenizeTimeout, http.MethodPost, u, body, &answer); err != nil {
+		return Tokenization{}, err
 	}
 	if answer.Count == nil {
-		return 0, fmt.Errorf("post %s: %w: no \"count\" in the answer", redact.URL(u), ErrBadResponse)
+		return Tokenization{}, fmt.Errorf("post %s: %w: no \"count\" in the answer", redact.URL(u), ErrBadResponse)
 	}
-	return *answer.Count, nil
+	return Tokenization{Count: *answer.Count, MaxModelLen: answer.MaxModelLen, Tokens: answer.Tokens}, nil
 }
 
 var _ prompts.TextTokenCounter = (*Tokenizer)(nil)

@@ -371,6 +371,39 @@ func (s *Server) TokenIDs() func(ctx context.Context, msgs []prompts.Message) ([
 	return s.ids.TokenIDs
 }
 
+// ChatTokenIDs returns the prompt token ids model's tokenizer on the server makes of msgs,
+// rendered with its chat template and the generation prompt as its chat endpoint renders
+// them, in the engine's /tokenize dialect.
+func (s *Server) ChatTokenIDs(ctx context.Context, model string, msgs []prompts.Message) ([]int, error) {
+	if s.ids != nil {
+		return s.ids.TokenIDs(ctx, msgs)
+	}
+	tok, err := s.chat.Tokenize(ctx, model, msgs)
+	return tokenIDs(tok, err)
+}
+
+// TextTokenIDs returns the token ids a plain prompt becomes on the server's completions
+// endpoint (no chat template), in the engine's /tokenize dialect.
+func (s *Server) TextTokenIDs(ctx context.Context, model, text string) ([]int, error) {
+	if s.ids != nil {
+		return s.ids.TextTokenIDs(ctx, text)
+	}
+	tok, err := s.chat.TokenizeText(ctx, model, text)
+	return tokenIDs(tok, err)
+}
+
+// tokenIDs checks that a count-dialect answer lists its ids: a server that only counts
+// cannot say which prompts share a prefix.
+func tokenIDs(tok client.Tokenization, err error) ([]int, error) {
+	if err != nil {
+		return nil, err
+	}
+	if len(tok.Tokens) != tok.Count {
+		return nil, fmt.Errorf("/tokenize answered %d token ids for a count of %d", len(tok.Tokens), tok.Count)
+	}
+	return tok.Tokens, nil
+}
+
 // Sizes is what a slot engine reports of its own capacity.
 type Sizes struct {
 	Slots       int

@@ -166,3 +166,32 @@ func TestIsolationFields(t *testing.T) {
 		t.Errorf("lmcache: %+v", l)
 	}
 }
+
+// TestTokenIDsNeedTheIDs: a count-dialect /tokenize whose tokens do not match its count
+// cannot say which prompts share a prefix, so its ids are refused; a full answer is taken,
+// for a chat (the messages sent) and for a plain prompt.
+func TestTokenIDsNeedTheIDs(t *testing.T) {
+	answer := `{"count": 3, "tokens": [7, 8, 9]}`
+	var got []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		got = append(got, body)
+		w.Write([]byte(answer))
+	}))
+	defer srv.Close()
+	def, _ := ByName("vllm")
+	s := def.Connect(client.New(client.Config{BaseURL: srv.URL + "/v1"}), time.Second)
+	ids, err := s.ChatTokenIDs(context.Background(), "m", []prompts.Message{{Role: "user", Content: "hi"}})
+	if err != nil || !slices.Equal(ids, []int{7, 8, 9}) || got[0]["messages"] == nil || got[0]["model"] != "m" {
+		t.Fatalf("chat: %v %v (sent %v)", ids, err, got[0])
+	}
+	ids, err = s.TextTokenIDs(context.Background(), "m", "hi")
+	if err != nil || len(ids) != 3 || got[1]["prompt"] != "hi" {
+		t.Fatalf("text: %v %v (sent %v)", ids, err, got[1])
+	}
+	answer = `{"count": 3}`
+	if _, err := s.TextTokenIDs(context.Background(), "m", "hi"); err == nil || !strings.Contains(err.Error(), "0 token ids for a count of 3") {
+		t.Errorf("a count without ids: %v", err)
+	}
+}

@@ -63,18 +63,24 @@ func (c *LlamaTokenClient) TokenIDs(ctx context.Context, msgs []prompts.Message)
 }
 
 // CountTextTokens counts the tokens a plain prompt becomes on a completions endpoint, no
-// template applied (prompts.TextTokenCounter): POST /tokenize with special tokens added, as
-// the completion path adds them.
+// template applied (prompts.TextTokenCounter).
 func (c *LlamaTokenClient) CountTextTokens(ctx context.Context, text string) (int, error) {
+	ids, err := c.TextTokenIDs(ctx, text)
+	return len(ids), err
+}
+
+// TextTokenIDs returns the token ids a plain prompt becomes on a completions endpoint: POST
+// /tokenize with special tokens added, as the completion path adds them, and not parsed.
+func (c *LlamaTokenClient) TextTokenIDs(ctx context.Context, text string) ([]int, error) {
 	c.calls.Add(1)
 	var tok struct {
 		Tokens []int `json:"tokens"`
 	}
 	body := map[string]any{"content": text, "add_special": true, "parse_special": false}
 	if err := c.post(ctx, "/tokenize", body, &tok); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return len(tok.Tokens), nil
+	return tok.Tokens, nil
 }
 
 // Calls returns how many CountTokens and TokenIDs calls were made; each costs two HTTP

@@ -140,6 +140,23 @@ func OutputJSON(flag, path string, v any, stdout io.Writer) error {
 	return err
 }
 
+// RunOnDirs parses a command's run directories, builds its record from them (an error is bad
+// input) and writes it atomically to out (never over an existing file), or prints it.
+func RunOnDirs[T any](fs *flag.FlagSet, args []string, out *string, stdout io.Writer, build func(dirs []string) (T, error)) error {
+	dirs, err := Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		return Usagef("%s: name at least one run directory", fs.Name())
+	}
+	v, err := build(dirs)
+	if err != nil {
+		return UsageError(err)
+	}
+	return OutputJSON("--out", *out, v, stdout)
+}
+
 // LoadRuns loads run directories; a directory that is not a readable run is bad input.
 func LoadRuns(dirs []string) ([]*runs.Run, error) {
 	rs, err := runs.LoadAll(dirs)
