@@ -52,6 +52,7 @@ type csvReader struct {
 	lastLine    int
 	info        Info
 	err         error
+	raw         [3]rawValue // the row's three fields, buffers reused from row to row
 }
 
 func newCSVReader(in *bufio.Reader, name string, format Format, blockTokens int) *csvReader {
@@ -159,7 +160,9 @@ func (r *csvReader) wantColumns() string {
 // request that never reached the model with 0 request tokens).
 func (r *csvReader) parse(row []string, req *Request) (skip bool, err error) {
 	field := func(k int) *rawValue {
-		return &rawValue{set: true, text: []byte(strings.TrimSpace(row[r.idx[k]]))}
+		v := &r.raw[k]
+		v.set, v.text = true, append(v.text[:0], strings.TrimSpace(row[r.idx[k]])...)
+		return v
 	}
 	ts, err := r.arrival(field(0))
 	if err != nil {
