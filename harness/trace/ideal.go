@@ -320,7 +320,8 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	if a.PrefixUnknown() {
 		fmt.Fprintf(&b, "  %s prompt tokens\n", thousands(a.PromptTokens))
 		fmt.Fprintf(&b, "\nno prefix information: the trace names no blocks (lengths and arrivals only), so the hit rate\n"+
-			"an ideal cache would reach is unknown at every capacity; a replay sends prompts that share nothing\n")
+			"an ideal cache would reach is unknown at every capacity (a replay sends prompts that share nothing,\n"+
+			"or a line's text_input as given)\n")
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
