@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/client"
-	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 

@@ -154,14 +154,16 @@ type TraceRequest struct {
 // served, how the prompt tokens were served (from the step's counters, before its first
 // request and after its last) beside the ideal at the server's pool sizes, and the series.
 type TraceSection struct {
-	Artifact        string   `json:"artifact"`
-	File            string   `json:"file"`
-	SHA256          string   `json:"sha256"`
-	Mode            string   `json:"mode"`
-	TimeScale       *float64 `json:"time_scale"`
-	Concurrency     int      `json:"concurrency,omitempty"`
-	PromptForm      string   `json:"prompt_form"`
-	PlannedRequests int      `json:"planned_requests"`
+	Artifact string `json:"artifact"`
+	File     string `json:"file"`
+	SHA256   string `json:"sha256"`
+	// Format is the trace's format and fields (absent for a record from before formats).
+	Format          *TraceFormat `json:"trace_format,omitempty"`
+	Mode            string       `json:"mode"`
+	TimeScale       *float64     `json:"time_scale"`
+	Concurrency     int          `json:"concurrency,omitempty"`
+	PromptForm      string       `json:"prompt_form"`
+	PlannedRequests int          `json:"planned_requests"`
 	// OfferedRequestsPerSecond is an open loop's rate: the window's requests over its trace
 	// time x time_scale; null for a closed loop or a window of one instant.
 	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`

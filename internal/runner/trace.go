@@ -196,6 +196,7 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 	}
 	if tp != nil {
 		tr.PlannedRequests, tr.DroppedRequests, tr.PromptForm, tr.SpanSeconds = tp.Requests, tp.Dropped, tp.PromptForm, tp.SpanSeconds
+		tr.Format = tp.Format
 	}
 	if p := r.cfg.Preflight; p != nil {
 		if d, ok := p.TraceTextBlocks[ts.ID]; ok {
@@ -352,6 +353,12 @@ func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
 // each, little-endian) or of its text. scratch is reused across calls.
 func buildTracePrompt(job *traceJob, b *prompts.BlockBuilder, req *trace.Request, form string, scratch []byte) ([]byte, error) {
 	var err error
+	if req.Text != "" { // the trace's own prompt (AIPerf's text_input), sent as given
+		job.text = req.Text
+		sum := sha256.Sum256([]byte(req.Text))
+		job.identity = hex.EncodeToString(sum[:])
+		return scratch, nil
+	}
 	if form == scenarios.PromptFormText {
 		if scratch, err = b.AppendText(scratch[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
 			return scratch, err
@@ -451,6 +458,9 @@ func sortByIndex(reqs []record.Request) {
 // tier's GiB in tokens at the stored bytes per token the scenario or the server gives. It
 // says why when a size is unknown, no request completed, or the trace changed since planning.
 func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan, done []int) (*record.IdealTiers, string) {
+	if f := tp.Format; f != nil && !f.PrefixInformation {
+		return nil, fmt.Sprintf("%s (the %s trace names no blocks: lengths and arrivals only)", record.NoPrefixInformation, f.Format)
+	}
 	if len(done) == 0 {
 		return nil, "no request of the step completed"
 	}
