@@ -16,6 +16,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/cli"
+	"github.com/anvil-serving/kvbench/prompts"
 )
 
 // TestTraceStepFormats replays a trace of each kind on the embedded engine: a BurstGPT CSV
@@ -25,6 +26,7 @@ import (
 func TestTraceStepFormats(t *testing.T) {
 	srv, gpuTokens, _ := traceSim(t, 50)
 	const text = "tell me a story about a small boat on a wide river at night"
+	const messages = `[{"role": "system", "content": "answer in one word"}, {"role": "user", "content": "the colour of the sky"}]`
 	cases := []struct {
 		name, file string
 		data       func(t *testing.T) []byte
@@ -49,8 +51,9 @@ func TestTraceStepFormats(t *testing.T) {
 		}, "bailian", true, 3},
 		{"aiperf text_input", "aiperf.jsonl", func(*testing.T) []byte {
 			return []byte(`{"session_id": "s1", "timestamp": 0, "input_length": 40, "output_length": 3, "hash_ids": [1, 2, 3]}` + "\n" +
-				`{"session_id": "s1", "delay": 20, "text_input": "` + text + `", "input_length": 14, "output_length": 2}` + "\n")
-		}, "mooncake", true, 2},
+				`{"session_id": "s1", "delay": 20, "text_input": "` + text + `", "input_length": 14, "output_length": 2}` + "\n" +
+				`{"session_id": "s2", "timestamp": 30, "messages": ` + messages + `, "input_length": 12, "output_length": 2}` + "\n")
+		}, "mooncake", true, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,6 +106,13 @@ func TestTraceStepFormats(t *testing.T) {
 				sum := sha256.Sum256([]byte(text))
 				if q := st.Requests[1]; q.Prompt.Identity != hex.EncodeToString(sum[:]) || q.Trace.TraceTimeMS != 20 {
 					t.Errorf("the text_input line went out as %s at %g ms, want the text as given at 20 ms", q.Prompt.Identity, q.Trace.TraceTimeMS)
+				}
+				var sent []prompts.Message
+				json.Unmarshal([]byte(messages), &sent)
+				b, _ := json.Marshal(sent)
+				sum = sha256.Sum256(b)
+				if q := st.Requests[2]; q.Prompt.Identity != hex.EncodeToString(sum[:]) || q.Result.PromptTokens == nil || *q.Result.PromptTokens == 0 || q.Result.Failed() {
+					t.Errorf("the messages line went out as %s, prompt tokens %v, error %q; want the chat as given", q.Prompt.Identity, q.Result.PromptTokens, q.Result.Error)
 				}
 			}
 			if tc.format != "burstgpt" {

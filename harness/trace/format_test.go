@@ -43,6 +43,7 @@ type wantRequest struct {
 	input, output int
 	ids           []uint64
 	text          string
+	messages      []Message
 }
 
 func checkRequests(t *testing.T, got []Request, want []wantRequest) {
@@ -53,7 +54,7 @@ func checkRequests(t *testing.T, got []Request, want []wantRequest) {
 	for i, w := range want {
 		g := got[i]
 		ts := time.Duration(w.ms * float64(time.Millisecond))
-		if g.Line != w.line || g.Timestamp != ts || g.InputLength != w.input || g.OutputLength != w.output || !slices.Equal(g.HashIDs, w.ids) || g.Text != w.text {
+		if g.Line != w.line || g.Timestamp != ts || g.InputLength != w.input || g.OutputLength != w.output || !slices.Equal(g.HashIDs, w.ids) || g.Text != w.text || !slices.Equal(g.Messages, w.messages) {
 			t.Errorf("request %d = %+v, want %+v", i, g, w)
 		}
 	}
@@ -72,25 +73,26 @@ func TestFormatsFromTheirDocumentation(t *testing.T) {
 		want   []wantRequest
 	}{
 		{"bailian.jsonl", FormatBailian, 16, []string{"timestamp", "input_length", "output_length", "hash_ids", "chat_id", "parent_chat_id", "type", "turn"}, true, 0, []wantRequest{
-			{1, 500, 40, 12, []uint64{9137, 2210, 5521}, ""},
-			{2, 1250, 20, 7, []uint64{9137, 774}, ""},
-			{3, 3000, 70, 30, []uint64{9137, 2210, 5521, 60412, 118}, ""},
+			{1, 500, 40, 12, []uint64{9137, 2210, 5521}, "", nil},
+			{2, 1250, 20, 7, []uint64{9137, 774}, "", nil},
+			{3, 3000, 70, 30, []uint64{9137, 2210, 5521, 60412, 118}, "", nil},
 		}},
 		{"burstgpt.csv", FormatBurstGPT, 512, []string{"Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"}, false, 1, []wantRequest{
-			{2, 3000, 310, 45, nil, ""},
-			{4, 8000, 1204, 250, nil, ""}, // line 3's 0 request tokens: skipped and counted
-			{5, 21000, 77, 0, nil, ""},
+			{2, 3000, 310, 45, nil, "", nil},
+			{4, 8000, 1204, 250, nil, "", nil}, // line 3's 0 request tokens: skipped and counted
+			{5, 21000, 77, 0, nil, "", nil},
 		}},
 		{"azure.csv", FormatAzure, 512, []string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"}, false, 0, []wantRequest{
-			{2, 0, 512, 32, nil, ""},
-			{3, 1250, 2048, 128, nil, ""},
-			{4, 1250, 96, 4, nil, ""},
+			{2, 0, 512, 32, nil, "", nil},
+			{3, 1250, 2048, 128, nil, "", nil},
+			{4, 1250, 96, 4, nil, "", nil},
 		}},
-		{"aiperf-sessions.jsonl", FormatMooncake, 512, []string{"timestamp", "input_length", "output_length", "hash_ids", "session_id", "delay", "text_input"}, true, 0, []wantRequest{
-			{1, 0, 1200, 40, []uint64{0, 1, 2}, ""},
-			{2, 500, 600, 20, []uint64{3, 4}, ""},
-			{3, 1500, 1800, 30, []uint64{0, 1, 2, 5}, ""}, // session a's delay after its first turn
-			{4, 2500, 12, 16, nil, "Summarise the plot of a short story in two lines."},
+		{"aiperf-sessions.jsonl", FormatMooncake, 512, []string{"timestamp", "input_length", "output_length", "hash_ids", "session_id", "delay", "text_input", "messages"}, true, 0, []wantRequest{
+			{1, 0, 1200, 40, []uint64{0, 1, 2}, "", nil},
+			{2, 500, 600, 20, []uint64{3, 4}, "", nil},
+			{3, 1500, 1800, 30, []uint64{0, 1, 2, 5}, "", nil}, // session a's delay after its first turn
+			{4, 2500, 12, 16, nil, "Summarise the plot of a short story in two lines.", nil},
+			{5, 3000, 20, 2, nil, "", []Message{{"system", "You answer in one word."}, {"user", "Colour of the sky?"}}}, // session b's, 2.5 s after its 500 ms
 		}},
 	}
 	for _, tc := range cases {
@@ -231,8 +233,14 @@ func TestFormatErrorsNameFileAndLine(t *testing.T) {
 			FormatAuto, ErrBadValue, "t.csv:2: bad value: delay -5 is negative"},
 		{"text_input that is not a string", `{"timestamp": 0, "input_length": 4, "output_length": 1, "text_input": 42}`,
 			FormatAuto, ErrBadValue, "t.csv:1: bad value: text_input \"42\" is not a non-empty string"},
-		{"messages", `{"timestamp": 0, "input_length": 4, "output_length": 1, "messages": [{"role": "user", "content": "hi"}]}`,
-			FormatAuto, ErrBadValue, "t.csv:1: bad value: messages: kvbench replays a trace on the completions endpoint; give the prompt as text_input, or hash_ids"},
+		{"messages with a tool call", `{"timestamp": 0, "input_length": 4, "output_length": 1, "messages": [{"role": "assistant", "content": "", "tool_calls": []}]}`,
+			FormatAuto, ErrBadValue, `t.csv:1: bad value: messages "[{\"role\": \"assistant\", \"content\": \"\", \"t"... is not a non-empty list of {"role", "content"} strings (tool calls and content parts are not replayed)`},
+		{"messages as content parts", `{"timestamp": 0, "input_length": 4, "output_length": 1, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}`,
+			FormatAuto, ErrBadValue, `t.csv:1: bad value: messages "[{\"role\": \"user\", \"content\": [{\"type\": \""... is not a non-empty list of {"role", "content"} strings (tool calls and content parts are not replayed)`},
+		{"messages without a role", `{"timestamp": 0, "input_length": 4, "output_length": 1, "messages": [{"content": "hi"}]}`,
+			FormatAuto, ErrBadValue, "t.csv:1: bad value: messages[0] has no role"},
+		{"text_input and messages", `{"timestamp": 0, "input_length": 4, "output_length": 1, "text_input": "a", "messages": [{"role": "user", "content": "hi"}]}`,
+			FormatAuto, ErrBadValue, "t.csv:1: bad value: text_input and messages: a line gives its prompt one way"},
 		{"a CSV named as Mooncake", burst + "3,ChatGPT,310,45,355,Conversation log\n", FormatMooncake, ErrNotJSON,
 			"t.csv:1: not a JSON object: invalid character 'T' looking for beginning of value"},
 	}

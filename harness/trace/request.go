@@ -46,8 +46,18 @@ type Request struct {
 	// request). A Reader reuses the slice at its next call.
 	HashIDs []uint64
 	// Text is the prompt as the trace wrote it (AIPerf's text_input): a replay sends it as
-	// given instead of blocks built from HashIDs. "" for a trace of lengths and ids.
+	// given, to the completions endpoint, instead of blocks built from HashIDs. "" for a
+	// trace of lengths and ids.
 	Text string
+	// Messages is the chat as the trace wrote it (AIPerf's messages): a replay sends it as
+	// given, to the chat endpoint. nil for any other line.
+	Messages []Message
+}
+
+// Message is one message of a trace line's chat: a role and its text.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // Blocks is how many blocks of blockTokens the request's prompt spans, the partial last
@@ -400,14 +410,18 @@ func (r *Reader) parse(line []byte, req *Request) error {
 	if err != nil {
 		return err
 	}
-	if present(&w.Messages) {
-		// A messages line needs the chat endpoint; a trace step sends completions.
-		return fmt.Errorf("%w: messages: kvbench replays a trace on the completions endpoint; give the prompt as text_input, or hash_ids", ErrBadValue)
-	}
-	req.Text = ""
+	req.Text, req.Messages = "", nil
 	if present(&w.TextInput) {
 		if err := json.Unmarshal(w.TextInput.text, &req.Text); err != nil || req.Text == "" {
 			return fmt.Errorf("%w: text_input %s is not a non-empty string", ErrBadValue, firstBytes(w.TextInput.text))
+		}
+	}
+	if present(&w.Messages) {
+		if req.Text != "" {
+			return fmt.Errorf("%w: text_input and messages: a line gives its prompt one way", ErrBadValue)
+		}
+		if req.Messages, err = parseMessages(w.Messages.text); err != nil {
+			return err
 		}
 	}
 	ids := req.HashIDs[:0]
@@ -417,7 +431,7 @@ func (r *Reader) parse(line []byte, req *Request) error {
 			return err
 		}
 		r.info.PrefixInformation = true
-	case req.Text == "":
+	case req.Text == "" && req.Messages == nil:
 		return fmt.Errorf("%w: hash_ids", ErrMissingField)
 	}
 	req.HashIDs = ids
@@ -471,6 +485,24 @@ func (r *Reader) arrival(w *wireRequest) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: %s %s is beyond any trace", ErrBadValue, field, v.text)
 	}
 	return base + time.Duration(math.Round(x*unit)), nil
+}
+
+// parseMessages reads a line's messages: a non-empty list of {"role", "content"} objects
+// with string values. Anything more (tool calls, content parts) is refused rather than
+// dropped, so what is sent is what the trace wrote.
+func parseMessages(text []byte) ([]Message, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	var msgs []Message
+	if err := dec.Decode(&msgs); err != nil || len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: messages %s is not a non-empty list of {\"role\", \"content\"} strings (tool calls and content parts are not replayed)", ErrBadValue, firstBytes(text))
+	}
+	for i, m := range msgs {
+		if m.Role == "" {
+			return nil, fmt.Errorf("%w: messages[%d] has no role", ErrBadValue, i)
+		}
+	}
+	return msgs, nil
 }
 
 // present reports whether a field was given, and not as null.

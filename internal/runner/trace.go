@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,8 +44,9 @@ type traceJob struct {
 	output    int // the trace's output_length
 	maxTokens int // asked: output_length, at least 1
 	hashIDs   int
-	ids       *[]int32 // token-id form (returned to idBuffers once sent)
-	text      string   // text form
+	ids       *[]int32          // token-id form (returned to idBuffers once sent)
+	text      string            // text form, or the trace's text_input
+	messages  []prompts.Message // the trace's messages, sent to the chat endpoint
 	identity  string
 	due       time.Time // when it is to go out
 }
@@ -280,7 +282,12 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		go func() {
 			defer wg.Done()
 			sent := time.Now()
-			res := r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), firstOutput)
+			var res client.Result
+			if job.messages != nil {
+				res = r.traceChat(ctx, ts, &job, firstOutput)
+			} else {
+				res = r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), firstOutput)
+			}
 			releaseIDs(&job)
 			inFlight.Add(-1)
 			<-sem
@@ -359,6 +366,16 @@ func buildTracePrompt(job *traceJob, b *prompts.BlockBuilder, req *trace.Request
 		job.identity = hex.EncodeToString(sum[:])
 		return scratch, nil
 	}
+	if req.Messages != nil { // the trace's own chat (AIPerf's messages), sent as given
+		job.messages = make([]prompts.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			job.messages[i] = prompts.Message{Role: m.Role, Content: m.Content}
+		}
+		text, _ := json.Marshal(job.messages) // strings only: it cannot fail
+		sum := sha256.Sum256(text)
+		job.identity = hex.EncodeToString(sum[:])
+		return scratch, nil
+	}
 	if form == scenarios.PromptFormText {
 		if scratch, err = b.AppendText(scratch[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
 			return scratch, err
@@ -430,6 +447,17 @@ func (r *runner) traceRequest(ts *scenarios.Step, job *traceJob) client.Completi
 		req.PromptText = job.text
 	}
 	return req
+}
+
+// traceChat sends a line's messages as given to the chat endpoint, with the fields a
+// completion of the step would carry.
+func (r *runner) traceChat(ctx context.Context, ts *scenarios.Step, job *traceJob, progress func(client.Progress)) client.Result {
+	c := r.completionRequest(ts, job.maxTokens)
+	if r.cfg.Chat == nil {
+		return client.Result{StartedAt: time.Now().UTC(), Model: c.Model, ErrorKind: client.ErrorKindInvalidRequest, Error: "no chat client configured"}
+	}
+	return r.cfg.Chat.StreamChat(ctx, client.ChatRequest{Model: c.Model, Messages: job.messages, MaxTokens: c.MaxTokens, Temperature: c.Temperature,
+		IgnoreEOS: c.IgnoreEOS, ExtraBody: c.ExtraBody, Timeout: c.Timeout, CachedTokensDetails: c.CachedTokensDetails}, progress)
 }
 
 // traceRecord is a sent trace request as the record keeps it.
