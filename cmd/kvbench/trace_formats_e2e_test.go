@@ -192,3 +192,31 @@ func TestTraceFormatErrors(t *testing.T) {
 		t.Errorf("plan: exit %d %q %q", code, stdout, errOut)
 	}
 }
+
+// TestSweepBurstGPT: the rate sweep runs on a trace of lengths and arrivals: each level
+// offers its rate and measures its TTFT, and none has an ideal host share to set beside it.
+func TestSweepBurstGPT(t *testing.T) {
+	srv, _, _ := traceSim(t, 50)
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for i := range 20 {
+		fmt.Fprintf(&b, "%d,ChatGPT,%d,%d,0,API log\n", i/4, 40+i*7, 1+i%3)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "burst.csv"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := traceScenario(t, dir, "burst.csv", "")
+	s, _ := sweepJSON(t, sc, "--endpoint", srv.URL()+"/v1", "--time-scales", "0.5,0.25", "--ttft-p90-ms", "60000", "--out", t.TempDir())
+	if s.Status != record.StatusCompleted || s.Load != record.SweepRequestRate || len(s.Levels) != 2 {
+		t.Fatalf("status %s, load %s, %d levels", s.Status, s.Load, len(s.Levels))
+	}
+	for _, l := range s.Levels {
+		if l.Requests != 20 || l.FailedRequests != 0 || l.RequestsPerSecond == nil || l.TTFTMS.P90 == nil || l.IdealHostShare != nil {
+			t.Errorf("level %v: %d requests (%d failed), rate %v, TTFT p90 %v, ideal host share %v", l.TimeScale, l.Requests, l.FailedRequests, l.RequestsPerSecond, l.TTFTMS.P90, l.IdealHostShare)
+		}
+	}
+	if s.CapacityRequestsPerSecond == nil {
+		t.Errorf("no capacity: %s", s.CapacityReason)
+	}
+}
