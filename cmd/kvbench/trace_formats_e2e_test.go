@@ -17,6 +17,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/prompts"
+	"github.com/anvil-serving/kvbench/sim"
 )
 
 // TestTraceStepFormats replays a trace of each kind on the embedded engine: a BurstGPT CSV
@@ -190,6 +191,18 @@ func TestTraceFormatErrors(t *testing.T) {
 	stdout, errOut, code := runCLI(t, "plan", sc, "--trace", noColumn, "--trace-format", "burstgpt")
 	if code != cli.ExitUsage || !strings.Contains(errOut, "trace.toml:") || !strings.Contains(errOut, noColumn+`:1: missing field: column "Response tokens"`) {
 		t.Errorf("plan: exit %d %q %q", code, stdout, errOut)
+	}
+	// run stops there too, before it sends or writes anything.
+	srv := startSim(t, sim.Options{Profile: "tiny"})
+	out := t.TempDir()
+	for _, bad := range []string{noColumn, badDate, noIDs, cut} {
+		_, errOut, code = runCLI(t, "run", sc, "--trace", bad, "--endpoint", srv.URL()+"/v1", "--out", out)
+		if code != cli.ExitUsage || !strings.Contains(errOut, bad+":") {
+			t.Errorf("run --trace %s: exit %d %q", bad, code, errOut)
+		}
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("run wrote %v for bad traces", entries)
 	}
 }
 
