@@ -10,8 +10,8 @@ import (
 	"github.com/anvil-serving/kvbench/harness/trace"
 )
 
-// KindTrace is the step kind that replays a Mooncake-format KV-cache trace block for block
-// (docs/traces.md).
+// KindTrace is the step kind that replays a KV-cache trace block for block (docs/traces.md):
+// Mooncake's format, AIPerf's extensions of it, Bailian's, BurstGPT's or Azure's.
 const KindTrace = "trace"
 
 // Trace step defaults and ceilings.
@@ -44,11 +44,15 @@ const (
 // (closed loop). A window (Start, then Duration or the step's requests) selects the part
 // replayed. Its fields sit directly in the [[step]] table; requests is the step's own field.
 type TraceStep struct {
-	// File is the Mooncake-format JSONL trace, relative to the scenario file's directory and
+	// File is the trace (any format kvbench reads, gzip-compressed or not), relative to the scenario file's directory and
 	// inside it (a scenario may come from a stranger: it reads nothing else). The user names
 	// any other file with kvbench's --trace flag.
 	File string `toml:"file" json:"file,omitempty"`
-	// BlockTokens is the tokens each hash id names (512 when unset).
+	// Format is the trace's format: "auto" (told from its content; the default), "mooncake",
+	// "bailian", "burstgpt" or "azure" (docs/traces.md, section 1).
+	Format string `toml:"format" json:"format,omitempty"`
+	// BlockTokens is the tokens each hash id names (when unset: 16 for a Bailian trace, 512
+	// for any other).
 	BlockTokens int `toml:"block_tokens" json:"block_tokens,omitempty"`
 	// Start skips the requests before this trace time; Duration keeps the requests up to
 	// Start+Duration (exclusive with requests).
@@ -72,7 +76,7 @@ func (st *Step) IsTrace() bool { return st.Kind == KindTrace }
 
 // traceFieldsSet reports whether any field only a trace step takes is set.
 func (st *Step) traceFieldsSet() bool {
-	return st.File != "" || st.BlockTokens != 0 || st.Start.Duration != 0 || st.Duration.Duration != 0 ||
+	return st.File != "" || st.Format != "" || st.BlockTokens != 0 || st.Start.Duration != 0 || st.Duration.Duration != 0 ||
 		st.TimeScale != 0 || st.MaxInputTokens != 0 || st.PromptForm != ""
 }
 
@@ -201,8 +205,14 @@ func regular(name string, stat func(string) (os.FileInfo, error)) error {
 // traceDefaults fills trace step i's unset fields and its source; a field set to 0 stays 0,
 // for validateTrace to refuse.
 func (s *Scenario) traceDefaults(i int, st *Step) {
+	if st.Format == "" {
+		st.Format = string(trace.FormatAuto)
+	}
 	if st.BlockTokens == 0 {
 		st.BlockTokens = DefaultTraceBlockTokens
+		if st.Format == string(trace.FormatBailian) {
+			st.BlockTokens = trace.BailianBlockTokens
+		}
 	}
 	if st.TimeScale == 0 && !s.defined(fmt.Sprintf("step[%d].time_scale", i)) {
 		st.TimeScale = 1
@@ -225,6 +235,23 @@ func (s *Scenario) UseTrace(path string) {
 	for i := range s.Steps {
 		if st := &s.Steps[i]; st.IsTrace() {
 			st.Source.UserPath = path
+		}
+	}
+}
+
+// UseTraceFormat makes every trace step of s read its trace in format, which the user named
+// on the command line (--trace-format); a step whose block_tokens the scenario leaves unset
+// takes the format's block size.
+func (s *Scenario) UseTraceFormat(format trace.Format) {
+	for i := range s.Steps {
+		if st := &s.Steps[i]; st.IsTrace() {
+			st.Format = string(format)
+			if !s.defined(fmt.Sprintf("step[%d].block_tokens", i)) {
+				st.BlockTokens = DefaultTraceBlockTokens
+				if format == trace.FormatBailian {
+					st.BlockTokens = trace.BailianBlockTokens
+				}
+			}
 		}
 	}
 }

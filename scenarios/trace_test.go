@@ -47,6 +47,32 @@ func TestTraceStepParses(t *testing.T) {
 		t.Errorf("--trace: %+v", st.Source)
 	}
 
+	if st.Format != "auto" {
+		t.Errorf("format %q, want auto", st.Format)
+	}
+	sc.UseTraceFormat("bailian")
+	if st.Format != "bailian" || st.BlockTokens != 16 {
+		t.Errorf("--trace-format bailian: format %q, block_tokens %d (want Bailian's 16: the scenario leaves it unset)", st.Format, st.BlockTokens)
+	}
+	for _, tc := range []struct {
+		extra string
+		block int
+	}{{"format = \"bailian\"\n", 16}, {"format = \"bailian\"\nblock_tokens = 32\n", 32}, {"format = \"burstgpt\"\n", 512}} {
+		sc, err := Parse([]byte(traceScenario+tc.extra), "r.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := sc.Steps[0]; st.BlockTokens != tc.block {
+			t.Errorf("%q: block_tokens %d, want %d", tc.extra, st.BlockTokens, tc.block)
+		}
+		if tc.block == 32 {
+			sc.UseTraceFormat("bailian")
+			if sc.Steps[0].BlockTokens != 32 {
+				t.Errorf("--trace-format overrode the block_tokens the scenario wrote")
+			}
+		}
+	}
+
 	closed, err := Parse([]byte(strings.Replace(traceScenario, "duration = \"5m\"\ntime_scale = 0.1\n", "concurrency = 4\nrequests = 100\n", 1)), "r.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +87,8 @@ func TestTraceStepRejects(t *testing.T) {
 	const fileLine = `file = "traces/conv.jsonl"` + "\n"
 	const kindLine = "kind = \"trace\"\n"
 	cases := []struct{ from, to, want string }{
-		{fileLine, "", "r.toml:2: step[0].file: missing: the Mooncake-format trace to replay"},
+		{fileLine, "", "r.toml:2: step[0].file: missing: the trace to replay"},
+		{kindLine, kindLine + "format = \"sharegpt\"\n", `r.toml:5: step[0].format: "sharegpt" is not one of auto, mooncake, bailian, burstgpt, azure`},
 		{"time_scale = 0.1\n", "time_scale = 0.0001\n", "step[0].time_scale: must be between 0.001 and 1000 (got 0.0001)"},
 		{"time_scale = 0.1\n", "time_scale = 5000\n", "step[0].time_scale: must be between 0.001 and 1000 (got 5000)"},
 		{"duration = \"5m\"\n", "duration = \"5m\"\nrequests = 10\n", "step[0].duration: a window has a duration or a request count (requests), not both"},
@@ -79,8 +106,8 @@ func TestTraceStepRejects(t *testing.T) {
 		{"time_scale = 0.1\n", "concurrency = 0\n", "step[0].concurrency: must be between 1 and 4096 for a closed loop, or unset for an open loop at the trace's timestamps (got 0)"},
 		{"duration = \"5m\"\n", "requests = 0\n", "step[0].requests: must be between 1 and 10000000, or unset for the whole window (got 0)"},
 		{kindLine, kindLine + "planned_context_tokens = [100]\n", "step[0].kind: a trace step builds its prompts from the trace: drop planned_context_tokens and replay"},
-		{kindLine, "planned_context_tokens = [1000]\n", `step[0].file: file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
-		{kindLine, "kind = \"conversation\"\nusers = 1\nturns = 1\nturn_tokens = 10\n", `step[0].file: file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
+		{kindLine, "planned_context_tokens = [1000]\n", `step[0].file: file, format, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
+		{kindLine, "kind = \"conversation\"\nusers = 1\nturns = 1\nturn_tokens = 10\n", `step[0].file: file, format, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = "trace"`},
 	}
 	for _, c := range cases {
 		doc := strings.Replace(traceScenario, c.from, c.to, 1)

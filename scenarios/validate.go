@@ -12,6 +12,7 @@ import (
 
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/verdict"
 )
 
@@ -202,11 +203,20 @@ func (c *checker) scrapeInterval(st *Step) {
 
 // The keys a step kind takes alone, refused on the others.
 var (
-	traceKeys        = []string{"file", "block_tokens", "start", "duration", "time_scale", "max_input_tokens", "prompt_form"}
+	traceKeys        = []string{"file", "format", "block_tokens", "start", "duration", "time_scale", "max_input_tokens", "prompt_form"}
 	curveKeys        = []string{"from_tokens", "to_tokens", "factor"}
 	conversationKeys = []string{"users", "turns", "turn_tokens", "system_prompt_tokens"}
 	timingKeys       = []string{"think_time", "arrival", "ramp"}
 )
+
+// traceFormats are the formats a trace step's format key takes, as written.
+func traceFormats() []string {
+	out := make([]string, len(trace.Formats))
+	for i, f := range trace.Formats {
+		out[i] = string(f)
+	}
+	return out
+}
 
 func quoted(words ...string) []string {
 	out := make([]string, len(words))
@@ -336,7 +346,7 @@ var rules = []rule{
 	}},
 	{key: "step[].file", on: kPlain | kConversation, excludes: traceKeys, check: func(c *checker) {
 		if c.step().traceFieldsSet() {
-			c.bad(c.k("file"), "file, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = %q", KindTrace)
+			c.bad(c.k("file"), "file, format, block_tokens, start, duration, time_scale, max_input_tokens and prompt_form need kind = %q", KindTrace)
 		}
 	}},
 	{key: "step[].from_tokens", on: kPlain, excludes: curveKeys, check: func(c *checker) {
@@ -451,8 +461,11 @@ var rules = []rule{
 		// A file outside the scenario's directory is refused when it is opened, unless the
 		// user names the trace (--trace): then the scenario's choice does not matter.
 		if c.step().File == "" && !strings.HasPrefix(c.s.Path, "builtin:") {
-			c.bad(c.k("file"), "missing: the Mooncake-format trace to replay, relative to this file")
+			c.bad(c.k("file"), "missing: the trace to replay, relative to this file")
 		}
+	}},
+	{key: "step[].format", on: kTrace, says: quoted(traceFormats()...), check: func(c *checker) {
+		c.oneOf(c.k("format"), c.step().Format, traceFormats()...)
 	}},
 	{key: "step[].block_tokens", on: kTrace, says: []string{fmt.Sprintf("1 to %d", MaxTraceBlockTokens)}, check: func(c *checker) {
 		if v := c.step().BlockTokens; v < 1 || v > MaxTraceBlockTokens {

@@ -256,7 +256,7 @@ func TestRulesRefuseWhatTheyExclude(t *testing.T) {
 		"requests": "2", "planned_context_tokens": "[500]", "replay": `{ step = "a", request = 0 }`,
 		"concurrency": "2", "cold_twin": "true", "max_tokens": "10", "min_tokens": "1",
 		"file": `"t.jsonl"`, "block_tokens": "16", "start": `"1s"`, "duration": `"1s"`, "time_scale": "2",
-		"max_input_tokens": "100", "prompt_form": `"text"`,
+		"max_input_tokens": "100", "prompt_form": `"text"`, "format": `"burstgpt"`,
 		"from_tokens": "2048", "to_tokens": "4096", "factor": "3",
 		"users": "2", "turns": "2", "turn_tokens": "10", "system_prompt_tokens": "10",
 		"think_time": `"1s"`, "arrival": `"ramp"`, "ramp": `"1s"`,

@@ -104,7 +104,7 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "analyze", many, "--capacity-tokens", "1.5"}, `"1.5" is not a token count`},
 		{[]string{"trace", "analyze", many, "--gpu-tokens", "1e6"}, "--gpu-tokens and --host-tokens go together"},
 		{[]string{"trace", "analyze", many, "--format", "xml"}, `--format must be text or json`},
-		{[]string{"trace", "analyze", many, "--block-tokens", "0"}, "--block-tokens 0 must be at least 1"},
+		{[]string{"trace", "analyze", many, "--block-tokens", "-1"}, "--block-tokens -1 must be at least 1 (or 0 for the format's)"},
 		{[]string{"trace", "analyze", many, "--duration", "1m", "--requests", "5"}, "a duration or a request count, not both"},
 		{[]string{"trace", "analyze", many, "--start", "1h"}, many + ": the window keeps no request (from 1h0m0s to the end"},
 		{[]string{"trace", "analyze", many, "--bogus"}, "trace analyze: flag provided but not defined: -bogus"},

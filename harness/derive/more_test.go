@@ -95,6 +95,8 @@ func TestTraceSection(t *testing.T) {
 		{record.TierShares{}, false, nil, "", "the step's counters are not valid, so what each tier served was not measured; the ideal at the server's pool sizes is unknown: no ideal was computed"},
 		{record.TierShares{}, true, nil, "the trace has no block ids", "the server exposes no counter that splits prompt tokens by tier; the ideal at the server's pool sizes is unknown: the trace has no block ids"},
 		{record.TierShares{GPU: &one}, true, nil, "x", "the GPU prefix cache served 100.0% of prompt tokens; the server exposes no host-tier hit counter; "},
+		{record.TierShares{GPU: &one}, true, nil, record.NoPrefixInformation + " (the burstgpt trace names no blocks: lengths and arrivals only)",
+			"the GPU prefix cache served 100.0% of prompt tokens; the server exposes no host-tier hit counter; no prefix information: the ideal is unknown (the burstgpt trace names no blocks: lengths and arrivals only)"},
 	}
 	for _, f := range findings {
 		if got := TraceFinding(f.tiers, f.valid, f.ideal, f.why); !strings.HasPrefix(got, f.want) {

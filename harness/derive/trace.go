@@ -2,6 +2,7 @@ package derive
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/units"
@@ -13,6 +14,7 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 	if tr := st.Trace; tr != nil {
 		s.File, s.SHA256, s.Mode, s.TimeScale, s.Concurrency, s.PromptForm = tr.File, tr.SHA256, tr.Mode, tr.TimeScale, tr.Concurrency, tr.PromptForm
 		s.PlannedRequests, s.DroppedRequests, s.PeakInFlight = tr.PlannedRequests, tr.DroppedRequests, tr.PeakInFlight
+		s.Format = tr.Format
 		s.Ideal, s.IdealUnavailable, s.ScrapeIntervalMS = tr.Ideal, tr.IdealUnavailable, tr.ScrapeIntervalMS
 		if tr.TimeScale != nil && tr.SpanSeconds > 0 {
 			rate := float64(tr.PlannedRequests) / (tr.SpanSeconds * *tr.TimeScale)
@@ -83,6 +85,9 @@ func TraceFinding(measured record.TierShares, valid bool, ideal *record.IdealTie
 		if measured.GPU != nil {
 			have += fmt.Sprintf(" (the GPU prefix cache %s)", units.Share(*measured.GPU))
 		}
+	}
+	if ideal == nil && strings.HasPrefix(unavailable, record.NoPrefixInformation) {
+		return have + "; " + unavailable
 	}
 	if ideal == nil {
 		if unavailable == "" {

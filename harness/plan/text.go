@@ -101,6 +101,12 @@ func (t *TracePlan) WriteText(w io.Writer, st Step) {
 		st.ID, t.Requests, t.File, t.NamedBy, t.SHA256, t.Window, t.Dropped)
 	fmt.Fprintf(w, "  %d prompt tokens in blocks of %d, %d output tokens asked (output_length, at least 1 each), the longest request %d tokens; prompts as %s\n",
 		t.PromptTokens, t.BlockTokens, t.OutputTokens, t.LongestRequestTokens, t.PromptForm)
+	if f := t.Format; f != nil && (f.Format != "mooncake" || f.Gzip || !f.PrefixInformation) {
+		fmt.Fprintf(w, "  format %s, fields: %s\n", f.Format, strings.Join(f.Fields, ", "))
+		if !f.PrefixInformation {
+			fmt.Fprintf(w, "  no prefix information (no line names its blocks): the ideal is unknown\n")
+		}
+	}
 	if c.ClosedLoop() {
 		fmt.Fprintf(w, "  closed loop: in trace order, %d in flight\n", c.Concurrency)
 	} else {

@@ -22,10 +22,13 @@ type TracePlan struct {
 	File    string `json:"file"`
 	NamedBy string `json:"named_by"`
 	// SHA256 is the whole file's.
-	SHA256      string       `json:"sha256"`
-	BlockTokens int          `json:"block_tokens"`
-	Window      trace.Window `json:"window"`
-	Requests    int          `json:"requests"`
+	SHA256      string `json:"sha256"`
+	BlockTokens int    `json:"block_tokens"`
+	// Format is the trace's format and the fields the window's lines carried (a format
+	// without prefix information has no ideal).
+	Format   *trace.Info  `json:"trace_format"`
+	Window   trace.Window `json:"window"`
+	Requests int          `json:"requests"`
 	// Dropped counts the window's requests over max_input_tokens.
 	Dropped      int   `json:"dropped_requests"`
 	PromptTokens int64 `json:"prompt_tokens"`
@@ -78,7 +81,12 @@ func OpenTrace(st *scenarios.Step) (sel *trace.Selection, closeFile func() error
 	}
 	h := sha256.New()
 	tee := io.TeeReader(f, h)
-	sel = trace.Select(trace.NewReader(tee, st.Source.Name(), st.BlockTokens), TraceWindow(st))
+	r, err := trace.NewFormatReader(tee, st.Source.Name(), trace.Format(st.Format), st.BlockTokens)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	sel = trace.Select(r, TraceWindow(st))
 	sum = func() (string, error) {
 		if _, err := io.Copy(io.Discard, tee); err != nil {
 			return "", fmt.Errorf("%s: %w", st.Source.Name(), err)
@@ -136,6 +144,9 @@ func ScanTrace(sc *scenarios.Scenario, i int, def *engine.Definition) (*TracePla
 		}
 	}
 	p.Dropped = sel.Dropped()
+	if info, ok := sel.Info(); ok {
+		p.Format = &info
+	}
 	p.SpanSeconds = (last - first).Seconds()
 	if p.SHA256, err = sum(); err != nil {
 		return nil, fail(err)

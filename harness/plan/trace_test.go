@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -362,5 +363,57 @@ func TestMakeTracePlanText(t *testing.T) {
 				t.Errorf("the plan does not hold the trace section %q", b.String())
 			}
 		})
+	}
+}
+
+// TestScanTraceFormats: a trace step reads every format, told from the content or named,
+// and its plan says which format and fields the trace carried; a gzip file is read through.
+func TestScanTraceFormats(t *testing.T) {
+	const burst = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0,ChatGPT,400,20,420,API log\n2,GPT-4,0,0,0,API log\n3,GPT-4,900,0,900,Conversation log\n"
+	const bailian = `{"chat_id": 5, "parent_chat_id": -1, "timestamp": 1.5, "input_length": 40, "output_length": 4, "type": "text", "turn": 1, "hash_ids": [77, 12, 3]}` + "\n"
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	zw.Write([]byte(testTrace))
+	zw.Close()
+	cases := []struct {
+		name, text, fields string
+		format             string
+		detected, prefix   bool
+		block, requests    int
+		prompt             int64
+	}{
+		{"burstgpt told", burst, "", "burstgpt", true, false, 512, 2, 1300},
+		{"burstgpt named", burst, "format = \"burstgpt\"\n", "burstgpt", false, false, 512, 2, 1300},
+		{"bailian named", bailian, "format = \"bailian\"\n", "bailian", false, true, 16, 1, 40},
+		{"mooncake gzip", zipped.String(), "", "mooncake", true, true, 512, 4, 11900},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, _ := writeTraceScenario(t, &tc.text, tc.fields)
+			p, err := ScanTrace(sc, 1, vllm(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := p.Format
+			if f == nil || f.Format != tc.format || f.Detected != tc.detected || f.PrefixInformation != tc.prefix || len(f.Fields) == 0 ||
+				p.BlockTokens != tc.block || p.Requests != tc.requests || p.PromptTokens != tc.prompt || p.SHA256 != sum(tc.text) {
+				t.Errorf("plan %+v format %+v", p, f)
+			}
+			if tc.format == "burstgpt" && f.SkippedRows != 1 {
+				t.Errorf("skipped rows %d, want 1", f.SkippedRows)
+			}
+		})
+	}
+	// A Bailian trace told from its content at the default 512-token blocks is refused with
+	// the way out, naming the scenario's line.
+	sc, _ := writeTraceScenario(t, ptr(bailian), "")
+	if _, err := ScanTrace(sc, 1, vllm(t)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("s.toml:%d: step[1].file: ", traceFileLine)) ||
+		!strings.Contains(err.Error(), "a Bailian trace's hash ids name blocks of 16 tokens, not 512 (set block_tokens = 16") {
+		t.Errorf("bailian at 512: %v", err)
+	}
+	// A CSV missing a column stops the plan at the CSV's line.
+	sc, _ = writeTraceScenario(t, ptr("Timestamp,Model,Request tokens\n1,ChatGPT,5\n"), "format = \"burstgpt\"\n")
+	if _, err := ScanTrace(sc, 1, vllm(t)); err == nil || !strings.Contains(err.Error(), `t.jsonl:1: missing field: column "Response tokens"`) {
+		t.Errorf("a CSV without Response tokens: %v", err)
 	}
 }

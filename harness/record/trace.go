@@ -19,6 +19,9 @@ type TraceReplay struct {
 	NamedBy     string `json:"named_by"`
 	SHA256      string `json:"sha256"`
 	BlockTokens int    `json:"block_tokens"`
+	// Format is the trace's format and the fields its lines carried (absent in records
+	// written before kvbench read more than one format: those are Mooncake's).
+	Format *TraceFormat `json:"trace_format,omitempty"`
 	// The window: requests from StartSeconds of trace time, for DurationSeconds or
 	// RequestLimit requests (0: to the end), input over MaxInputTokens dropped (0: none).
 	StartSeconds    float64 `json:"window_start_seconds"`
@@ -53,6 +56,27 @@ type TraceReplay struct {
 	Ideal            *IdealTiers `json:"ideal"`
 	IdealUnavailable string      `json:"ideal_unavailable,omitempty"`
 }
+
+// TraceFormat is what reading a trace learned of its format (docs/traces.md, section 1).
+type TraceFormat struct {
+	// Format is mooncake, bailian, burstgpt or azure; Detected says it was told from the
+	// file's content rather than named; Gzip that the file was gzip-compressed.
+	Format   string `json:"format"`
+	Detected bool   `json:"detected"`
+	Gzip     bool   `json:"gzip,omitempty"`
+	// Fields are the format's fields (CSV: columns) the trace carried, in the format's order.
+	Fields []string `json:"fields"`
+	// PrefixInformation says some request names its blocks (hash_ids): without it the
+	// trace gives lengths and arrivals only, every prompt shares nothing, and an ideal
+	// cache's hit rate is unknown.
+	PrefixInformation bool `json:"prefix_information"`
+	// SkippedRows counts rows the format marks as no request (BurstGPT's 0 request tokens).
+	SkippedRows int `json:"skipped_rows,omitempty"`
+}
+
+// NoPrefixInformation is what a trace step's finding says of a trace without prefix
+// information.
+const NoPrefixInformation = "no prefix information: the ideal is unknown"
 
 // BlockDeviation is how a server's tokenizer counts text-form blocks against their size.
 type BlockDeviation struct {
@@ -130,14 +154,16 @@ type TraceRequest struct {
 // served, how the prompt tokens were served (from the step's counters, before its first
 // request and after its last) beside the ideal at the server's pool sizes, and the series.
 type TraceSection struct {
-	Artifact        string   `json:"artifact"`
-	File            string   `json:"file"`
-	SHA256          string   `json:"sha256"`
-	Mode            string   `json:"mode"`
-	TimeScale       *float64 `json:"time_scale"`
-	Concurrency     int      `json:"concurrency,omitempty"`
-	PromptForm      string   `json:"prompt_form"`
-	PlannedRequests int      `json:"planned_requests"`
+	Artifact string `json:"artifact"`
+	File     string `json:"file"`
+	SHA256   string `json:"sha256"`
+	// Format is the trace's format and fields (absent for a record from before formats).
+	Format          *TraceFormat `json:"trace_format,omitempty"`
+	Mode            string       `json:"mode"`
+	TimeScale       *float64     `json:"time_scale"`
+	Concurrency     int          `json:"concurrency,omitempty"`
+	PromptForm      string       `json:"prompt_form"`
+	PlannedRequests int          `json:"planned_requests"`
 	// OfferedRequestsPerSecond is an open loop's rate: the window's requests over its trace
 	// time x time_scale; null for a closed loop or a window of one instant.
 	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`

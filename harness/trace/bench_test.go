@@ -1,11 +1,14 @@
 package trace
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -106,4 +109,71 @@ func BenchmarkGenerateConversation(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// burstGPTRows writes a BurstGPT CSV of n rows, one a second, as its README describes them.
+func burstGPTRows(w io.Writer, n int) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	bw.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	var line []byte
+	for i := range n {
+		in, out := 1+i%4000, i%700
+		line = strconv.AppendInt(line[:0], int64(i), 10)
+		line = append(line, ",ChatGPT,"...)
+		line = strconv.AppendInt(line, int64(in), 10)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, int64(out), 10)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, int64(in+out), 10)
+		line = append(line, ",Conversation log\n"...)
+		bw.Write(line)
+	}
+	return bw.Flush()
+}
+
+// BenchmarkReadBurstGPT reads a 1M-line BurstGPT CSV file to its end: time and allocations
+// per file, and the peak live heap while reading (the reader streams: it does not grow with
+// the file).
+func BenchmarkReadBurstGPT(b *testing.B) {
+	const rows = 1_000_000
+	path := filepath.Join(b.TempDir(), "burstgpt.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := burstGPTRows(f, rows); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var peak uint64
+	for b.Loop() {
+		tf, err := OpenFormat(context.Background(), path, FormatAuto, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var req Request
+		n := 0
+		for {
+			err := tf.Next(&req)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n++; n%100_000 == 0 {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapAlloc)
+			}
+		}
+		tf.Close()
+		if n != rows {
+			b.Fatalf("read %d rows, want %d", n, rows)
+		}
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }

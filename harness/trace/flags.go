@@ -13,7 +13,8 @@ import (
 // capacities, the two tiers and the window. Once fs is parsed, the returned function gives
 // the Config and Window they ask for; its errors are bad input, one line naming the flag.
 func RegisterAnalyzeFlags(fs *flag.FlagSet) func() (Config, Window, error) {
-	blockTokens := fs.Int("block-tokens", DefaultBlockTokens, "tokens per hash id in the trace (512 in the public Mooncake traces)")
+	blockTokens := fs.Int("block-tokens", 0, "tokens per hash id in the trace (0: the format's, 512 as in the public Mooncake traces, Bailian's 16)")
+	format := fs.String("trace-format", string(FormatAuto), "the trace's format: auto (told from its content), mooncake, bailian, burstgpt or azure (docs/traces.md)")
 	capacities := TokenList{1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8}
 	fs.Var(&capacities, "capacity-tokens", "LRU capacities to evaluate, in tokens, comma-separated (1e6 notation allowed)")
 	var gpu, host TokenCount
@@ -26,10 +27,14 @@ func RegisterAnalyzeFlags(fs *flag.FlagSet) func() (Config, Window, error) {
 	fs.IntVar(&w.Requests, "requests", 0, "window: keep this many requests from --start (or --duration)")
 	fs.IntVar(&w.MaxInputTokens, "max-input-tokens", 0, "drop requests longer than this many tokens (and count them)")
 	return func() (Config, Window, error) {
-		if *blockTokens < 1 {
-			return Config{}, w, fmt.Errorf("--block-tokens %d must be at least 1", *blockTokens)
+		if *blockTokens < 0 {
+			return Config{}, w, fmt.Errorf("--block-tokens %d must be at least 1 (or 0 for the format's)", *blockTokens)
 		}
-		cfg := Config{BlockTokens: *blockTokens, CapacityTokens: capacities}
+		f, err := ParseFormat(*format)
+		if err != nil {
+			return Config{}, w, fmt.Errorf("--trace-format: %w", err)
+		}
+		cfg := Config{BlockTokens: *blockTokens, Format: f, CapacityTokens: capacities}
 		switch {
 		case gpu.Given && host.Given:
 			cfg.Tiers = &Tiers{GPUTokens: gpu.Tokens, HostTokens: host.Tokens, PoolHoldsOutput: *poolOutput}

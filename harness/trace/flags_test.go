@@ -63,15 +63,15 @@ func parseAnalyze(t *testing.T, args ...string) (Config, Window, error) {
 
 func TestAnalyzeFlags(t *testing.T) {
 	cfg, w, err := parseAnalyze(t)
-	if err != nil || cfg.BlockTokens != DefaultBlockTokens || !slices.Equal(cfg.CapacityTokens, []int64{1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8}) || cfg.Tiers != nil || !w.IsWhole() {
+	if err != nil || cfg.BlockTokens != 0 || cfg.Format != FormatAuto || !slices.Equal(cfg.CapacityTokens, []int64{1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8}) || cfg.Tiers != nil || !w.IsWhole() {
 		t.Errorf("defaults: %+v %+v %v", cfg, w, err)
 	}
 	cfg, w, err = parseAnalyze(t, "--block-tokens", "16", "--capacity-tokens", "256,1e4", "--gpu-tokens", "1e3", "--host-tokens", "0",
-		"--pool-holds-output", "--start", "10m", "--requests", "5", "--max-input-tokens", "4096")
+		"--pool-holds-output", "--trace-format", "bailian", "--start", "10m", "--requests", "5", "--max-input-tokens", "4096")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.BlockTokens != 16 || !slices.Equal(cfg.CapacityTokens, []int64{256, 1e4}) || cfg.Tiers == nil ||
+	if cfg.BlockTokens != 16 || cfg.Format != FormatBailian || !slices.Equal(cfg.CapacityTokens, []int64{256, 1e4}) || cfg.Tiers == nil ||
 		*cfg.Tiers != (Tiers{GPUTokens: 1000, HostTokens: 0, PoolHoldsOutput: true}) {
 		t.Errorf("config %+v tiers %+v", cfg, cfg.Tiers)
 	}
@@ -82,7 +82,8 @@ func TestAnalyzeFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--block-tokens", "0"}, "--block-tokens 0 must be at least 1"},
+		{[]string{"--block-tokens", "-1"}, "--block-tokens -1 must be at least 1 (or 0 for the format's)"},
+		{[]string{"--trace-format", "sharegpt"}, `--trace-format: "sharegpt" is not a trace format (want auto, mooncake, bailian, burstgpt, azure)`},
 		{[]string{"--gpu-tokens", "1e6"}, "--gpu-tokens and --host-tokens go together"},
 		{[]string{"--host-tokens", "0"}, "--gpu-tokens and --host-tokens go together"},
 		{[]string{"--pool-holds-output"}, "--pool-holds-output needs --gpu-tokens and --host-tokens"},

@@ -16,8 +16,12 @@ import (
 
 // Config says what Analyze computes.
 type Config struct {
-	// BlockTokens is the trace's block size (DefaultBlockTokens when 0).
+	// BlockTokens is the trace's block size (DefaultBlockTokens when 0; AnalyzeFile: the
+	// format's).
 	BlockTokens int
+	// Format is the trace file's format for AnalyzeFile ("" or FormatAuto: told from its
+	// content).
+	Format Format
 	// CapacityTokens are the LRU capacities to evaluate, in tokens; a capacity holds
 	// floor(capacity/BlockTokens) whole blocks.
 	CapacityTokens []int64
@@ -62,6 +66,9 @@ type Analysis struct {
 	File            string  `json:"file,omitempty"`
 	Window          *Window `json:"window,omitempty"`
 	DroppedRequests int     `json:"dropped_requests"` // over the window's max_input_tokens
+	// Format is the file's format and the fields it carried (AnalyzeFile). Without prefix
+	// information every hit figure is unknown: JSON null, never 0.
+	Format *Info `json:"trace_format,omitempty"`
 
 	BlockTokens    int   `json:"block_tokens"`
 	Requests       int   `json:"requests"`
@@ -222,11 +229,12 @@ func AnalyzeFile(ctx context.Context, path string, w Window, cfg Config) (*Analy
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	f, err := Open(ctx, path, cfg.BlockTokens)
+	f, err := OpenFormat(ctx, path, cfg.Format, cfg.BlockTokens)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	cfg.BlockTokens = f.BlockTokens()
 	sel := Select(f, w)
 	a, err := Analyze(sel, cfg)
 	if ctx.Err() != nil {
@@ -243,7 +251,39 @@ func AnalyzeFile(ctx context.Context, path string, w Window, cfg Config) (*Analy
 		a.Window = &w
 	}
 	a.DroppedRequests = sel.Dropped()
+	info := f.Info()
+	a.Format = &info
 	return a, nil
+}
+
+// PrefixUnknown reports whether the analysed trace names no blocks, so that what a cache
+// could hit is unknown.
+func (a *Analysis) PrefixUnknown() bool { return a.Format != nil && !a.Format.PrefixInformation }
+
+// MarshalJSON writes every hit figure of a trace without prefix information as null.
+func (a *Analysis) MarshalJSON() ([]byte, error) {
+	type plain Analysis
+	if !a.PrefixUnknown() {
+		return json.Marshal((*plain)(a))
+	}
+	type unknownCapacity struct {
+		CapacityTokens int64    `json:"capacity_tokens"`
+		CapacityBlocks int64    `json:"capacity_blocks"`
+		HitTokens      *int64   `json:"hit_tokens"`
+		HitRate        *float64 `json:"hit_rate"`
+	}
+	caps := make([]unknownCapacity, len(a.Capacities))
+	for i, c := range a.Capacities {
+		caps[i] = unknownCapacity{CapacityTokens: c.CapacityTokens, CapacityBlocks: c.CapacityBlocks}
+	}
+	return json.Marshal(struct {
+		*plain
+		DistinctBlocks *int64            `json:"distinct_blocks"`
+		MaxHitTokens   *int64            `json:"max_hit_tokens"`
+		MaxHitRate     *float64          `json:"max_hit_rate"`
+		Capacities     []unknownCapacity `json:"capacities"`
+		Tiers          *TierShares       `json:"tiers"`
+	}{plain: (*plain)(a), Capacities: caps})
 }
 
 func (a *Analysis) share(tokens int64) float64 {
@@ -263,7 +303,28 @@ func (a *Analysis) WriteText(w io.Writer) error {
 	if a.Window != nil {
 		window = a.Window.String()
 	}
+	if f := a.Format; f != nil && (f.Format != string(FormatMooncake) || f.Gzip) {
+		how := "named"
+		if f.Detected {
+			how = "told from its content"
+		}
+		if f.Gzip {
+			how += ", gzip"
+		}
+		fmt.Fprintf(&b, "  format %s (%s), fields: %s\n", f.Format, how, strings.Join(f.Fields, ", "))
+		if f.SkippedRows > 0 {
+			fmt.Fprintf(&b, "  %s rows skipped (0 request tokens: no request reached the model)\n", thousands(int64(f.SkippedRows)))
+		}
+	}
 	fmt.Fprintf(&b, "  %s requests (%s), %s dropped over max_input_tokens\n", thousands(int64(a.Requests)), window, thousands(int64(a.DroppedRequests)))
+	if a.PrefixUnknown() {
+		fmt.Fprintf(&b, "  %s prompt tokens\n", thousands(a.PromptTokens))
+		fmt.Fprintf(&b, "\nno prefix information: the trace names no blocks (lengths and arrivals only), so the hit rate\n"+
+			"an ideal cache would reach is unknown at every capacity (a replay sends prompts that share nothing,\n"+
+			"or a line's text_input as given)\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	fmt.Fprintf(&b, "  %s prompt tokens, %s whole blocks of %d tokens, %s distinct\n",
 		thousands(a.PromptTokens), thousands(a.WholeBlocks), a.BlockTokens, thousands(a.DistinctBlocks))
 	b.WriteString("\nideal prefix-cache hit rate (LRU, whole blocks, prefix hits; see docs/traces.md)\n")

@@ -45,6 +45,19 @@ type Request struct {
 	// spans: the blocks it leaves unnamed are private to it (never shared with another
 	// request). A Reader reuses the slice at its next call.
 	HashIDs []uint64
+	// Text is the prompt as the trace wrote it (AIPerf's text_input): a replay sends it as
+	// given, to the completions endpoint, instead of blocks built from HashIDs. "" for a
+	// trace of lengths and ids.
+	Text string
+	// Messages is the chat as the trace wrote it (AIPerf's messages): a replay sends it as
+	// given, to the chat endpoint. nil for any other line.
+	Messages []Message
+}
+
+// Message is one message of a trace line's chat: a role and its text.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // Blocks is how many blocks of blockTokens the request's prompt spans, the partial last
@@ -109,6 +122,8 @@ var (
 	ErrNotMonotonic  = errors.New("timestamp goes back")
 	ErrTooManyBlocks = errors.New("more hash ids than the input length spans")
 	ErrLineTooLong   = errors.New("line too long")
+	ErrCompressed    = errors.New("bad gzip stream")
+	ErrNotCSV        = errors.New("not a CSV row")
 )
 
 // FormatError is a trace that breaks the format, at File:Line (Line 0: the file as a whole).
@@ -135,6 +150,7 @@ func (e *FormatError) Unwrap() error { return e.Err }
 type Reader struct {
 	name        string
 	in          *bufio.Reader
+	format      Format // FormatMooncake or FormatBailian
 	blockTokens int
 	line        int
 	requests    int
@@ -143,6 +159,11 @@ type Reader struct {
 	buf         []byte
 	wire        wireRequest
 	err         error
+	info        Info
+	seen        [numWireFields]bool
+	// sessions is each session_id's last arrival, for a later turn's delay: it grows with
+	// the sessions, not the lines.
+	sessions map[string]time.Duration
 }
 
 var _ Source = (*Reader)(nil)
@@ -152,20 +173,32 @@ func NewReader(in io.Reader, name string, blockTokens int) *Reader {
 	if blockTokens <= 0 {
 		blockTokens = DefaultBlockTokens
 	}
-	return &Reader{name: name, in: bufio.NewReaderSize(in, 256<<10), blockTokens: blockTokens}
+	return newJSONReader(bufio.NewReaderSize(in, 256<<10), name, FormatMooncake, blockTokens)
+}
+
+func newJSONReader(in *bufio.Reader, name string, format Format, blockTokens int) *Reader {
+	return &Reader{name: name, in: in, format: format, blockTokens: blockTokens, info: Info{Format: string(format)}}
 }
 
 // File is an open trace file.
 type File struct {
-	*Reader
+	FormatReader
 	f    *os.File
 	stop func() bool // ends closing f when ctx is done
 }
 
-// Open opens the trace file at path for reading until ctx is done. A file named on the
-// command line may be a pipe, whose open waits for a writer and whose reads wait for data:
-// ctx ends both waits (the open with ctx's cause, a read with an error once f is closed).
+// Open opens the trace file at path for reading until ctx is done, its format told from its
+// content (see OpenFormat).
 func Open(ctx context.Context, path string, blockTokens int) (*File, error) {
+	return OpenFormat(ctx, path, FormatAuto, blockTokens)
+}
+
+// OpenFormat opens the trace file at path, in format (FormatAuto: told from its content),
+// for reading until ctx is done; blockTokens 0 is the format's block size. A file named on
+// the command line may be a pipe, whose open waits for a writer and whose reads wait for
+// data: ctx ends both waits (the open with ctx's cause, a read with an error once f is
+// closed).
+func OpenFormat(ctx context.Context, path string, format Format, blockTokens int) (*File, error) {
 	type opened struct {
 		f   *os.File
 		err error
@@ -190,7 +223,17 @@ func Open(ctx context.Context, path string, blockTokens int) (*File, error) {
 		return nil, explainMissing(path, o.err)
 	}
 	stop := context.AfterFunc(ctx, func() { o.f.Close() })
-	return &File{Reader: NewReader(o.f, path, blockTokens), f: o.f, stop: stop}, nil
+	r, err := NewFormatReader(o.f, path, format, blockTokens)
+	if err != nil {
+		if stop() {
+			o.f.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", path, context.Cause(ctx))
+		}
+		return nil, err
+	}
+	return &File{FormatReader: r, f: o.f, stop: stop}, nil
 }
 
 // Close closes the file.
@@ -206,6 +249,19 @@ func (r *Reader) Name() string { return r.name }
 
 // BlockTokens is the block size the reader checks hash ids against.
 func (r *Reader) BlockTokens() int { return r.blockTokens }
+
+// Info is what the reader has learned of its trace so far: its format and the fields its
+// lines carried (complete once Next returned io.EOF).
+func (r *Reader) Info() Info {
+	info := r.info
+	info.Fields = nil
+	for i, seen := range r.seen {
+		if seen && wireFormats[i]&formatBit(r.format) != 0 {
+			info.Fields = append(info.Fields, wireNames[i])
+		}
+	}
+	return info
+}
 
 // Next reads the next request into req. It returns io.EOF after the last request, and a
 // *FormatError for a line that breaks the format (every later call returns it again).
@@ -259,6 +315,8 @@ func (r *Reader) readLine() ([]byte, error) {
 			}
 			r.line++
 			return bytes.TrimRight(r.buf, "\r\n"), nil
+		case errors.Is(err, ErrCompressed):
+			return nil, &FormatError{File: r.name, Line: r.line + 1, Err: err}
 		default:
 			return nil, fmt.Errorf("%s: %w", r.name, err)
 		}
@@ -266,12 +324,42 @@ func (r *Reader) readLine() ([]byte, error) {
 }
 
 // wireRequest is a line as it is decoded: raw values, checked after decoding so each
-// problem is named by its field.
+// problem is named by its field. Mooncake's fields, AIPerf's extensions of them and
+// Bailian's; wireNames lists them in this order.
 type wireRequest struct {
 	Timestamp    rawValue `json:"timestamp"`
 	InputLength  rawValue `json:"input_length"`
 	OutputLength rawValue `json:"output_length"`
 	HashIDs      rawValue `json:"hash_ids"`
+	SessionID    rawValue `json:"session_id"`
+	Delay        rawValue `json:"delay"`
+	TextInput    rawValue `json:"text_input"`
+	Messages     rawValue `json:"messages"`
+	ChatID       rawValue `json:"chat_id"`
+	ParentChatID rawValue `json:"parent_chat_id"`
+	Type         rawValue `json:"type"`
+	Turn         rawValue `json:"turn"`
+}
+
+const numWireFields = 12
+
+var wireNames = [numWireFields]string{"timestamp", "input_length", "output_length", "hash_ids", "session_id", "delay",
+	"text_input", "messages", "chat_id", "parent_chat_id", "type", "turn"}
+
+// wireFormats says which format each wire field belongs to (a Bailian line's session_id
+// is no field of its format, so its records do not list it).
+var wireFormats = [numWireFields]uint8{3, 3, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2}
+
+func formatBit(f Format) uint8 {
+	if f == FormatBailian {
+		return 2
+	}
+	return 1
+}
+
+func (w *wireRequest) values() [numWireFields]*rawValue {
+	return [numWireFields]*rawValue{&w.Timestamp, &w.InputLength, &w.OutputLength, &w.HashIDs, &w.SessionID, &w.Delay,
+		&w.TextInput, &w.Messages, &w.ChatID, &w.ParentChatID, &w.Type, &w.Turn}
 }
 
 // rawValue keeps a field's JSON text in a buffer reused from line to line.
@@ -288,7 +376,10 @@ func (v *rawValue) UnmarshalJSON(data []byte) error {
 
 func (r *Reader) parse(line []byte, req *Request) error {
 	w := &r.wire
-	w.Timestamp.set, w.InputLength.set, w.OutputLength.set, w.HashIDs.set = false, false, false, false
+	values := w.values()
+	for _, v := range values {
+		v.set = false
+	}
 	if err := json.Unmarshal(line, w); err != nil {
 		var syntax *json.SyntaxError
 		if errors.As(err, &syntax) {
@@ -296,12 +387,17 @@ func (r *Reader) parse(line []byte, req *Request) error {
 		}
 		return fmt.Errorf("%w: %s", ErrNotJSON, firstBytes(line))
 	}
-	ms, err := number(&w.Timestamp, "timestamp", false)
+	for i, v := range values {
+		if v.set && string(v.text) != "null" {
+			r.seen[i] = true
+		}
+	}
+	if r.format == FormatBailian && !present(&w.ChatID) {
+		return fmt.Errorf("%w: chat_id (a Bailian trace's lines each name their chat)", ErrMissingField)
+	}
+	ts, err := r.arrival(w)
 	if err != nil {
 		return err
-	}
-	if ms > float64(math.MaxInt64/int64(time.Millisecond)) {
-		return fmt.Errorf("%w: timestamp %s ms is beyond any trace", ErrBadValue, w.Timestamp.text)
 	}
 	input, err := number(&w.InputLength, "input_length", true)
 	if err != nil {
@@ -314,29 +410,103 @@ func (r *Reader) parse(line []byte, req *Request) error {
 	if err != nil {
 		return err
 	}
-	if !w.HashIDs.set {
-		return fmt.Errorf("%w: hash_ids", ErrMissingField)
+	req.Text, req.Messages = "", nil
+	if present(&w.TextInput) {
+		if err := json.Unmarshal(w.TextInput.text, &req.Text); err != nil || req.Text == "" {
+			return fmt.Errorf("%w: text_input %s is not a non-empty string", ErrBadValue, firstBytes(w.TextInput.text))
+		}
 	}
-	ids, err := parseHashIDs(req.HashIDs[:0], w.HashIDs.text)
-	if err != nil {
-		return err
+	if present(&w.Messages) {
+		if req.Text != "" {
+			return fmt.Errorf("%w: text_input and messages: a line gives its prompt one way", ErrBadValue)
+		}
+		if req.Messages, err = parseMessages(w.Messages.text); err != nil {
+			return err
+		}
+	}
+	ids := req.HashIDs[:0]
+	switch {
+	case present(&w.HashIDs):
+		if ids, err = parseHashIDs(ids, w.HashIDs.text); err != nil {
+			return err
+		}
+		r.info.PrefixInformation = true
+	case req.Text == "" && req.Messages == nil:
+		return fmt.Errorf("%w: hash_ids", ErrMissingField)
 	}
 	req.HashIDs = ids
 	req.Line = r.line
-	req.Timestamp = time.Duration(math.Round(ms * float64(time.Millisecond)))
+	req.Timestamp = ts
 	req.InputLength = int(input)
 	req.OutputLength = int(output)
 	if r.requests > 0 && req.Timestamp < r.last {
 		return fmt.Errorf("%w: %s ms is before line %d's %s ms (a trace is in arrival order)",
-			ErrNotMonotonic, w.Timestamp.text, r.lastLine, formatMillis(r.last))
+			ErrNotMonotonic, formatMillis(req.Timestamp), r.lastLine, formatMillis(r.last))
 	}
 	if most := req.Blocks(r.blockTokens); len(ids) > most {
 		return fmt.Errorf("%w: %d hash ids for input_length %d, at most ceil(%d/%d) = %d (is the block size %d tokens?)",
 			ErrTooManyBlocks, len(ids), req.InputLength, req.InputLength, r.blockTokens, most, r.blockTokens)
 	}
 	r.last, r.lastLine = req.Timestamp, r.line
+	if present(&w.SessionID) {
+		if r.sessions == nil {
+			r.sessions = map[string]time.Duration{}
+		}
+		r.sessions[string(w.SessionID.text)] = req.Timestamp
+	}
 	return nil
 }
+
+// arrival is a line's arrival time: its timestamp (Bailian's in seconds, Mooncake's in
+// milliseconds), or, for a later turn of an AIPerf session without one, the session's
+// previous arrival plus its delay in milliseconds.
+func (r *Reader) arrival(w *wireRequest) (time.Duration, error) {
+	unit, field := float64(time.Millisecond), "timestamp"
+	if r.format == FormatBailian {
+		unit = float64(time.Second)
+	}
+	var base time.Duration
+	v := &w.Timestamp
+	if r.format == FormatMooncake && !present(v) && present(&w.Delay) {
+		prev, ok := time.Duration(0), false
+		if present(&w.SessionID) {
+			prev, ok = r.sessions[string(w.SessionID.text)]
+		}
+		if !ok {
+			return 0, fmt.Errorf("%w: timestamp (a delay counts from an earlier line of the same session_id)", ErrMissingField)
+		}
+		base, v, field = prev, &w.Delay, "delay"
+	}
+	x, err := number(v, field, false)
+	if err != nil {
+		return 0, err
+	}
+	if x*unit > float64(math.MaxInt64/2) {
+		return 0, fmt.Errorf("%w: %s %s is beyond any trace", ErrBadValue, field, v.text)
+	}
+	return base + time.Duration(math.Round(x*unit)), nil
+}
+
+// parseMessages reads a line's messages: a non-empty list of {"role", "content"} objects
+// with string values. Anything more (tool calls, content parts) is refused rather than
+// dropped, so what is sent is what the trace wrote.
+func parseMessages(text []byte) ([]Message, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	var msgs []Message
+	if err := dec.Decode(&msgs); err != nil || len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: messages %s is not a non-empty list of {\"role\", \"content\"} strings (tool calls and content parts are not replayed)", ErrBadValue, firstBytes(text))
+	}
+	for i, m := range msgs {
+		if m.Role == "" {
+			return nil, fmt.Errorf("%w: messages[%d] has no role", ErrBadValue, i)
+		}
+	}
+	return msgs, nil
+}
+
+// present reports whether a field was given, and not as null.
+func present(v *rawValue) bool { return v.set && string(v.text) != "null" }
 
 // number reads a present, non-negative JSON number; whole insists on an integer.
 func number(v *rawValue, field string, whole bool) (float64, error) {
@@ -344,7 +514,7 @@ func number(v *rawValue, field string, whole bool) (float64, error) {
 		return 0, fmt.Errorf("%w: %s", ErrMissingField, field)
 	}
 	x, err := strconv.ParseFloat(string(v.text), 64)
-	if err != nil {
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0, fmt.Errorf("%w: %s %s is not a number", ErrBadValue, field, firstBytes(v.text))
 	}
 	if x < 0 {

@@ -113,6 +113,15 @@ func (s *Selection) Next(req *Request) error {
 	return io.EOF
 }
 
+// Info is what the selection's source learned of its trace (a FormatReader's Info); false
+// for a source that is not a trace file's reader.
+func (s *Selection) Info() (Info, bool) {
+	if r, ok := s.src.(FormatReader); ok {
+		return r.Info(), true
+	}
+	return Info{}, false
+}
+
 // Kept is how many requests the selection has handed out.
 func (s *Selection) Kept() int { return s.kept }
 

@@ -270,7 +270,8 @@ func preflightTraces(ctx context.Context, sc *scenarios.Scenario, t Target, p *p
 		if tp == nil {
 			continue
 		}
-		if note := blockSizeNote(rep.BlockSize, st.Step.BlockTokens); note != "" {
+		// A trace without prefix information has no blocks for the server's to line up with.
+		if note := blockSizeNote(rep.BlockSize, st.Step.BlockTokens); note != "" && (tp.Format == nil || tp.Format.PrefixInformation) {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("trace step %s: %s", st.ID, note))
 		}
 		if t.Engine.Def.NoIgnoreEOS {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,8 +44,9 @@ type traceJob struct {
 	output    int // the trace's output_length
 	maxTokens int // asked: output_length, at least 1
 	hashIDs   int
-	ids       *[]int32 // token-id form (returned to idBuffers once sent)
-	text      string   // text form
+	ids       *[]int32          // token-id form (returned to idBuffers once sent)
+	text      string            // text form, or the trace's text_input
+	messages  []prompts.Message // the trace's messages, sent to the chat endpoint
 	identity  string
 	due       time.Time // when it is to go out
 }
@@ -196,6 +198,7 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 	}
 	if tp != nil {
 		tr.PlannedRequests, tr.DroppedRequests, tr.PromptForm, tr.SpanSeconds = tp.Requests, tp.Dropped, tp.PromptForm, tp.SpanSeconds
+		tr.Format = tp.Format
 	}
 	if p := r.cfg.Preflight; p != nil {
 		if d, ok := p.TraceTextBlocks[ts.ID]; ok {
@@ -279,7 +282,12 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		go func() {
 			defer wg.Done()
 			sent := time.Now()
-			res := r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), firstOutput)
+			var res client.Result
+			if job.messages != nil {
+				res = r.traceChat(ctx, ts, &job, firstOutput)
+			} else {
+				res = r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), firstOutput)
+			}
 			releaseIDs(&job)
 			inFlight.Add(-1)
 			<-sem
@@ -352,6 +360,22 @@ func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
 // each, little-endian) or of its text. scratch is reused across calls.
 func buildTracePrompt(job *traceJob, b *prompts.BlockBuilder, req *trace.Request, form string, scratch []byte) ([]byte, error) {
 	var err error
+	if req.Text != "" { // the trace's own prompt (AIPerf's text_input), sent as given
+		job.text = req.Text
+		sum := sha256.Sum256([]byte(req.Text))
+		job.identity = hex.EncodeToString(sum[:])
+		return scratch, nil
+	}
+	if req.Messages != nil { // the trace's own chat (AIPerf's messages), sent as given
+		job.messages = make([]prompts.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			job.messages[i] = prompts.Message{Role: m.Role, Content: m.Content}
+		}
+		text, _ := json.Marshal(job.messages) // strings only: it cannot fail
+		sum := sha256.Sum256(text)
+		job.identity = hex.EncodeToString(sum[:])
+		return scratch, nil
+	}
 	if form == scenarios.PromptFormText {
 		if scratch, err = b.AppendText(scratch[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
 			return scratch, err
@@ -425,6 +449,17 @@ func (r *runner) traceRequest(ts *scenarios.Step, job *traceJob) client.Completi
 	return req
 }
 
+// traceChat sends a line's messages as given to the chat endpoint, with the fields a
+// completion of the step would carry.
+func (r *runner) traceChat(ctx context.Context, ts *scenarios.Step, job *traceJob, progress func(client.Progress)) client.Result {
+	c := r.completionRequest(ts, job.maxTokens)
+	if r.cfg.Chat == nil {
+		return client.Result{StartedAt: time.Now().UTC(), Model: c.Model, ErrorKind: client.ErrorKindInvalidRequest, Error: "no chat client configured"}
+	}
+	return r.cfg.Chat.StreamChat(ctx, client.ChatRequest{Model: c.Model, Messages: job.messages, MaxTokens: c.MaxTokens, Temperature: c.Temperature,
+		IgnoreEOS: c.IgnoreEOS, ExtraBody: c.ExtraBody, Timeout: c.Timeout, CachedTokensDetails: c.CachedTokensDetails}, progress)
+}
+
 // traceRecord is a sent trace request as the record keeps it.
 func (r *runner) traceRecord(st plan.Step, d traceDone, start time.Time) record.Request {
 	j := d.job
@@ -451,6 +486,9 @@ func sortByIndex(reqs []record.Request) {
 // tier's GiB in tokens at the stored bytes per token the scenario or the server gives. It
 // says why when a size is unknown, no request completed, or the trace changed since planning.
 func (r *runner) traceIdeal(ts *scenarios.Step, tp *plan.TracePlan, done []int) (*record.IdealTiers, string) {
+	if f := tp.Format; f != nil && !f.PrefixInformation {
+		return nil, fmt.Sprintf("%s (the %s trace names no blocks: lengths and arrivals only)", record.NoPrefixInformation, f.Format)
+	}
 	if len(done) == 0 {
 		return nil, "no request of the step completed"
 	}

@@ -25,7 +25,8 @@ func (t *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&t.Model, "model", "", "served model name (overrides target.model)")
 	fs.StringVar(&t.APIKeyEnv, "api-key-env", "", "environment variable holding the API key (overrides target.api_key_env)")
 	fs.StringVar(&t.Backend, "backend", "", "engine (metric names and evidence): "+strings.Join(engine.Names(), ", ")+" (overrides target.backend)")
-	fs.StringVar(&t.Trace, "trace", "", "the Mooncake-format trace the scenario's trace steps replay (overrides step.file; read wherever it lies: a scenario may name only a trace inside its own directory)")
+	fs.StringVar(&t.Trace, "trace", "", "the trace the scenario's trace steps replay (overrides step.file; read wherever it lies: a scenario may name only a trace inside its own directory)")
+	fs.StringVar(&t.TraceFormat, "trace-format", "", "the format of the trace steps' trace: auto (told from its content), mooncake, bailian, burstgpt or azure (overrides step.format; docs/traces.md)")
 	fs.BoolVar(&t.TrustHosts, "trust-hosts", false, "send requests to the hosts the scenario file's target.endpoint and target.metrics name when they are not this machine (loopback); without it such a scenario is refused: name the server with --endpoint instead")
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/client"
 	"github.com/anvil-serving/kvbench/harness/engine"
 	"github.com/anvil-serving/kvbench/harness/redact"
+	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -30,8 +31,10 @@ type Overrides struct {
 	Model     string
 	APIKeyEnv string
 	Backend   string
-	// Trace is the trace file the user names for the scenario's trace steps.
-	Trace string
+	// Trace is the trace file the user names for the scenario's trace steps, TraceFormat
+	// its format.
+	Trace       string
+	TraceFormat string
 	// TrustHosts sends requests to the hosts the scenario file names.
 	TrustHosts bool
 }
@@ -82,6 +85,16 @@ func Apply(sc *scenarios.Scenario, o Overrides) (*Resolved, error) {
 			return nil, fmt.Errorf("--trace %s: %s has no step with kind = \"trace\"", o.Trace, sc.Path)
 		}
 		sc.UseTrace(o.Trace)
+	}
+	if o.TraceFormat != "" {
+		f, err := trace.ParseFormat(o.TraceFormat)
+		if err != nil {
+			return nil, fmt.Errorf("--trace-format: %w", err)
+		}
+		if !sc.HasTrace() {
+			return nil, fmt.Errorf("--trace-format %s: %s has no step with kind = \"trace\"", f, sc.Path)
+		}
+		sc.UseTraceFormat(f)
 	}
 	for _, u := range append([]string{sc.Target.Endpoint}, sc.Target.Metrics...) {
 		if u != "" && !scenarios.IsHTTPURL(u) {
