@@ -101,6 +101,12 @@ func TestEngineVLLMUnknownSource(t *testing.T) {
 		t.Fatalf("console lacks %q:\n%s", want, console)
 	}
 	absentCounter(t, req, "prompt_tokens_cached_host")
+
+	// On a server that has run a while the series exists at preflight, which names it.
+	_, _, warnings := engineRun(t, "vllm", versioned(sim.DialectVLLM, sim.VLLMNewSource, func(p *sim.Profile) { p.CounterOffset = 1000 }), nil)
+	if !strings.Contains(warnings, `vllm:prompt_tokens_cached_by_source_total{source="cxl"} (1000 tokens so far): a source kvbench's model of vllm does not know`) {
+		t.Fatalf("preflight warnings: %s", warnings)
+	}
 }
 
 // `kvbench counters` on expositions written from upstream code: the fs tier's promotions,
