@@ -127,6 +127,14 @@ func TestDialects(t *testing.T) {
 			},
 		},
 		{
+			name: "vllm tiering spec, multiprocess, before the first promotion", def: VLLM, files: []string{"vllm-tiered-multiproc.prom"},
+			dialects: []string{"vllm-offload-tiering"},
+			counters: map[metrics.Counter]want{
+				metrics.DiskStoreBytes:  {value: 259522560},
+				metrics.DiskStagedBytes: {value: 0, inSrc: `(lazy, no series yet; live: vllm:kv_offload_tiering_primary_read_usage_perc{tier=~"[0-9]+:fs"})`},
+			},
+		},
+		{
 			// Issue 30 item 5: LMCache names no tier.
 			name: "lmcache under the by-source family", def: LMCache, files: []string{"lmcache-by-source.prom"},
 			dialects: []string{"vllm-cached-by-source"},
