@@ -44,6 +44,15 @@ const (
 	VLLMFlatLazy      = "flat-lazy"
 	VLLMDiagnostics   = "diagnostics"
 	VLLMSimpleOffload = "simple"
+	// VLLMCachedBySource adds vllm:prompt_tokens_cached_by_source_total (#56318) to the
+	// diagnostics shape, each source's series created on its first token; VLLMTiered is
+	// the tiering spec with an fs tier behind the CPU tier: every reload promoted from fs
+	// (vllm:kv_offload_tiering_read_bytes_total{tier="1:fs"}) and counted as disk by
+	// source; VLLMNewSource a server whose by-source family names a source kvbench's model
+	// does not know ("cxl", not upstream: the shape of the next release's new source).
+	VLLMCachedBySource = "cached-by-source"
+	VLLMTiered         = "tiered"
+	VLLMNewSource      = "new-source"
 	// LMCache: "" is LMCacheConnectorV1 with {model_name, role, served_model_name,
 	// worker_id}; LMCacheNoRole the older {model_name, worker_id}; LMCacheBothRoles a rank
 	// reporting under role="scheduler" and "worker" (alternately, here); LMCacheMultiProcess
@@ -51,6 +60,9 @@ const (
 	LMCacheNoRole       = "no-role"
 	LMCacheBothRoles    = "both-roles"
 	LMCacheMultiProcess = "multiprocess"
+	// LMCacheBySource is LMCacheConnectorV1 under a vLLM with the by-source family: the
+	// connector names no tier, so its hits are external_unspecified.
+	LMCacheBySource = "by-source"
 	// SGLang: SGLangPoolSplit (the default) is the released shape of mid 2026, with the
 	// pool label, the GPU->host backup counters and the host-tier gauges; SGLangCacheSource
 	// the cache_source split of January 2026; SGLangUnlabelled the radix metrics of late 2025,
@@ -77,8 +89,8 @@ const (
 
 // DialectVersions lists each dialect's versions, the default first.
 var DialectVersions = map[string][]string{
-	DialectVLLM:     {"", VLLMBeforeMetrics, VLLMLabelled, VLLMRecomputed, VLLMFlatEager, VLLMFlatLazy, VLLMDiagnostics, VLLMSimpleOffload},
-	DialectLMCache:  {"", LMCacheNoRole, LMCacheBothRoles, LMCacheMultiProcess},
+	DialectVLLM:     {"", VLLMBeforeMetrics, VLLMLabelled, VLLMRecomputed, VLLMFlatEager, VLLMFlatLazy, VLLMDiagnostics, VLLMSimpleOffload, VLLMCachedBySource, VLLMTiered, VLLMNewSource},
+	DialectLMCache:  {"", LMCacheNoRole, LMCacheBothRoles, LMCacheMultiProcess, LMCacheBySource},
 	DialectSGLang:   {SGLangPoolSplit, SGLangCacheSource, SGLangUnlabelled, SGLangRankLabels},
 	DialectKVBM:     {KVBMv1, KVBMv2},
 	DialectTRTLLM:   {TRTLLMNoTierSplit, TRTLLMTierSplit},

@@ -185,6 +185,14 @@ func WriteMetrics(w io.Writer, p Profile, c Counters) error {
 		x.count([]string{"source", "device"}, c.PromptTokensLocalCacheHit)
 		x.count([]string{"source", "host"}, c.PromptTokensExternalKVTransfer)
 	}
+	if sources := p.cachedSources(c); sources != nil {
+		x.family("vllm:prompt_tokens_cached_by_source_total", "counter", "Number of cached prompt tokens by the tier that served them.")
+		for _, src := range sources {
+			if x.used(src.tokens) {
+				x.count([]string{"source", src.name}, src.tokens)
+			}
+		}
+	}
 	x.family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.")
 	x.count(nil, c.GenerationTokens)
 	x.family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
@@ -268,10 +276,13 @@ func writeOffload(x *exposition, p Profile, c Counters) {
 		writeLabelledOffload(x, dirs, always)
 		writeFlatOffload(x, dirs, always, p, c)
 		return
-	case v == VLLMFlatLazy || v == VLLMDiagnostics:
+	case v == VLLMFlatLazy || v == VLLMDiagnostics || v == VLLMCachedBySource || v == VLLMTiered || v == VLLMNewSource:
 		writeLabelledOffload(x, dirs, always)
 		writeFlatOffload(x, dirs, used, p, c)
-		if v == VLLMDiagnostics {
+		if v == VLLMTiered {
+			writeTiering(x, c)
+		}
+		if v != VLLMFlatLazy {
 			x.family("vllm:kv_offload_allocation_failure_total", "counter", "Number of KV offload store allocation attempts that failed.")
 			if c.AllocationFailures > 0 {
 				x.count(nil, c.AllocationFailures)
@@ -299,6 +310,50 @@ func writeOffload(x *exposition, p Profile, c Counters) {
 		x.family("vllm:kv_offload_cpu_cache_usage_perc", "gauge", "Fraction of CPU KV-cache space currently pinned by active transfers (0.0 = idle, 1.0 = saturated).")
 		x.fraction(nil, 0) // transfers are instantaneous in the model: nothing stays pinned
 	}
+}
+
+// cachedSource is one source of vllm:prompt_tokens_cached_by_source_total.
+type cachedSource struct {
+	name   string
+	tokens int64
+}
+
+// cachedSources are the by-source family's sources the version writes, nil where it has no
+// such family: GPU hits are device, external ones the source the connector names.
+func (p Profile) cachedSources(c Counters) []cachedSource {
+	external := ""
+	switch {
+	case p.vllmVersion() == VLLMCachedBySource:
+		external = "host"
+	case p.vllmVersion() == VLLMTiered:
+		external = "disk"
+	case p.vllmVersion() == VLLMNewSource:
+		external = "cxl"
+	case p.Dialect == DialectLMCache && p.version() == LMCacheBySource:
+		external = "external_unspecified"
+	default:
+		return nil
+	}
+	return []cachedSource{{"device", c.PromptTokensLocalCacheHit}, {external, c.PromptTokensExternalKVTransfer}}
+}
+
+// writeTiering writes the tiering spec's families for one fs tier behind the CPU tier:
+// every store cascades to it, every reload is promoted from it. Each tier's series is
+// created on its first transfer; the usage gauges are set for every tier on each pass.
+func writeTiering(x *exposition, c Counters) {
+	tier := []string{"tier", "1:fs"}
+	x.family("vllm:kv_offload_tiering_read_bytes_total", "counter", "Total bytes read from secondary tiers into the primary tier.")
+	if x.used(c.CPUToGPUBytes) {
+		x.count(tier, c.CPUToGPUBytes)
+	}
+	x.family("vllm:kv_offload_tiering_write_bytes_total", "counter", "Total bytes written from the primary tier to secondary tiers.")
+	if x.used(c.GPUToCPUBytes) {
+		x.count(tier, c.GPUToCPUBytes)
+	}
+	x.family("vllm:kv_offload_tiering_primary_read_usage_perc", "gauge", "Current fraction of primary-tier space used by reads to secondary tiers, labeled by tier.")
+	x.fraction(tier, 0)
+	x.family("vllm:kv_offload_tiering_primary_write_usage_perc", "gauge", "Current fraction of primary-tier space used by writes from secondary tiers, labeled by tier.")
+	x.fraction(tier, 0)
 }
 
 // writeLabelledOffload writes the deprecated labelled family, a direction's series where

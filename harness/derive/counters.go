@@ -38,6 +38,7 @@ func NewCounters(before, after metrics.Snapshot) *record.Counters {
 	if why := restarted(before, after); why != "" {
 		c.Invalidate(metrics.InvalidReset, why)
 	}
+	c.Unattributed = unattributedChanges(before.Unattributed, after.Unattributed)
 	return c
 }
 
@@ -62,6 +63,58 @@ func joinNotes(before, after string) string {
 		return before
 	}
 	return "before: " + before + "; after: " + after
+}
+
+// unattributedChanges pairs the groups under unknown label values of two snapshots.
+func unattributedChanges(before, after []metrics.Unattributed) []record.Unattributed {
+	var out []record.Unattributed
+	find := func(key string) int {
+		return slices.IndexFunc(out, func(u record.Unattributed) bool { return u.Family+"\xff"+u.Label+"\xff"+u.Value == key })
+	}
+	for i, list := range [][]metrics.Unattributed{before, after} {
+		for _, u := range list {
+			j := find(u.Key())
+			if j < 0 {
+				out = append(out, record.Unattributed{Family: u.Family, Label: u.Label, Value: u.Value, Unit: u.Unit, Model: u.Model})
+				j = len(out) - 1
+			}
+			v := u.Amount
+			if i == 0 {
+				out[j].Before = &v
+			} else {
+				out[j].After = &v
+			}
+		}
+	}
+	for j := range out {
+		// A series missing from the scrape before was created after it, at 0: what it reads
+		// after moved within the span.
+		if b, a := out[j].Before, out[j].After; a != nil {
+			d := *a
+			if b != nil {
+				d -= *b
+			}
+			out[j].Delta = &d
+		}
+	}
+	return out
+}
+
+// joinUnattributed spans the unknown-value groups of consecutive spans: the first's before
+// to the last's after.
+func joinUnattributed(first, last *record.Counters) []record.Unattributed {
+	var before, after []metrics.Unattributed
+	for _, u := range first.Unattributed {
+		if u.Before != nil {
+			before = append(before, metrics.Unattributed{Family: u.Family, Label: u.Label, Value: u.Value, Amount: *u.Before, Unit: u.Unit, Model: u.Model})
+		}
+	}
+	for _, u := range last.Unattributed {
+		if u.After != nil {
+			after = append(after, metrics.Unattributed{Family: u.Family, Label: u.Label, Value: u.Value, Amount: *u.After, Unit: u.Unit, Model: u.Model})
+		}
+	}
+	return unattributedChanges(before, after)
 }
 
 // Join spans consecutive spans (the requests of a step, the steps of a run): from the
@@ -104,6 +157,7 @@ func Join(names []string, spans []*record.Counters) *record.Counters {
 		}
 		out.Values[k] = cc
 	}
+	out.Unattributed = joinUnattributed(first, last)
 	return out
 }
 

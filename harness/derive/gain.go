@@ -47,6 +47,7 @@ var hitCounters = []metrics.Counter{
 	metrics.GPUPrefixHits, metrics.ExternalPrefixHits, metrics.PromptTokensCached,
 	metrics.PromptTokensLocalCacheHit, metrics.PromptTokensExternal, metrics.ReloadTokens,
 	metrics.MatchedTokens, metrics.CachedFromDevice, metrics.CachedFromHost, metrics.CachedFromDisk,
+	metrics.CachedFromP2P, metrics.CachedExternalUnspecified,
 }
 
 // twinMissed says whether the twin's usage and its own counters show a full miss.

@@ -139,6 +139,66 @@ func TestDialects(t *testing.T) {
 			},
 		},
 		{
+			// Issue 30 item 4: a reload from the fs tier, promoted through the CPU tier.
+			name: "vllm tiering spec with an fs tier", def: VLLM, files: []string{"vllm-tiered-fs.prom"},
+			dialects: []string{"vllm-offload-flat", "vllm-offload-tiering", "vllm-cached-by-source"},
+			counters: map[metrics.Counter]want{
+				metrics.LoadBytes:                 {value: 253755392},
+				metrics.DiskStagedBytes:           {value: 253755392, inSrc: `tier=~"[0-9]+:fs"`},
+				metrics.DiskStoreBytes:            {value: 259522560},
+				metrics.CachedFromDisk:            {value: 11264},
+				metrics.CachedFromDevice:          {value: 256},
+				metrics.CachedFromHost:            {absent: true}, // not served: never 0
+				metrics.CachedFromP2P:             {absent: true},
+				metrics.CachedExternalUnspecified: {absent: true},
+			},
+			check: func(t *testing.T, s metrics.Snapshot) {
+				if len(s.Unattributed) != 0 {
+					t.Errorf("unattributed %+v: every source and tier is known", s.Unattributed)
+				}
+			},
+		},
+		{
+			name: "vllm tiering spec, multiprocess, before the first promotion", def: VLLM, files: []string{"vllm-tiered-multiproc.prom"},
+			dialects: []string{"vllm-offload-tiering"},
+			counters: map[metrics.Counter]want{
+				metrics.DiskStoreBytes:  {value: 259522560},
+				metrics.DiskStagedBytes: {value: 0, inSrc: `(lazy, no series yet; live: vllm:kv_offload_tiering_primary_read_usage_perc{tier=~"[0-9]+:fs"})`},
+			},
+		},
+		{
+			// Issue 30 item 5: LMCache names no tier.
+			name: "lmcache under the by-source family", def: LMCache, files: []string{"lmcache-by-source.prom"},
+			dialects: []string{"vllm-cached-by-source"},
+			counters: map[metrics.Counter]want{
+				metrics.CachedExternalUnspecified: {value: 11264},
+				metrics.CachedFromHost:            {absent: true},
+				metrics.CachedFromDisk:            {absent: true},
+				metrics.ExternalPrefixHits:        {value: 11264},
+			},
+		},
+		{
+			// Issue 30 item 7: a source the model does not know is reported, and a direction
+			// it does not know makes no direction it knows read 0.
+			name: "vllm with a source and a transfer_type kvbench does not know", def: VLLM, files: []string{"vllm-new-source.prom"},
+			dialects: []string{"vllm-offload-labelled", "vllm-cached-by-source"},
+			counters: map[metrics.Counter]want{
+				metrics.CachedFromDevice: {value: 256},
+				metrics.CachedFromHost:   {absent: true},
+				metrics.LoadBytes:        {absent: true},
+				metrics.StoreBytes:       {absent: true},
+			},
+			check: func(t *testing.T, s metrics.Snapshot) {
+				want := []metrics.Unattributed{
+					{Family: "vllm:kv_offload_total_bytes_total", Label: "transfer_type", Value: "CPU_to_CXL", Amount: 4096, Unit: "bytes", Model: "vllm"},
+					{Family: "vllm:prompt_tokens_cached_by_source_total", Label: "source", Value: "cxl", Amount: 11264, Unit: "tokens", Model: "vllm"},
+				}
+				if !slices.Equal(s.Unattributed, want) {
+					t.Errorf("unattributed %+v, want %+v", s.Unattributed, want)
+				}
+			},
+		},
+		{
 			name: "vllm labelled offload family, before the first load", def: VLLM, files: []string{"vllm-d1-labelled.prom"},
 			dialects: []string{"vllm-offload-labelled"},
 			counters: map[metrics.Counter]want{

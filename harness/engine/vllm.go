@@ -28,8 +28,8 @@ var VLLM = &Definition{
 	},
 	Proves:    "every verdict: the hit counters split the GPU pool from the CPU tier, and the byte counters confirm a reload moved data",
 	Diagnoses: []string{verdict.DiagStoresSkipped, verdict.DiagAllocationFailures, verdict.DiagNoStores, verdict.DiagTierTooSmall, verdict.DiagRoutedElsewhere},
-	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay, cross-checked with usage's cached tokens (and vllm:prompt_tokens_by_source_total where they disagree); vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload",
-	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names and laziness across versions (both generations are read, never added); the simple CPU offload connector (VLLM_USE_SIMPLE_KV_OFFLOAD=1) serves no offload counters at all; vllm:external_prefix_cache_* exist (at 0) even without a connector; kv_offloading_backend reads native even with offloading off; vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy; transfer seconds are summed over tensor-parallel workers",
+	Evidence:  "vllm:prefix_cache_hits_total and vllm:external_prefix_cache_hits_total around the replay, cross-checked with usage's cached tokens (and vllm:prompt_tokens_by_source_total where they disagree); vllm:kv_offload_load_bytes_total (or kv_offload_total_bytes_total{transfer_type=\"CPU_to_GPU\"}) confirms the reload; vllm:kv_offload_tiering_read_bytes_total{tier=\"N:fs\"} (the tiering spec) names the disk share of a reload staged through the CPU tier, and vllm:prompt_tokens_cached_by_source_total's host, disk, p2p and external_unspecified sources cross-check the external hits where served",
+	Pitfalls:  "usage reports cached tokens only with --enable-prompt-tokens-details; the offload byte families changed names and laziness across versions (both generations are read, never added); the simple CPU offload connector (VLLM_USE_SIMPLE_KV_OFFLOAD=1) serves no offload counters at all; vllm:external_prefix_cache_* exist (at 0) even without a connector; kv_offloading_backend reads native even with offloading off; vllm:kv_offload_cpu_cache_usage_perc counts pinned blocks, not occupancy; transfer seconds are summed over tensor-parallel workers; the tiering spec reaches its fs tier only through the CPU tier, so a disk hit is in the CPU->GPU load bytes too; a connector that names no tier (LMCache, Mooncake's store) counts its hits as source external_unspecified, never host",
 	Dialects:  vllmDialects,
 	Isolation: vllmIsolation,
 	// The replay's cold twin and the generated token ids (twin.go).
@@ -88,13 +88,19 @@ func vllmProfile() metrics.Profile {
 			metrics.AllocationFailures: sel("vllm:kv_offload_allocation_failure_total"),
 			metrics.LookupSyncSeconds:  sel("vllm:kv_offload_lookup_sync_delay_seconds_sum"),
 			metrics.LookupAsyncSeconds: sel("vllm:kv_offload_lookup_async_delay_seconds_sum"),
-			// Proposed upstream (an open pull request, not on main): which tier served each
-			// cached prompt token.
-			metrics.CachedFromDevice: sel(`vllm:prompt_tokens_cached_by_source_total{source="device"}`),
-			metrics.CachedFromHost:   sel(`vllm:prompt_tokens_cached_by_source_total{source="host"}`),
-			metrics.CachedFromDisk:   sel(`vllm:prompt_tokens_cached_by_source_total{source="disk"}`),
-			// vLLM's native offloading counts bytes, not tokens moved; its disk tier (the
-			// tiering spec) is not read.
+			// Which tier served each cached prompt token, CacheHitSource's five values
+			// (vllm/v1/metrics/cache_hit_source.py): external_unspecified is an external hit
+			// from a connector that does not say which tier (LMCache, Mooncake's store).
+			metrics.CachedFromDevice:          sel(`vllm:prompt_tokens_cached_by_source_total{source="device"}`),
+			metrics.CachedFromHost:            sel(`vllm:prompt_tokens_cached_by_source_total{source="host"}`),
+			metrics.CachedFromDisk:            sel(`vllm:prompt_tokens_cached_by_source_total{source="disk"}`),
+			metrics.CachedFromP2P:             sel(`vllm:prompt_tokens_cached_by_source_total{source="p2p"}`),
+			metrics.CachedExternalUnspecified: sel(`vllm:prompt_tokens_cached_by_source_total{source="external_unspecified"}`),
+			// The tiering spec's secondary tiers are labelled "<index+1>:<type>"; promotions
+			// into the CPU tier are reads, cascades out of it writes. Its fs tier is the disk.
+			metrics.DiskStagedBytes: sel(`vllm:kv_offload_tiering_read_bytes_total{tier=~"[0-9]+:fs"}`),
+			metrics.DiskStoreBytes:  sel(`vllm:kv_offload_tiering_write_bytes_total{tier=~"[0-9]+:fs"}`),
+			// vLLM's native offloading counts bytes, not tokens moved.
 			metrics.ConnectorHitTokens:    nil,
 			metrics.ReloadTokens:          nil,
 			metrics.DiskReloadTokens:      nil,
@@ -117,14 +123,17 @@ func vllmProfile() metrics.Profile {
 		},
 		// The labelled family creates a transfer_type's series on its first transfer
 		// (January to June 2026; eager since); the flat families and the diagnostics are
-		// bound on first use since June 2026; the proposed by-source family would create a
-		// source's series on its first token.
+		// bound on first use since June 2026; the tiering families create a tier's series on
+		// its first transfer. The by-source family also creates a source's series on its
+		// first token, but is not lazy here: whether a connector can ever name a source is
+		// not in the exposition (LMCache never says host), so a source not served is absent.
 		LazyFamilies: map[string]bool{
 			"vllm:kv_offload_total_bytes_total":         true,
 			"vllm:kv_offload_total_time_total":          true,
 			"vllm:kv_offload_stores_skipped_total":      true,
 			"vllm:kv_offload_cpu_cache_usage_perc":      true,
-			"vllm:prompt_tokens_cached_by_source_total": true,
+			"vllm:kv_offload_tiering_read_bytes_total":  true,
+			"vllm:kv_offload_tiering_write_bytes_total": true,
 		},
 		LiveWhen:  map[string][]metrics.Selector{},
 		BlockHelp: map[string]string{},
@@ -136,6 +145,11 @@ func vllmProfile() metrics.Profile {
 	}
 	for _, f := range offloadLookupFamilies {
 		p.LazyFamilies[f] = true
+	}
+	// Every tier's usage gauges are set on each stats pass: a served fs tier's gauge proves
+	// its byte series are only unused yet (under PROMETHEUS_MULTIPROC_DIR nothing is declared).
+	for _, f := range []string{"vllm:kv_offload_tiering_read_bytes_total", "vllm:kv_offload_tiering_write_bytes_total"} {
+		p.LiveWhen[f] = sel(`vllm:kv_offload_tiering_primary_read_usage_perc{tier=~"[0-9]+:fs"}`)
 	}
 	p.LazyFamilies["vllm:kv_offload_allocation_failure_total"] = true
 	p.LiveWhen["vllm:kv_offload_allocation_failure_total"] = siblings(offloadLookupFamilies, "")
@@ -190,6 +204,17 @@ var vllmDialects = []MetricsDialect{
 		Match: func(e metrics.Exposition) bool {
 			return e.HasPrefix("vllm:kv_offload_store_") || e.HasPrefix("vllm:kv_offload_load_")
 		},
+	},
+	{
+		Name:     "vllm-offload-tiering",
+		Upstream: "vllm-project/vllm TieringOffloadingSpec (vllm/v1/kv_offload/tiering/, metrics.py at 19715bcf): secondary tiers labelled \"<index+1>:<type>\", reached only through the CPU tier",
+		Match:    func(e metrics.Exposition) bool { return e.HasPrefix("vllm:kv_offload_tiering_") },
+		Note:     "vLLM's tiering spec serves its secondary tiers through the CPU tier: a hit in the fs tier is promoted into the CPU tier (vllm:kv_offload_tiering_read_bytes_total{tier=\"N:fs\"}) and then loaded to the GPU with the CPU tier's own hits, so the CPU->GPU load bytes include it and kvbench names the disk share of every reload",
+	},
+	{
+		Name:     "vllm-cached-by-source",
+		Upstream: "vllm-project/vllm #56318 (vllm/v1/metrics/cache_hit_source.py at 8548f56c): device, host, p2p, disk, external_unspecified",
+		Match:    func(e metrics.Exposition) bool { return e.Has("vllm:prompt_tokens_cached_by_source_total") },
 	},
 	{
 		Name:     "vllm-offload-unobservable",

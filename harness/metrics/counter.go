@@ -46,6 +46,11 @@ const (
 	CachedFromDevice Counter = "prompt_tokens_cached_device"
 	CachedFromHost   Counter = "prompt_tokens_cached_host"
 	CachedFromDisk   Counter = "prompt_tokens_cached_disk"
+	// CachedFromP2P and CachedExternalUnspecified are vLLM's other two sources: a peer
+	// instance, and a connector that does not say which of its tiers served the tokens
+	// (LMCache, Mooncake's store): external, tier unknown.
+	CachedFromP2P             Counter = "prompt_tokens_cached_p2p"
+	CachedExternalUnspecified Counter = "prompt_tokens_cached_external_unspecified"
 	// PromptTokensRecomputed is vLLM's count of prompt tokens recomputed although cached
 	// (one per fully cached request: the last token always runs), served only by the
 	// versions that had it.
@@ -74,6 +79,11 @@ const (
 	MatchedTokens         Counter = "matched_tokens"
 	HostEvictions         Counter = "host_tier_evictions"
 	DeviceEvictions       Counter = "device_evicted_tokens"
+	// DiskStagedBytes are bytes promoted from the disk tier into the host tier, on their
+	// way to the device (vLLM's tiering spec: its fs tier read into the CPU tier); the
+	// CPU->GPU load bytes include them. DiskStoreBytes are bytes cascaded host->disk.
+	DiskStagedBytes Counter = "disk_to_host_bytes"
+	DiskStoreBytes  Counter = "disk_store_bytes"
 )
 
 // Gauge is the normalized name of a gauge kvbench samples.
@@ -119,9 +129,10 @@ func Counters() []Counter {
 		PromptTokens, GenerationTokens, PromptTokensLocalCompute, PromptTokensLocalCacheHit,
 		PromptTokensExternal, PromptTokensCached, Preemptions,
 		StoresSkipped, AllocationFailures, LookupSyncSeconds, LookupAsyncSeconds,
-		CachedFromDevice, CachedFromHost, CachedFromDisk, PromptTokensRecomputed, ConnectorHitTokens,
+		CachedFromDevice, CachedFromHost, CachedFromDisk, CachedFromP2P, CachedExternalUnspecified, PromptTokensRecomputed, ConnectorHitTokens,
 		ReloadTokens, DiskReloadTokens, DiskStagedTokens, ObjectReloadTokens,
 		DiskStoreTokens, DeviceDiskStoreTokens, ObjectStoreTokens, MatchedTokens, HostEvictions, DeviceEvictions,
+		DiskStagedBytes, DiskStoreBytes,
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 // TestOffloadDiagnosticsOptional: vLLM's newer offload diagnostics read when served (the
-// lookup delays from their histograms' sums, cached tokens by source lazily), and stay
-// absent, never 0, on a server without them. The pinned-usage gauge is read as served.
+// lookup delays from their histograms' sums, cached tokens by source where a source is
+// served), and stay absent, never 0, on a server without them. The pinned-usage gauge is read as served.
 func TestOffloadDiagnosticsOptional(t *testing.T) {
 	const newer = `# TYPE vllm:kv_offload_stores_skipped_total counter
 vllm:kv_offload_stores_skipped_total{engine="0"} 96
@@ -26,11 +26,17 @@ vllm:prompt_tokens_cached_by_source_total{engine="0",source="host"} 1200
 `
 	p := mustProfile(t, "vllm")
 	snap := p.Snapshot(mustParse(t, newer, "newer"))
-	want := map[Counter]float64{StoresSkipped: 96, AllocationFailures: 3, LookupSyncSeconds: 0.25, CachedFromHost: 1200,
-		CachedFromDevice: 0, CachedFromDisk: 0} // the family is declared: a source without a series has counted nothing yet
+	want := map[Counter]float64{StoresSkipped: 96, AllocationFailures: 3, LookupSyncSeconds: 0.25, CachedFromHost: 1200}
 	for c, v := range want {
 		if r := snap.Counters[c]; !r.Present || r.Value != v {
 			t.Errorf("%s = %+v, want %v", c, r, v)
+		}
+	}
+	// A source without a series is absent: whether the connector can ever name it is not in
+	// the exposition (LMCache never says host), so it is not a lazy 0.
+	for _, c := range []Counter{CachedFromDevice, CachedFromDisk, CachedFromP2P, CachedExternalUnspecified} {
+		if r := snap.Counters[c]; r.Present {
+			t.Errorf("%s = %+v, want absent", c, r)
 		}
 	}
 	if r := snap.Counters[LookupAsyncSeconds]; r.Present {

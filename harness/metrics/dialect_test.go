@@ -47,6 +47,7 @@ sglang:load_back_tokens_total{cache_type="HiRadixCache",pool="swa"} 7
 func TestLazyZeroNeedsLiveFamily(t *testing.T) {
 	lazy := Profile{Name: "t", LazyFamilies: map[string]bool{"x_total": true}, Counters: map[Counter][]Selector{
 		ExternalPrefixHits: MustSelectors(`x_total{tier="host"}`),
+		GPUPrefixHits:      MustSelectors(`x_total{tier="device"}`),
 	}}
 	cases := []struct {
 		name, text string
@@ -56,6 +57,8 @@ func TestLazyZeroNeedsLiveFamily(t *testing.T) {
 		{"declared, no series (single process)", "# HELP x_total X.\n# TYPE x_total counter\n# TYPE y gauge\ny 1\n", true, "(lazy, no series yet)"},
 		{"split by the label, host not seen yet", "# TYPE x_total counter\nx_total{tier=\"device\"} 5\n", true, "(lazy, no series yet)"},
 		{"older version without the label", "# TYPE x_total counter\nx_total 5\n", false, ""},
+		// A tier the model does not know proves nothing of the tiers it knows.
+		{"split by the label, only a tier the model does not know", "# TYPE x_total counter\nx_total{tier=\"cxl\"} 5\n", false, ""},
 		{"not served at all", "# TYPE y gauge\ny 1\n", false, ""},
 	}
 	for _, c := range cases {

@@ -44,7 +44,7 @@ type Parallelism struct {
 // every rank sees once.
 func addsOverRanks(c Counter) bool {
 	switch c {
-	case StoreBytes, LoadBytes, StoreSeconds, LoadSeconds, LookupSyncSeconds, LookupAsyncSeconds:
+	case StoreBytes, LoadBytes, StoreSeconds, LoadSeconds, LookupSyncSeconds, LookupAsyncSeconds, DiskStagedBytes, DiskStoreBytes:
 		return true
 	}
 	return false

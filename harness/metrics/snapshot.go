@@ -58,6 +58,9 @@ type Snapshot struct {
 	Replicas []ReplicaReading `json:"replicas,omitempty"`
 	// Shapes names the upstream dialects the expositions were recognised as (Profile.Shapes).
 	Shapes []string `json:"shapes,omitempty"`
+	// Unattributed are the amounts under label values of read families that the engine's
+	// model does not know (unattributed.go): reported, never dropped.
+	Unattributed []Unattributed `json:"unattributed,omitempty"`
 }
 
 // CacheConfig is the KV cache setup a server reports. Each data-parallel engine has its own
@@ -156,6 +159,7 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 	}
 	p.sizesFromGauges(&s, e.Source)
 	s.Replicas = e.replicas(p)
+	s.Unattributed = e.unattributed(p)
 	for _, sh := range p.Shapes {
 		if sh.Match != nil && sh.Match(e) {
 			s.Shapes = append(s.Shapes, sh.Name)
@@ -248,7 +252,7 @@ func (e Exposition) lazyZero(sel Selector, p Profile) (string, bool) {
 	}
 	mf := e.families[family]
 	served := mf != nil && len(mf.GetMetric()) > 0
-	if served && !carriesLabels(mf, sel.Labels) {
+	if served && (!carriesLabels(mf, sel.Labels) || !knownSeries(mf, sel, p)) {
 		return "", false
 	}
 	if p.LazyFamilies[family] && (served || e.declared[family]) {
@@ -444,6 +448,7 @@ func Merge(snaps ...Snapshot) Snapshot {
 			out.Gauges[g] = combine(out.Gauges[g], r, g.takesMax())
 		}
 		out.Replicas = append(out.Replicas, s.Replicas...)
+		out.Unattributed = mergeUnattributed(out.Unattributed, s.Unattributed)
 		for _, sh := range s.Shapes {
 			if !slices.Contains(out.Shapes, sh) {
 				out.Shapes = append(out.Shapes, sh)

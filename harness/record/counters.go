@@ -41,6 +41,8 @@ type Counters struct {
 	// Isolation is the check that the span saw only the measured request: "clean: ...",
 	// "contaminated: ..." or "unchecked: ..." with what was compared; "" when not checked.
 	Isolation string `json:"isolation,omitempty"`
+	// Unattributed are the changes under label values the engine's model does not know.
+	Unattributed []Unattributed `json:"unattributed,omitempty"`
 }
 
 // CounterChange is one counter's readings on both sides of a span. Written as

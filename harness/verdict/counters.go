@@ -39,13 +39,13 @@ func decideByCounters(e Evidence) Decision {
 	if t := e.RequestTier; t != nil {
 		d.DecidedBy = ByRequestTier
 		d.crossCheckRequest(e, *t, &h)
-	} else if host := c.Delta(metrics.CachedFromHost); host != nil {
+	} else if ext, read := externalBySource(c); read != "" {
 		switch {
 		case h.ext == nil:
-			h.ext = host
-			d.note("external hits read from cached tokens by source (host): the server serves no external prefix-cache hit counter")
-		case abs(*host+value(c.Delta(metrics.CachedFromDisk))-*h.ext) > tolerance(e):
-			d.note("cached tokens by source (host) moved by %s but external hits by %s", units.Whole(*host), units.Whole(*h.ext))
+			h.ext = &ext
+			d.note("external hits read from cached tokens by source (%s): the server serves no external prefix-cache hit counter", read)
+		case abs(ext-*h.ext) > tolerance(e):
+			d.note("cached tokens by source (%s) moved by %s but external hits by %s", read, units.Whole(ext), units.Whole(*h.ext))
 		}
 	}
 	unknown := d.crossCheckConnector(e, &h)
@@ -70,6 +70,27 @@ func decideByCounters(e Evidence) Decision {
 	d.weigh(e, h)
 	d.crossCheckReload(e, c, h)
 	return d
+}
+
+// externalSources are the cached-token sources outside the device: together they are the
+// external hits.
+var externalSources = []struct {
+	c    metrics.Counter
+	name string
+}{{metrics.CachedFromHost, "host"}, {metrics.CachedFromDisk, "disk"}, {metrics.CachedFromP2P, "p2p"}, {metrics.CachedExternalUnspecified, "external_unspecified"}}
+
+// externalBySource sums the external sources the server serves and names each one read
+// with its delta; read is "" when none is served. A source the server does not serve adds
+// nothing and is not named: absent, never a 0 that would contradict the external hits.
+func externalBySource(c *Counters) (sum float64, read string) {
+	var parts []string
+	for _, s := range externalSources {
+		if v := c.Delta(s.c); v != nil {
+			sum += *v
+			parts = append(parts, s.name+" "+units.Whole(*v))
+		}
+	}
+	return sum, strings.Join(parts, ", ")
 }
 
 // countersCaughtUp checks, for an engine whose counters may lag the request, that the
@@ -236,6 +257,12 @@ func (d *Decision) crossCheckReload(e Evidence, c *Counters, h hitEvidence) {
 	if staged != nil && *staged > 0 {
 		d.note("%s tokens came from the disk tier, staged through the host tier on their way to the GPU: they are counted in the host->GPU reload too, so only the rest came from host memory", units.Whole(*staged))
 	}
+	if b := c.Delta(metrics.DiskStagedBytes); b != nil && *b > 0 {
+		d.note("%s", diskStagedBytes(*b, h))
+	}
+	if u := c.Delta(metrics.CachedExternalUnspecified); u != nil && *u > 0 {
+		d.note("%s external tokens came from a connector that does not say which of its tiers served them (cached by source external_unspecified)", units.Whole(*u))
+	}
 	if obj := c.Delta(metrics.ObjectReloadTokens); obj != nil && *obj > 0 {
 		d.note("%s tokens were onboarded from object storage, not the host tier", units.Whole(*obj))
 	}
@@ -262,6 +289,18 @@ func (d *Decision) crossCheckReload(e Evidence, c *Counters, h hitEvidence) {
 	case !agree:
 		d.note("the reload counter moved by %s tokens but external hits by %s", units.Whole(onboarded), units.Whole(ext))
 	}
+}
+
+// diskStagedBytes says how much of a reload the disk tier served through the host tier,
+// from bytes promoted disk->host (vLLM's tiering spec): in tokens at the reload's own bytes
+// per token where the load bytes and external hits moved, else in bytes only.
+func diskStagedBytes(staged float64, h hitEvidence) string {
+	words := fmt.Sprintf("%s bytes came from the disk tier, staged through the host tier on their way to the GPU: the host->GPU load bytes include them, so only the rest came from host memory", units.Whole(staged))
+	if h.load == nil || *h.load <= 0 || h.ext == nil || *h.ext <= 0 {
+		return words
+	}
+	tokens := min(staged / *h.load * *h.ext, *h.ext)
+	return fmt.Sprintf("%s (about %s of the %s external tokens, at the reload's %s bytes per token)", words, units.Whole(tokens), units.Whole(*h.ext), units.Whole(*h.load / *h.ext))
 }
 
 func ptr(v float64) *float64 { return &v }

@@ -56,12 +56,25 @@ func TestDecideCachedBySource(t *testing.T) {
 	base := Evidence{PromptTokens: i(1500), SharedPrefixTokens: 256, BlockSize: 16}
 	e := base
 	e.Counters = window(gpuHits, 256.0, load, 1244.0*2048, metrics.CachedFromHost, 1232.0)
-	if r := Decide(e); r.Verdict != CPUReload || !strings.Contains(strings.Join(r.Notes, " "), "by source (host)") {
+	if r := Decide(e); r.Verdict != CPUReload || !strings.Contains(strings.Join(r.Notes, " "), "by source (host 1232)") {
 		t.Fatalf("host-only: %s (%s) %v", r.Verdict, r.Reason, r.Notes)
 	}
 	e.Counters.Deltas[extHits] = 400
 	if r := Decide(e); !strings.Contains(strings.Join(r.Notes, " "), "moved by 1232 but external hits by 400") {
 		t.Fatalf("disagreement not noted: %v", r.Notes)
+	}
+	// LMCache names no tier: its hits are external_unspecified, host is not served, and
+	// nothing says "host moved by 0".
+	e.Counters = window(gpuHits, 256.0, extHits, 1232.0, load, 1244.0*2048, metrics.CachedExternalUnspecified, 1232.0)
+	r := Decide(e)
+	if notes := strings.Join(r.Notes, " "); r.Verdict != CPUReload || strings.Contains(notes, "moved by") || !strings.Contains(notes, "1232 external tokens came from a connector that does not say") {
+		t.Fatalf("external_unspecified: %s %v", r.Verdict, r.Notes)
+	}
+	// Disk tokens (the tiering spec's fs tier) count as external with the host's.
+	e.Counters = window(gpuHits, 256.0, extHits, 1232.0, load, 1244.0*2048, metrics.CachedFromHost, 232.0, metrics.CachedFromDisk, 1000.0, metrics.DiskStagedBytes, 1000.0*2048)
+	r = Decide(e)
+	if notes := strings.Join(r.Notes, " "); r.Verdict != CPUReload || strings.Contains(notes, "moved by") || !strings.Contains(notes, "2048000 bytes came from the disk tier, staged through the host tier") {
+		t.Fatalf("disk through host: %s %v", r.Verdict, r.Notes)
 	}
 	base.Counters = window(gpuHits, 256.0, load, 1244.0*2048)
 	if r := Decide(base); r.Verdict == CPUReload {

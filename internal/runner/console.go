@@ -247,6 +247,13 @@ func (c *Console) stepDone(s derive.Step) {
 				}
 			}
 		}
+		if r.Counters != nil {
+			for _, u := range r.Counters.Unattributed {
+				if u.Delta != nil && *u.Delta != 0 {
+					c.Printf("  unattributed: %s", u.Sentence())
+				}
+			}
+		}
 	}
 	if s.SpanError != "" {
 		c.Printf("  step counters not read: %s", s.SpanError)

@@ -187,6 +187,10 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target, choices pl
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s (%s): %s", c, r.Source, r.Note))
 		}
 	}
+	for _, u := range snap.Unattributed {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s{%s=%q} (%s %s so far): a %s kvbench's model of %s does not know; what moves under it is recorded as unattributed and counted in no tier",
+			u.Family, u.Label, u.Value, units.Whole(u.Amount), u.Unit, u.Label, u.Model))
+	}
 	if gpu := snap.Counters[metrics.GPUPrefixHits]; !gpu.Present && gpu.Unreadable == "" && def.Needs(metrics.GPUPrefixHits) {
 		rep.Warnings = append(rep.Warnings, "no GPU prefix-cache hit counter: a replay's GPU hits are unknown, so its verdict is invalid or cache_hit_tier_unknown")
 	}
