@@ -55,6 +55,9 @@ type Snapshot struct {
 	Replicas []ReplicaReading `json:"replicas,omitempty"`
 	// Shapes names the upstream dialects the expositions were recognised as (Profile.Shapes).
 	Shapes []string `json:"shapes,omitempty"`
+	// UnreadFamilies are the cache families served that the profile does not read
+	// (Profile.UnreadFamilies), over every exposition.
+	UnreadFamilies []string `json:"unread_families"`
 }
 
 // CacheConfig is the KV cache setup a server reports. Each data-parallel engine has its own
@@ -149,6 +152,7 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 	}
 	p.sizesFromGauges(&s, e.Source)
 	s.Replicas = e.replicas(p)
+	s.UnreadFamilies = p.UnreadFamilies(e)
 	for _, sh := range p.Shapes {
 		if sh.Match != nil && sh.Match(e) {
 			s.Shapes = append(s.Shapes, sh.Name)
@@ -487,6 +491,7 @@ func Merge(snaps ...Snapshot) Snapshot {
 		}
 	}
 	out.Cache = summarizeCache(cacheSource, engines)
+	out.UnreadFamilies = mergeUnread(snaps)
 	if out.Cache.HostTierTokens > 0 {
 		out.Cache.HostTierSource = hostSource
 	}
