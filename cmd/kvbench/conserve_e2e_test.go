@@ -1,0 +1,121 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/anvil-serving/kvbench/sim"
+)
+
+// pinned is a dialect at version whose families are pinned to fixed values (the sim's
+// metric_values fault): their counters never move, whatever the requests do.
+func pinned(name, version string, families ...string) func(*sim.Profile) {
+	return versioned(name, version, func(p *sim.Profile) {
+		p.MetricValues = map[string]float64{}
+		for _, f := range families {
+			p.MetricValues[f] = 1000
+		}
+	})
+}
+
+// TestConservationPerEngine: in each engine family's normal replay the tier split adds up;
+// where a counter sticks, the parts no longer make the prompt and the verdict gets a
+// counters_disagree finding naming both sides with their numbers, while the split stays in
+// the record.
+func TestConservationPerEngine(t *testing.T) {
+	t.Parallel() // a long test (see cli_test.go)
+	for _, tc := range []struct {
+		backend string
+		profile func(*sim.Profile)
+		// sides are words both sides of the disagreement name.
+		sides []string
+	}{
+		// The GPU hit counter and the prompt tokens by source stick: usage's cached tokens
+		// have no third source, and GPU 0 + host + recomputed 0 falls short of the prompt.
+		{"vllm", pinned(sim.DialectVLLM, "", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_by_source_total"),
+			[]string{"recomputed 0 (the computed-prompt-token counter)", "usage's 1500 prompt tokens"}},
+		{"lmcache", pinned(sim.DialectLMCache, "", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_by_source_total"),
+			[]string{"GPU 0 + host", "usage's 1500 prompt tokens"}},
+		{"kvbm", pinned(sim.DialectKVBM, "", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_by_source_total"),
+			[]string{"GPU 0 + host", "usage's 1500 prompt tokens"}},
+		// The prompt-token counter sticks: the recomputed tokens read as minus the cached.
+		{"sglang", pinned(sim.DialectSGLang, "", "sglang:prompt_tokens_total"),
+			[]string{"(the prompt-token counter less the cached-token counter)", "usage's 1500 prompt tokens"}},
+		{"trtllm", pinned(sim.DialectTRTLLM, sim.TRTLLMTierSplit, "trtllm_prompt_cached_tokens_total"),
+			[]string{"recomputed 1500 (the prompt-token counter less the cached-token counter)", "usage's 1500 prompt tokens"}},
+		// No host cache: the replay recomputes all but the common prefix, and the computed
+		// prompt tokens counter sticks.
+		{"llamacpp", withoutHostCache(pinned(sim.DialectLlamaCpp, "", "llamacpp:prompt_tokens_total")),
+			[]string{"recomputed 0 (the computed-prompt-token counter)", "usage's 1500 prompt tokens"}},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			_, clean, _ := engineRun(t, tc.backend, versioned(dialectOf(tc.backend), versionOf(tc.backend), nil), nil)
+			if split := tierSplitOf(t, clean); split["adds_up"] != true {
+				t.Fatalf("a clean replay's tiers do not add up: %v", split)
+			}
+			if d := diagnosesOf(clean, "counters_disagree"); len(d) > 0 {
+				t.Fatalf("a clean replay has counters_disagree: %v", d)
+			}
+
+			_, req, _ := engineRun(t, tc.backend, tc.profile, nil)
+			split := tierSplitOf(t, req)
+			if split["adds_up"] != false {
+				t.Fatalf("stuck counters' tiers %v: want them not to add up", split)
+			}
+			d := diagnosesOf(req, "counters_disagree")
+			if len(d) == 0 {
+				v, why := verdictOf(t, req)
+				t.Fatalf("no counters_disagree finding (verdict %s: %s)", v, why)
+			}
+			for _, s := range tc.sides {
+				if !strings.Contains(d[0], s) {
+					t.Errorf("finding %q does not name %q", d[0], s)
+				}
+			}
+			if c := crossChecks(req)["tiers_vs_prompt_tokens"]; c == nil || c["agrees"] != false {
+				t.Errorf("cross-check %v", c)
+			}
+		})
+	}
+}
+
+// withoutHostCache is more with llama-server's host-RAM prompt cache off (--cache-ram 0).
+func withoutHostCache(more func(*sim.Profile)) func(*sim.Profile) {
+	return func(p *sim.Profile) {
+		more(p)
+		p.CPUOffloadGiB = 0
+	}
+}
+
+// dialectOf and versionOf are the sim dialect and version TestConservationPerEngine runs
+// backend on: the default, but TensorRT-LLM's version with tier counters.
+func dialectOf(backend string) string { return backend }
+
+func versionOf(backend string) string {
+	if backend == "trtllm" {
+		return sim.TRTLLMTierSplit
+	}
+	return ""
+}
+
+// tierSplitOf is the replay verdict's tier split.
+func tierSplitOf(t *testing.T, req map[string]any) map[string]any {
+	t.Helper()
+	s, ok := req["verdict"].(map[string]any)["tier_split"].(map[string]any)
+	if !ok {
+		t.Fatalf("the replay's verdict has no tier_split: %v", req["verdict"])
+	}
+	return s
+}
+
+// diagnosesOf are the details of the replay verdict's diagnosis entries of cause.
+func diagnosesOf(req map[string]any, cause string) []string {
+	var out []string
+	list, _ := req["verdict"].(map[string]any)["diagnosis"].([]any)
+	for _, d := range list {
+		if m := d.(map[string]any); m["cause"] == cause {
+			out = append(out, m["detail"].(string))
+		}
+	}
+	return out
+}
