@@ -194,7 +194,11 @@ func UnreadLine(backend string, families []string) string {
 		return ""
 	}
 	shown := families[:min(len(families), unreadShown)]
-	line := fmt.Sprintf("not read by kvbench's model of %s (%d cache families; verdicts are reached without them): %s", backend, len(families), strings.Join(shown, ", "))
+	noun := "families"
+	if len(families) == 1 {
+		noun = "family"
+	}
+	line := fmt.Sprintf("not read by kvbench's model of %s (%d cache %s; verdicts are reached without them): %s", backend, len(families), noun, strings.Join(shown, ", "))
 	if more := len(families) - len(shown); more > 0 {
 		line += fmt.Sprintf(" and %d more", more)
 	}
