@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/sim"
 )
 
@@ -118,4 +120,26 @@ func diagnosesOf(req map[string]any, cause string) []string {
 		}
 	}
 	return out
+}
+
+// TestConservationOnConsole: the console shows the replay's tier split as a table, and
+// says so when its parts do not add up, with the finding.
+func TestConservationOnConsole(t *testing.T) {
+	srv := startSim(t, sim.Options{Profile: "tiny", Override: pinned(sim.DialectVLLM, "", "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_by_source_total")})
+	_, stderr, code := runJSON(t, context.Background(), "run", engineScenario(t, "vllm"), "--endpoint", srv.URL()+"/v1", "--out", t.TempDir())
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	i := strings.Index(stderr, "  tier split ")
+	if i < 0 {
+		t.Fatalf("no tier split table:\n%s", stderr)
+	}
+	table := strings.SplitN(stderr[i:], "\n", 3)
+	if strings.Join(strings.Fields(table[0]), " ") != "tier split gpu host disk remote recomputed sum prompt" ||
+		!strings.HasPrefix(strings.Join(strings.Fields(table[1]), " "), "tokens 0 1232 absent absent 0 1232 1500 DOES NOT ADD UP") {
+		t.Fatalf("table:\n%s\n%s", table[0], table[1])
+	}
+	if !strings.Contains(stderr, "diagnosis counters_disagree: tiers_vs_prompt_tokens: GPU 0 + host 1232") {
+		t.Fatalf("no finding on the console:\n%s", stderr)
+	}
 }
