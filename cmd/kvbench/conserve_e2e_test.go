@@ -51,7 +51,7 @@ func TestConservationPerEngine(t *testing.T) {
 			[]string{"recomputed 0 (the computed-prompt-token counter)", "usage's 1500 prompt tokens"}},
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
-			_, clean, _ := engineRun(t, tc.backend, versioned(dialectOf(tc.backend), versionOf(tc.backend), nil), nil)
+			_, clean, _ := engineRun(t, tc.backend, versioned(tc.backend, versionOf(tc.backend), nil), nil)
 			if split := tierSplitOf(t, clean); split["adds_up"] != true {
 				t.Fatalf("a clean replay's tiers do not add up: %v", split)
 			}
@@ -89,10 +89,8 @@ func withoutHostCache(more func(*sim.Profile)) func(*sim.Profile) {
 	}
 }
 
-// dialectOf and versionOf are the sim dialect and version TestConservationPerEngine runs
-// backend on: the default, but TensorRT-LLM's version with tier counters.
-func dialectOf(backend string) string { return backend }
-
+// versionOf is the sim version of backend's dialect (named as the backend) that
+// TestConservationPerEngine runs: the default, but TensorRT-LLM's with tier counters.
 func versionOf(backend string) string {
 	if backend == "trtllm" {
 		return sim.TRTLLMTierSplit
