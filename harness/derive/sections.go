@@ -147,9 +147,16 @@ func controlSection(sc *scenarios.Scenario, cache record.Cache, steps []Step, se
 		SetupValid:       capacity.Unknown,
 		Artifacts:        artifacts,
 	}
-	if n := len(steps); n > 0 && steps[n-1].Span != nil {
+	// The seed's "after" is right after the control's last request: when that is a replay,
+	// its own scrapes, not the step's end, which comes after the cold twin (request 1).
+	if n := len(steps); n > 0 {
 		c := steps[n-1].Span
-		cs.CPUToGPUBytesAfter, cs.ExternalPrefixHitsAfter, cs.GPUPrefixHitsAfter = c.After(metrics.LoadBytes), c.After(metrics.ExternalPrefixHits), c.After(metrics.GPUPrefixHits)
+		if last := steps[n-1]; last.Kind == record.KindReplay && len(last.Requests) > 1 {
+			c = last.Requests[0].Counters
+		}
+		if c != nil {
+			cs.CPUToGPUBytesAfter, cs.ExternalPrefixHitsAfter, cs.GPUPrefixHitsAfter = c.After(metrics.LoadBytes), c.After(metrics.ExternalPrefixHits), c.After(metrics.GPUPrefixHits)
+		}
 	}
 	// The control's replay is its last replay step.
 	for i := len(sections) - 1; i >= 0; i-- {

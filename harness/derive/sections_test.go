@@ -144,3 +144,25 @@ func TestRunJSONRoundTrip(t *testing.T) {
 		t.Fatal("a missing field was found")
 	}
 }
+
+// TestControlReadsAfterTheReplay: a control's "after" counters are read right after its
+// replay, as seed 001's are, not after the cold twin that follows it in the same step.
+func TestControlReadsAfterTheReplay(t *testing.T) {
+	steps := seedRun()
+	a := steps[1].StepArtifact
+	c3 := map[metrics.Counter]float64{metrics.StoreBytes: 20790 * 2000, metrics.LoadBytes: 8833 * 992, metrics.GPUPrefixHits: 0, metrics.ExternalPrefixHits: 992, metrics.GPUPrefixQueries: 3000}
+	c4 := map[metrics.Counter]float64{metrics.StoreBytes: 20790 * 3000, metrics.LoadBytes: 8833 * 992, metrics.GPUPrefixHits: 128, metrics.ExternalPrefixHits: 992, metrics.GPUPrefixQueries: 4000}
+	a.Requests = append(a.Requests, record.Request{Step: "replay", IndexInStep: 1, Ordinal: 1, ColdTwin: &record.ColdTwin{},
+		Result: record.Result{PromptTokens: i(1000)}, Counters: span(c3, c4)})
+	steps[1] = Assemble(a)
+	if got := *steps[1].Span.After(metrics.GPUPrefixHits); got != 128 {
+		t.Fatalf("the step's span ends after the twin at %v GPU hits", got)
+	}
+	sc := &scenarios.Scenario{Name: "x", Study: scenarios.Study{Role: "control", Key: "offload8_control"}}
+	r := NewRun(RunInfo{Scenario: sc, Status: record.StatusCompleted})
+	r.Derive([]Repetition{{Repetition: record.Repetition{Index: 0}, Steps: steps}})
+	c := r.Control
+	if c == nil || *c.GPUPrefixHitsAfter != 0 || *c.ExternalPrefixHitsAfter != 992 || *c.CPUToGPUBytesAfter != 8833*992 {
+		t.Fatalf("control %+v: want the replay's own after-counters", c)
+	}
+}

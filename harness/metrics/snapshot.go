@@ -61,6 +61,9 @@ type Snapshot struct {
 	// Unattributed are the amounts under label values of read families that the engine's
 	// model does not know (unattributed.go): reported, never dropped.
 	Unattributed []Unattributed `json:"unattributed,omitempty"`
+	// UnreadFamilies are the cache families served that the profile does not read
+	// (Profile.UnreadFamilies), over every exposition.
+	UnreadFamilies []string `json:"unread_families"`
 }
 
 // CacheConfig is the KV cache setup a server reports. Each data-parallel engine has its own
@@ -160,6 +163,7 @@ func (p Profile) snapshotOne(e Exposition) Snapshot {
 	p.sizesFromGauges(&s, e.Source)
 	s.Replicas = e.replicas(p)
 	s.Unattributed = e.unattributed(p)
+	s.UnreadFamilies = p.UnreadFamilies(e)
 	for _, sh := range p.Shapes {
 		if sh.Match != nil && sh.Match(e) {
 			s.Shapes = append(s.Shapes, sh.Name)
@@ -463,6 +467,7 @@ func Merge(snaps ...Snapshot) Snapshot {
 		}
 	}
 	out.Cache = summarizeCache(cacheSource, engines)
+	out.UnreadFamilies = mergeUnread(snaps)
 	if out.Cache.HostTierTokens > 0 {
 		out.Cache.HostTierSource = hostSource
 	}

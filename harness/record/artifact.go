@@ -326,7 +326,9 @@ type Decision struct {
 	MeasuredLoadBytesPerToken *float64         `json:"measured_load_bytes_per_token,omitempty"`
 	Slot                      *SlotAttribution `json:"slot_attribution,omitempty"`
 	// CrossChecks compare each quantity two independent sources gave (verdict.CrossCheck).
-	CrossChecks    []CrossCheck     `json:"cross_checks,omitempty"`
+	CrossChecks []CrossCheck `json:"cross_checks,omitempty"`
+	// TierSplit is the replay's prompt tokens by tier and whether they add up.
+	TierSplit      *RequestTiers    `json:"tier_split,omitempty"`
 	Diagnosis      []Diagnosis      `json:"diagnosis,omitempty"`
 	Offload        *OffloadEvidence `json:"offload_evidence,omitempty"`
 	SetupValid     Answer           `json:"setup_valid"`

@@ -67,8 +67,13 @@ func decideByCounters(e Evidence) Decision {
 		d.Verdict, d.Reason = TierUnknown, "the server reported no prompt token count"
 		return d
 	}
-	d.weigh(e, h)
+	d.weigh(e, &h)
 	d.crossCheckReload(e, c, h)
+	parts := counterParts(c, h.gpu, h.ext)
+	if t := e.RequestTier; t != nil {
+		parts = requestParts(*t)
+	}
+	d.conserve(e, parts, h.load)
 	return d
 }
 
@@ -113,7 +118,7 @@ func (d *Decision) countersCaughtUp(e Evidence) (unknown string) {
 }
 
 // weigh applies the rules to the hits.
-func (d *Decision) weigh(e Evidence, h hitEvidence) {
+func (d *Decision) weigh(e Evidence, h *hitEvidence) {
 	prompt := float64(*e.PromptTokens)
 	gpu, ext := value(h.gpu), value(h.ext)
 	if h.ext != nil && ext > 0 {
@@ -137,7 +142,7 @@ func (d *Decision) weigh(e Evidence, h hitEvidence) {
 		switch {
 		case !agree && h.gpu != nil && h.ext != nil:
 			// Both tiers are read: a contradiction, which a third source settles or not.
-			if why := d.resolveUsage(e, &h); why != "" {
+			if why := d.resolveUsage(e, h); why != "" {
 				d.Verdict, d.Reason = TierUnknown, why
 				return
 			}

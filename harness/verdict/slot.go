@@ -49,6 +49,8 @@ func decideBySlot(e Evidence) Decision {
 		d.Verdict, d.Reason = TierUnknown, why+", so the live and host tiers cannot be told apart"
 	default:
 		d.attribute(*e.PromptTokens, *e.CachedPromptTokens, *s.CommonPrefix, s.Tolerance)
+		live, host := float64(*d.Slot.LiveTokens), float64(*d.Slot.HostTokens)
+		d.conserve(e, tierParts{gpu: &live, ext: &host}, nil)
 	}
 	if got := e.Counters.Delta(metrics.PromptTokensCached); got != nil && e.CachedPromptTokens != nil {
 		usage := float64(*e.CachedPromptTokens)

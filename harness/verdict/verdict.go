@@ -228,7 +228,7 @@ func Decide(e Evidence) Decision {
 		}
 		if d.Verdict == Recompute || d.Verdict == Partial {
 			d.Offload = &o
-			d.Diagnosis = Diagnose(d.Verdict, o)
+			d.Diagnosis = append(Diagnose(d.Verdict, o), d.Diagnosis...) // counters_disagree stays
 		}
 	}
 	d.crossCheckStore(e)

@@ -238,6 +238,9 @@ func (c *Console) stepDone(s derive.Step) {
 			for _, d := range v.Diagnosis {
 				c.Printf("  diagnosis %s: %s", d.Cause, d.Detail)
 			}
+			if t := v.TierSplit; t != nil {
+				c.tierSplit(*t)
+			}
 			// A reading the parallelism rule could not settle is said where its verdict is.
 			if cs := r.Counters; cs != nil {
 				for _, k := range slices.Sorted(maps.Keys(cs.Values)) {
@@ -288,4 +291,25 @@ func (c *Console) warmCaches(e events.StepDone) {
 			}
 		}
 	}
+}
+
+// tierSplit prints a replay's prompt tokens by tier as a table: the parts, their sum and the
+// prompt they must add up to.
+func (c *Console) tierSplit(t record.RequestTiers) {
+	cell := func(p *float64) string {
+		if p == nil {
+			return units.Absent
+		}
+		return units.Whole(*p)
+	}
+	adds := "cannot be summed"
+	switch {
+	case t.AddsUp != nil && *t.AddsUp:
+		adds = "adds up"
+	case t.AddsUp != nil:
+		adds = "DOES NOT ADD UP"
+	}
+	c.Printf("  %-12s %10s %10s %10s %10s %10s %10s %10s", "tier split", "gpu", "host", "disk", "remote", "recomputed", "sum", "prompt")
+	c.Printf("  %-12s %10s %10s %10s %10s %10s %10s %10s  %s (recomputed from %s)", "tokens", cell(t.GPU), cell(t.Host), cell(t.Disk), cell(t.Remote),
+		cell(t.Recomputed), cell(t.Sum), units.Int(t.PromptTokens), adds, units.Text(t.RecomputedFrom))
 }

@@ -96,3 +96,29 @@ func TestConsoleTraceProgress(t *testing.T) {
 		t.Errorf("live line: %q", tty.String())
 	}
 }
+
+// TestConsoleTierSplitAndUnread: a replay's tier split is a table of its parts, the sum and
+// the prompt, with absent parts said so; the unread families are named up to a bound and
+// the rest counted.
+func TestConsoleTierSplitAndUnread(t *testing.T) {
+	var out bytes.Buffer
+	c := NewConsole(&out, false)
+	gpu, host, rec, sum, prompt, no := 0.0, 113408.0, 60000.0, 173408.0, 113674, false
+	c.tierSplit(record.RequestTiers{GPU: &gpu, Host: &host, Recomputed: &rec, RecomputedFrom: "the computed-prompt-token counter", Sum: &sum, PromptTokens: &prompt, AddsUp: &no})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || strings.Fields(lines[0])[2] != "gpu" ||
+		strings.Join(strings.Fields(lines[1])[:9], " ") != "tokens 0 113408 absent absent 60000 173408 113674 DOES" ||
+		!strings.HasSuffix(lines[1], "DOES NOT ADD UP (recomputed from the computed-prompt-token counter)") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+	if got := UnreadLine("vllm", nil); got != "" {
+		t.Fatalf("nothing unread: %q", got)
+	}
+	fams := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	if got := UnreadLine("vllm", fams); !strings.HasSuffix(got, "(8 cache families; verdicts are reached without them): a, b, c, d, e, f and 2 more") {
+		t.Fatalf("unread line %q", got)
+	}
+	if got := UnreadLine("sglang", fams[:2]); !strings.HasSuffix(got, "sglang (2 cache families; verdicts are reached without them): a, b") {
+		t.Fatalf("unread line %q", got)
+	}
+}

@@ -126,6 +126,11 @@ type PreflightReport struct {
 	// Problems make the scenario unrunnable here; run refuses them unless --force.
 	Problems []string `json:"problems"`
 	Warnings []string `json:"warnings"`
+
+	// UnreadFamilies are the cache families the server serves that kvbench's model of the
+	// engine reads nothing from (metrics.Profile.UnreadFamilies): the verdicts are reached
+	// without them.
+	UnreadFamilies []string `json:"unread_families"`
 }
 
 // Preflight checks sc against the server and plans its requests with what the server says
@@ -172,6 +177,10 @@ func Preflight(ctx context.Context, sc *scenarios.Scenario, t Target, choices pl
 		rep.Gauges[string(g)] = sourceOrAbsent(snap.Gauges[g])
 	}
 	rep.Cache = snap.Cache
+	rep.UnreadFamilies = snap.UnreadFamilies
+	if rep.UnreadFamilies == nil {
+		rep.UnreadFamilies = []string{}
+	}
 	def := t.Engine.Def
 	dialects := def.DialectsOf(snap)
 	for _, m := range dialects {

@@ -173,10 +173,34 @@ func (rep *PreflightReport) WriteBrief(con *Console) {
 			}
 		}
 	}
+	if line := UnreadLine(rep.Backend, rep.UnreadFamilies); line != "" {
+		con.Printf("  %s", line)
+	}
 	for _, w := range rep.Warnings {
 		con.Printf("  warning: %s", w)
 	}
 	for _, p := range rep.Problems {
 		con.Printf("  PROBLEM: %s", p)
 	}
+}
+
+// unreadShown bounds the unread families a console line names; the record lists them all.
+const unreadShown = 6
+
+// UnreadLine is the console's line for the cache families kvbench's model of backend does
+// not read, the first unreadShown named in order and the rest counted; "" when there are none.
+func UnreadLine(backend string, families []string) string {
+	if len(families) == 0 {
+		return ""
+	}
+	shown := families[:min(len(families), unreadShown)]
+	noun := "families"
+	if len(families) == 1 {
+		noun = "family"
+	}
+	line := fmt.Sprintf("not read by kvbench's model of %s (%d cache %s; verdicts are reached without them): %s", backend, len(families), noun, strings.Join(shown, ", "))
+	if more := len(families) - len(shown); more > 0 {
+		line += fmt.Sprintf(" and %d more", more)
+	}
+	return line
 }
