@@ -72,7 +72,7 @@ func runTraceAnalyze(ctx context.Context, args []string, stdout io.Writer) error
 		return cli.InputError(ctx, err) // a bad file, a bad line or an empty window
 	}
 	if format == "json" {
-		return cli.PrintJSON(stdout, a)
+		return cli.PrintJSON(stdout, cli.Document{Schema: trace.AnalysisSchema, Value: a})
 	}
 	return a.WriteText(termsafe.NewWriter(stdout)) // the file's name is the user's bytes
 }

@@ -23,6 +23,9 @@ import (
 // Schema is the schema of kvbench compare's JSON output.
 const Schema = "anvil-serving.kvbench-compare/v1"
 
+// SweepSchema is the schema of a comparison of two sweeps, as --format json prints it.
+const SweepSchema = "anvil-serving.kvbench-sweep-compare/v1"
+
 // DefaultTolerance is the relative change a metric may take before it counts, when the
 // measured noise is smaller.
 const DefaultTolerance = 0.10
