@@ -162,7 +162,7 @@ func (c *Console) stepStarted(e events.StepStarted) {
 		progress = " [" + ProgressText(c.steps, total, "steps done", c.requests, time.Since(c.started)) + "]"
 	}
 	c.mu.Unlock()
-	c.Printf("step %s%s: %s", e.Step, progress, e.Describes)
+	c.Printf("step %s: %s%s", e.Step, e.Describes, progress) // "step ID: " leads, as it always did
 }
 
 // traceProgress shows a trace step's progress: on a terminal a live line redrawn at each

@@ -140,8 +140,8 @@ func TestConsoleRunProgress(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) != 4 || lines[0] != "step curve_1k [0/4 steps done (0%)]: 1 request" ||
-		!strings.HasPrefix(lines[2], "step curve_1k [2/4 steps done (50%), ") || !strings.Contains(lines[2], " requests/s, ETA ") {
+	if len(lines) != 4 || lines[0] != "step curve_1k: 1 request [0/4 steps done (0%)]" ||
+		!strings.HasPrefix(lines[2], "step curve_1k: 1 request [2/4 steps done (50%), ") || !strings.Contains(lines[2], " requests/s, ETA ") {
 		t.Fatalf("lines:\n%s", out.String())
 	}
 	out.Reset()
