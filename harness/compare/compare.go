@@ -439,10 +439,13 @@ func underFloor(ms []MetricValue, floor *float64, where string) []string {
 		if !ok || d >= *floor || (m.Judgement != stats.Regressed && m.Judgement != stats.Improved) {
 			continue
 		}
-		move := Movement(*m)
+		move, what := Movement(*m), "a regression"
+		if m.Judgement == stats.Improved {
+			what = "an improvement"
+		}
 		m.Judgement = stats.CannotTell
 		m.Why = fmt.Sprintf("its TTFT moved by %s ms, under the %s ms floor of unrepeated runs", units.MS(&d), units.Exact(*floor))
-		warnings = append(warnings, fmt.Sprintf("%s %s %s, but %s: cannot tell noise from a regression (kvbench run --repeat N measures the noise)", where, m.Metric, move, m.Why))
+		warnings = append(warnings, fmt.Sprintf("%s %s %s, but %s: cannot tell noise from %s (kvbench run --repeat N measures the noise)", where, m.Metric, move, m.Why, what))
 	}
 	return warnings
 }

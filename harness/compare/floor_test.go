@@ -76,6 +76,13 @@ func TestUnrepeatedRunsCannotTellMillisecondsFromARegression(t *testing.T) {
 		t.Errorf("markdown %v:\n%s", err, md.String())
 	}
 
+	// A faster candidate under the floor is no improvement either.
+	fast := unrepeated(t, func(_ int, ttft float64) float64 { return ttft * 0.85 })
+	res = mustCompare(t, base, fast, Options{Tolerance: DefaultTolerance})
+	if len(judged(res, stats.Improved)) != 0 || len(res.Warnings) != 8 || !strings.Contains(res.Warnings[0], "cannot tell noise from an improvement") {
+		t.Errorf("improved %q, warnings %q", judged(res, stats.Improved), res.Warnings)
+	}
+
 	// Repeated runs measure their noise: no floor.
 	if res := mustCompare(t, load(t, "baseline"), load(t, "candidate"), Options{Tolerance: DefaultTolerance}); res.TTFTFloorMS != nil || len(res.Warnings) != 0 || len(judged(res, stats.CannotTell)) != 0 {
 		t.Errorf("repeated runs: floor %v, warnings %q", res.TTFTFloorMS, res.Warnings)
