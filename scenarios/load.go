@@ -54,6 +54,14 @@ func (e *InvalidError) Error() string {
 
 func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
+// Place is where the first problem is: the file, and its line when known.
+func (e *InvalidError) Place() string {
+	if len(e.Problems) > 0 && e.Problems[0].Line > 0 {
+		return fmt.Sprintf("%s:%d", e.Path, e.Problems[0].Line)
+	}
+	return e.Path
+}
+
 // Resolve loads nameOrPath: a file when it exists or looks like a path, else a built-in.
 func Resolve(nameOrPath string) (*Scenario, error) {
 	if _, err := os.Stat(nameOrPath); err == nil || strings.ContainsAny(nameOrPath, "/\\") || strings.HasSuffix(nameOrPath, ".toml") {

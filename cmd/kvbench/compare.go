@@ -59,6 +59,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return cli.UsageError(err) // refused: an unfinished, warm or different run
 	}
 	cmpErr := regressionError(res.Regressions())
+	if format != "text" { // the table says it; beside a document, stderr does
+		_ = res.WriteWarnings(stderr)
+	}
 	if err := res.Write(stdout, format); err != nil || push.URL == "" {
 		return cmp.Or(err, cmpErr)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	cli.Register(cli.Command{Name: "counters", Summary: "print the normalized KV counters read from /metrics URLs or saved files", Run: runCounters})
+	cli.Register(cli.Command{Name: "counters", Summary: "print the normalized KV counters read from /metrics URLs or saved files", AlwaysJSON: true, Run: runCounters})
 }
 
 // runCounters prints as JSON the summed readings of its sources (one target's), and their metrics.
@@ -41,5 +41,5 @@ func runCounters(ctx context.Context, args []string, stdout, _ io.Writer) error 
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(snap)
+	return enc.Encode(cli.Document{Schema: engine.CountersSchema, Value: snap})
 }

@@ -98,6 +98,9 @@ func TestCountersCommand(t *testing.T) {
 			if got.Cache.BlockSize != 16 || got.Cache.NumGPUBlocks != 15360*int(tt.scale) || got.Cache.GPUKVTokens != 245760*int(tt.scale) {
 				t.Errorf("cache = %+v", got.Cache)
 			}
+			if !strings.HasPrefix(out, "{\n  \"schema\": \"anvil-serving.kvbench-counters/v1\",\n") {
+				t.Errorf("output does not lead with its schema:\n%s", out)
+			}
 			if !strings.Contains(out, "\n  \"counters\": {") {
 				t.Errorf("output is not indented JSON:\n%s", out)
 			}
@@ -143,8 +146,10 @@ func TestCountersBadInput(t *testing.T) {
 			if msg := stderr.String(); !strings.Contains(msg, tt.want) || strings.Count(msg, "\n") != 1 {
 				t.Errorf("stderr %q: want one line containing %q", msg, tt.want)
 			}
-			if out != "" {
-				t.Errorf("stdout on error: %q", out)
+			// counters prints only JSON, so its failure is a JSON document on stdout too.
+			var doc cli.ErrorDoc
+			if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.ExitCode != cli.ExitUsage || !strings.Contains(doc.Error.Message, tt.want) {
+				t.Errorf("stdout on error: %q (%v)", out, err)
 			}
 		})
 	}

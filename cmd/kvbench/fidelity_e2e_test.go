@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,6 +88,47 @@ func TestReloadCurveOnTheEmbeddedEngine(t *testing.T) {
 	}
 	if !strings.Contains(string(html), "Reload curve curve") || !strings.Contains(string(html), `"reload_curves"`) {
 		t.Error("the report lacks the curve's table or its embedded data")
+	}
+
+	// A claim over the curve's points from 2k tokens up, and one of its top point by its size
+	// class (4,016 planned tokens here, another size on another server): both reproduce.
+	claim := filepath.Join(t.TempDir(), "curve-claim.toml")
+	if err := os.WriteFile(claim, []byte(`title = "the curve reloads from 2k tokens up, faster than recomputing"
+[source]
+url = "https://example.org/curve"
+observed_date = "2026-12-01"
+[[expect]]
+metric = "reload_curve.verdict"
+from_tokens = 2048
+equals = "cpu_reload"
+[[expect]]
+metric = "reload_curve.gain"
+from_tokens = 2048
+at_least = 0.000001
+[[expect]]
+step = "curve_4k_replay"
+metric = "verdict"
+equals = "cpu_reload"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vout, verr, vcode := runCLI(t, "verify", claim, dir, "--format", "json")
+	var vrec struct {
+		AllReproduced bool `json:"all_reproduced"`
+		Results       []struct {
+			Status string `json:"status"`
+			Why    string `json:"why"`
+			Points []struct {
+				Step   string `json:"step"`
+				Tokens int    `json:"planned_tokens"`
+			} `json:"points"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(vout), &vrec); err != nil || vcode != cli.ExitOK || !vrec.AllReproduced || len(vrec.Results) != 3 {
+		t.Fatalf("verify: exit %d %s %v\n%s", vcode, verr, err, vout)
+	}
+	if p := vrec.Results[0].Points; len(p) != 2 || p[0].Step != "curve_2k_replay" || p[0].Tokens != 2048 || p[1].Step != "curve_4k_replay" || p[1].Tokens != 4016 {
+		t.Errorf("points in range %+v", p)
 	}
 }
 

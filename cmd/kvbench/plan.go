@@ -77,10 +77,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.InputError(ctx, err)
 	}
 	if format == "json" {
-		return cli.PrintJSON(stdout, struct {
+		return cli.PrintJSON(stdout, cli.Document{Schema: plan.Schema, Value: struct {
 			Scenario *scenarios.Scenario `json:"scenario"`
 			*plan.Plan
-		}{p.Scenario, p})
+		}{p.Scenario, p}})
 	}
 	if err := p.WriteText(termsafe.NewWriter(stdout)); err != nil {
 		return err

@@ -180,7 +180,7 @@ func runPreflight(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return setupError(err)
 	}
-	if err := cli.Emit(stdout, o.format, rep, func(w io.Writer) error { return rep.WriteText(w, sc.Name) }); err != nil {
+	if err := cli.Emit(stdout, o.format, cli.Document{Schema: runner.PreflightSchema, Value: rep}, func(w io.Writer) error { return rep.WriteText(w, sc.Name) }); err != nil {
 		return err
 	}
 	if len(rep.Problems) > 0 {

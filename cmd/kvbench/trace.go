@@ -75,10 +75,7 @@ func runTraceAnalyze(ctx context.Context, args []string, stdout io.Writer) error
 	if err != nil {
 		return cli.InputError(ctx, err) // a bad file, a bad line or an empty window
 	}
-	if format == "json" {
-		return cli.PrintJSON(stdout, a)
-	}
-	return a.WriteText(termsafe.NewWriter(stdout)) // the file's name is the user's bytes
+	return cli.Emit(stdout, format, cli.Document{Schema: trace.AnalysisSchema, Value: a}, a.WriteText) // text escapes the file's name
 }
 
 func runTraceGenerate(args []string, stdout io.Writer) error {

@@ -22,6 +22,19 @@
 //	[[expect]]
 //	metric = "cached_fraction"
 //	at_least = 0.99
+//
+// A claim over a reload curve names a field of its points ("reload_curve.gain", the cold
+// twin's TTFT over the reload's) and the planned sizes it covers; every point in range must
+// hold it ("CPU offload cuts TTFT 2x to 22x from 4k tokens up"):
+//
+//	[[expect]]
+//	metric = "reload_curve.gain"   # step: the curve's id, or the run's one curve
+//	from_tokens = 4096
+//	at_least = 2
+//	at_most = 22
+//
+// A single curve point is a step named by its size class, the same on every server
+// ("curve_256k_replay", scenarios.StableStepID), not by the exact size max_model_len gave.
 package claims
 
 import (
@@ -74,8 +87,37 @@ type Expectation struct {
 	Value   *float64 `toml:"value" json:"value,omitempty"`
 	// Tolerance is relative: 0.15 accepts a median within 15% of Value.
 	Tolerance *float64 `toml:"tolerance" json:"tolerance,omitempty"`
+	// FromTokens and ToTokens bound a claim over a reload curve's points (a metric under
+	// CurvePrefix) to the points of planned size in FromTokens..ToTokens; unset: no bound.
+	FromTokens *int `toml:"from_tokens" json:"from_tokens,omitempty"`
+	ToTokens   *int `toml:"to_tokens" json:"to_tokens,omitempty"`
 	// Note is free text shown with the result (what the number means in the source).
 	Note string `toml:"note" json:"note,omitempty"`
+}
+
+// CurvePrefix starts a metric that is a field of a reload curve's points
+// ("reload_curve.gain"), claimed of every point in the expectation's size range.
+const CurvePrefix = "reload_curve."
+
+// OnCurve reports whether e claims a field of a reload curve's points.
+func (e Expectation) OnCurve() bool { return strings.HasPrefix(e.Metric, CurvePrefix) }
+
+// InRange reports whether a curve point of planned tokens is one e claims.
+func (e Expectation) InRange(tokens int) bool {
+	return (e.FromTokens == nil || tokens >= *e.FromTokens) && (e.ToTokens == nil || tokens <= *e.ToTokens)
+}
+
+// sizes says in words the size range of a curve claim: "" when unbounded.
+func (e Expectation) sizes() string {
+	switch {
+	case e.FromTokens != nil && e.ToTokens != nil:
+		return fmt.Sprintf(" at %s..%s tokens", units.Number(float64(*e.FromTokens)), units.Number(float64(*e.ToTokens)))
+	case e.FromTokens != nil:
+		return fmt.Sprintf(" from %s tokens", units.Number(float64(*e.FromTokens)))
+	case e.ToTokens != nil:
+		return fmt.Sprintf(" up to %s tokens", units.Number(float64(*e.ToTokens)))
+	}
+	return ""
 }
 
 // Aliases name derived values by the words claims use.
@@ -95,8 +137,12 @@ func (e Expectation) Field() string {
 // Textual reports whether the expectation compares words (a verdict) rather than numbers.
 func (e Expectation) Textual() bool { return e.Equals != "" }
 
-// Claimed says in words what the claim expects.
+// Claimed says in words what the claim expects (of every point in range, for a curve).
 func (e Expectation) Claimed() string {
+	return e.claimed() + e.sizes()
+}
+
+func (e Expectation) claimed() string {
 	switch {
 	case e.Equals != "":
 		return e.Equals
@@ -157,9 +203,10 @@ func (f *File) validate(pos scenarios.Positions) []scenarios.Problem {
 	for i := range f.Expect {
 		e := &f.Expect[i]
 		key := fmt.Sprintf("expect[%d]", i)
-		if e.Step == "" {
+		if e.Step == "" && !e.OnCurve() { // a curve claim's default is the run's one curve
 			e.Step = "replay"
 		}
+		validateRange(e, key, bad)
 		if e.Metric == "" {
 			bad(key+".metric", "missing: name a field of the step's record section, e.g. \"cached_fraction\"")
 		} else if !KnownField(e.Field()) {
@@ -200,6 +247,26 @@ func (f *File) validate(pos scenarios.Positions) []scenarios.Problem {
 	return ps
 }
 
+// validateRange checks a size range: only a curve's points have sizes, and from_tokens comes
+// first.
+func validateRange(e *Expectation, key string, bad func(key, format string, args ...any)) {
+	for _, b := range []struct {
+		name string
+		v    *int
+	}{{"from_tokens", e.FromTokens}, {"to_tokens", e.ToTokens}} {
+		switch {
+		case b.v == nil:
+		case !e.OnCurve():
+			bad(key+"."+b.name, "bounds the points of a reload curve: the metric must be one of theirs, e.g. %q", CurvePrefix+"gain")
+		case *b.v < 1:
+			bad(key+"."+b.name, "must be at least 1 token")
+		}
+	}
+	if e.FromTokens != nil && e.ToTokens != nil && *e.FromTokens > *e.ToTokens {
+		bad(key+".from_tokens", "%d is above to_tokens %d", *e.FromTokens, *e.ToTokens)
+	}
+}
+
 // validateForm checks that e claims its field in a form the field can hold: equals one of a
 // text field's values, numbers for a number field. A misspelt verdict would otherwise be
 // measured, never match, and read as "not reproduced".
@@ -238,6 +305,28 @@ type Measured struct {
 	// Missing explains the absent values, e.g. "external_prefix_hits_delta is null in 3 of 3
 	// measurements: the server does not expose the counter, or the request failed".
 	Missing string
+	// Points are a curve claim's points in its range, smallest first, and Curve the curve's
+	// id; a curve claim's own Numbers and Words stay empty.
+	Points []PointMeasured
+	Curve  string
+}
+
+// PointMeasured is what the runs say of one curve point: its replay step by size class, its
+// planned size (in the first run that had it), and its values.
+type PointMeasured struct {
+	Step   string
+	Tokens int
+	Measured
+}
+
+// PointResult is the judgement on one curve point of a curve claim.
+type PointResult struct {
+	Step     string         `json:"step"`
+	Tokens   int            `json:"planned_tokens"`
+	Measured *stats.Summary `json:"measured,omitempty"`
+	Values   []string       `json:"measured_values,omitempty"`
+	Status   Status         `json:"status"`
+	Why      string         `json:"why"`
 }
 
 // Result is the judgement on one expectation.
@@ -250,12 +339,58 @@ type Result struct {
 	Values   []string       `json:"measured_values,omitempty"`
 	Status   Status         `json:"status"`
 	Why      string         `json:"why"`
+	// Points judge each point of a curve claim; the claim reproduces when every one does.
+	Points []PointResult `json:"points,omitempty"`
 }
 
 // Evaluate judges m against e: numbers by their median (the spread is reported alongside),
 // words only when every measurement says the same (a disagreement is reported, never
 // averaged away).
 func Evaluate(e Expectation, m Measured) Result {
+	if e.OnCurve() {
+		return evaluateCurve(e, m)
+	}
+	return evaluate(e, m)
+}
+
+// evaluateCurve judges each point of a curve claim as a claim of its own: the claim
+// reproduces when every point in range does, is not reproduced when one is not, and is not
+// measurable otherwise (no point in range, or a point not measured).
+func evaluateCurve(e Expectation, m Measured) Result {
+	r := Result{Step: orText(e.Step, m.Curve), Metric: e.Metric, Claimed: e.Claimed(), Expect: e}
+	if len(m.Points) == 0 {
+		r.Status, r.Why = NotMeasurable, orText(m.Missing, "no curve point measured")
+		return r
+	}
+	count := map[Status]int{}
+	var off []string
+	for _, p := range m.Points {
+		pr := evaluate(e, p.Measured)
+		r.Points = append(r.Points, PointResult{Step: p.Step, Tokens: p.Tokens, Measured: pr.Measured, Values: pr.Values, Status: pr.Status, Why: pr.Why})
+		r.Values = append(r.Values, p.Step+" "+pr.MeasuredText())
+		count[pr.Status]++
+		if pr.Status != Reproduced {
+			off = append(off, fmt.Sprintf("%s (%s tokens) %s: %s", p.Step, units.Number(float64(p.Tokens)), pr.Status, pr.Why))
+		}
+	}
+	n := len(m.Points)
+	switch {
+	case count[NotReproduced] > 0:
+		r.Status = NotReproduced
+	case count[NotMeasurable] > 0:
+		r.Status = NotMeasurable
+	default:
+		r.Status = Reproduced
+	}
+	r.Why = fmt.Sprintf("%d of %d point(s)%s hold it", count[Reproduced], n, e.sizes())
+	if len(off) > 0 {
+		r.Why += "; " + strings.Join(off, "; ")
+	}
+	return r
+}
+
+// evaluate judges one value (a step's field, or one curve point's).
+func evaluate(e Expectation, m Measured) Result {
 	r := Result{Step: e.Step, Metric: e.Metric, Claimed: e.Claimed(), Expect: e}
 	if e.Textual() {
 		r.Values = m.Words

@@ -190,3 +190,28 @@ func TestClaimValueMustFitItsField(t *testing.T) {
 		}
 	}
 }
+
+// TestCurveClaimKeys: from_tokens and to_tokens bound a curve's points only; a range runs
+// upwards; a misspelt curve field suggests the nearest one.
+func TestCurveClaimKeys(t *testing.T) {
+	head := "title = \"x\"\n[source]\nurl = \"https://example.org\"\nobserved_date = \"2026-08-02\"\n[[expect]]\n"
+	f, err := Parse([]byte(head+"metric = \"reload_curve.gain\"\nfrom_tokens = 4096\nat_least = 2\nat_most = 22\n"), "c.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := f.Expect[0]; e.Step != "" || *e.FromTokens != 4096 || e.Claimed() != "2..22 from 4096 tokens" || !e.InRange(4096) || e.InRange(4095) {
+		t.Errorf("%+v claimed %q", e, e.Claimed())
+	}
+	for body, want := range map[string]string{
+		"metric = \"cached_fraction\"\nfrom_tokens = 4096\nat_least = 0.9\n":                   "c.toml:7: expect[0].from_tokens: bounds the points of a reload curve",
+		"metric = \"reload_curve.gain\"\nfrom_tokens = 8192\nto_tokens = 4096\nat_least = 2\n": "expect[0].from_tokens: 8192 is above to_tokens 4096",
+		"metric = \"reload_curve.gain\"\nto_tokens = 0\nat_least = 2\n":                        "expect[0].to_tokens: must be at least 1 token",
+		"metric = \"reload_curve.gian\"\nat_least = 2\n":                                       `"reload_curve.gian" is not a field of a step's record section (did you mean "reload_curve.gain"?)`,
+		"metric = \"reload_curve.verdict\"\nequals = \"cpu_relaod\"\n":                         `(did you mean "cpu_reload"?)`,
+	} {
+		_, err := Parse([]byte(head+body), "c.toml")
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}

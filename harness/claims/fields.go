@@ -19,6 +19,8 @@ var knownFields, openFields = func() (map[string][]reflect.Type, map[string]bool
 	for _, v := range []any{record.SequenceSection{}, record.ReplaySection{}, record.ControlSection{}} {
 		addFields(reflect.TypeOf(v), "", known, open, 0)
 	}
+	// A reload curve's points, as the record's reload_curves list them (record.CurvePoint).
+	addFields(reflect.TypeOf(record.CurvePoint{}), CurvePrefix, known, open, 0)
 	return known, open
 }()
 
@@ -53,7 +55,8 @@ func addFields(t reflect.Type, prefix string, known map[string][]reflect.Type, o
 	}
 }
 
-// KnownField reports whether path names a field of a step's record section.
+// KnownField reports whether path names a field of a step's record section, or of a reload
+// curve's points (under CurvePrefix).
 func KnownField(path string) bool {
 	if _, ok := knownFields[path]; ok {
 		return true

@@ -74,3 +74,83 @@ func TestMeasureMatchesOldCurveNames(t *testing.T) {
 		t.Fatalf("measured %+v under the old name, want %+v", got, want)
 	}
 }
+
+// curveRun is the demo run with its replay renamed into the one point (130,000 planned
+// tokens) of a reload curve "curve", as a curve run names it.
+func curveRun(t *testing.T) *runs.Run {
+	t.Helper()
+	r, err := runs.Load(demoRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range r.Repetitions {
+		for i := range r.Repetitions[k].Sections {
+			if s := &r.Repetitions[k].Sections[i]; s.Step == "replay" {
+				s.Step = "curve_128k_replay"
+			}
+		}
+		for i := range r.Repetitions[k].Steps {
+			if st := &r.Repetitions[k].Steps[i]; st.Step == "replay" {
+				st.Step = "curve_128k_replay"
+			}
+		}
+	}
+	r.Scenario.Curves = []scenarios.Curve{{ID: "curve", Points: []scenarios.CurveSteps{{Tokens: 130000, Sequence: "curve_128k", Replay: "curve_128k_replay"}}}}
+	return r
+}
+
+// TestCurveClaimsJudgeEveryPointInRange: a claim over a curve's points reads each point in
+// its size range, from the run's one curve or the curve its step names, and says why when
+// none is there.
+func TestCurveClaimsJudgeEveryPointInRange(t *testing.T) {
+	rs := []*runs.Run{curveRun(t)}
+	from := func(n int) *int { return &n }
+	cases := []struct {
+		name string
+		e    Expectation
+		want Status
+		why  string
+	}{
+		{"prompt tokens of every point", Expectation{Metric: "reload_curve.prompt_tokens", FromTokens: from(4096), AtLeast: f(100000)}, Reproduced, "1 of 1 point(s) from 4096 tokens hold it"},
+		{"verdict of the curve named", Expectation{Step: "curve", Metric: "reload_curve.verdict", Equals: "cpu_reload"}, Reproduced, "1 of 1 point(s) hold it"},
+		{"a point out of bounds", Expectation{Metric: "reload_curve.prompt_tokens", AtMost: f(1000)}, NotReproduced, "curve_128k_replay (130000 tokens) not_reproduced: median 126919 > 1000"},
+		{"no point in range", Expectation{Metric: "reload_curve.prompt_tokens", FromTokens: from(200000), AtLeast: f(1)}, NotMeasurable, `curve "curve" has no point from 200000 tokens`},
+		{"a misspelt curve", Expectation{Step: "curv", Metric: "reload_curve.prompt_tokens", AtLeast: f(1)}, NotMeasurable, `no run has a reload curve "curv" (did you mean "curve"?)`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Evaluate(c.e, Measure(rs, c.e))
+			if r.Status != c.want || !strings.Contains(r.Why, c.why) {
+				t.Fatalf("%s: %s, want %s: %s", r.Status, r.Why, c.want, c.why)
+			}
+			if c.want != NotMeasurable && (len(r.Points) != 1 || r.Points[0].Step != "curve_128k_replay" || r.Points[0].Tokens != 130000 || r.Step != "curve") {
+				t.Fatalf("points %+v, step %q", r.Points, r.Step)
+			}
+		})
+	}
+	// The demo has no curve: a curve claim says so.
+	plain, err := runs.Load(demoRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Expectation{Metric: "reload_curve.gain", AtLeast: f(2)}
+	if r := Evaluate(e, Measure([]*runs.Run{plain}, e)); r.Status != NotMeasurable || r.Why != "no run has a reload curve" {
+		t.Errorf("%s: %s", r.Status, r.Why)
+	}
+}
+
+// TestUnknownStepSuggestsTheNearest: a step no run measured names the nearest step the runs
+// have, by the names claims give curve points (their size class).
+func TestUnknownStepSuggestsTheNearest(t *testing.T) {
+	rs := []*runs.Run{curveRun(t)}
+	for step, want := range map[string]string{
+		"curve_128_replay": `no run has a measured step "curve_128_replay" (did you mean "curve_128k_replay"?)`,
+		"eviction_seqence": `no run has a measured step "eviction_seqence" (did you mean "eviction_sequence"?)`,
+		"nothing_like_it":  `no run has a measured step "nothing_like_it"`,
+	} {
+		m := Measure(rs, Expectation{Step: step, Metric: "cached_fraction"})
+		if m.Missing != want {
+			t.Errorf("%s: %q, want %q", step, m.Missing, want)
+		}
+	}
+}

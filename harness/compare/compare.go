@@ -9,6 +9,7 @@ package compare
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -23,9 +24,30 @@ import (
 // Schema is the schema of kvbench compare's JSON output.
 const Schema = "anvil-serving.kvbench-compare/v1"
 
+// SweepSchema is the schema of a comparison of two sweeps, as --format json prints it.
+const SweepSchema = "anvil-serving.kvbench-sweep-compare/v1"
+
 // DefaultTolerance is the relative change a metric may take before it counts, when the
 // measured noise is smaller.
 const DefaultTolerance = 0.10
+
+// TTFTFloorMS is the smallest change of a time to first output that two runs, neither of
+// them repeated, can tell from noise: a scheduler tick, a page fault or a garbage collection
+// of the server moves a single millisecond-scale TTFT by a few milliseconds, which is tens
+// of percent of it (1.84 -> 2.95 ms on a smoke run) and far beyond any tolerance. Under the
+// floor such a change is judged cannot_tell, with a warning, not a regression; repeated runs
+// measure their noise instead and need no floor.
+const TTFTFloorMS = 25.0
+
+// ttftOf names, for each metric whose change is a change of a TTFT, the TTFT metric whose
+// absolute change the floor is held to: a request's prefill rate is its prompt over its TTFT.
+var ttftOf = map[string]string{
+	"time_to_first_output_ms":             "time_to_first_output_ms",
+	"effective_prefill_tokens_per_second": "time_to_first_output_ms",
+	"time_to_first_output_ms_p50":         "time_to_first_output_ms_p50",
+	"time_to_first_output_ms_p90":         "time_to_first_output_ms_p90",
+	"time_to_first_output_ms_p99":         "time_to_first_output_ms_p99",
+}
 
 // ErrMismatch means the runs measured different things and cannot be compared.
 var ErrMismatch = errors.New("runs are not comparable")
@@ -134,6 +156,10 @@ type Result struct {
 	// Findings lists each regression in words; Regression is true when there is any.
 	Findings   []string `json:"regressions"`
 	Regression bool     `json:"regression"`
+	// TTFTFloorMS is the floor a TTFT change of unrepeated runs must pass (TTFTFloorMS), set
+	// only when neither run was repeated; Warnings names each change judged cannot_tell.
+	TTFTFloorMS *float64 `json:"ttft_floor_ms,omitempty"`
+	Warnings    []string `json:"warnings,omitempty"`
 }
 
 // RunRef identifies one side of the comparison.
@@ -228,7 +254,9 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 	case nb > 1 || nc > 1:
 		res.Noise = fmt.Sprintf("measured from repetitions (baseline %d, candidate %d): a change counts only beyond the larger relative spread and the tolerance", nb, nc)
 	default:
-		res.Noise = "not measured: neither run was repeated (kvbench run --repeat N), so the tolerance alone decides"
+		res.Noise = fmt.Sprintf("not measured: neither run was repeated (kvbench run --repeat N), so the tolerance decides, and a TTFT change under %s ms cannot be told from noise", units.Exact(TTFTFloorMS))
+		floor := TTFTFloorMS
+		res.TTFTFloorMS = &floor
 	}
 	for si, id := range baseline.StepIDs() {
 		bst := baseline.Repetitions[0].Steps[si]
@@ -248,7 +276,7 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 			// Overlapping requests are scheduled differently every run: request i of one run
 			// meets other neighbours than request i of the next, so only the step's
 			// distribution and tier shares are the same measurement twice.
-			st.Distribution, res.Findings = compareDistribution(baseline, candidate, id, opts.Tolerance, res.Findings)
+			st.Distribution, res.Findings = compareDistribution(baseline, candidate, id, opts.Tolerance, res.TTFTFloorMS, res.Findings, &res.Warnings)
 			res.Steps = append(res.Steps, st)
 			continue
 		}
@@ -263,11 +291,14 @@ func Compare(baseline, candidate *runs.Run, opts Options) (*Result, error) {
 				if b.N == 0 && c.N == 0 {
 					continue // not a metric of this request (e.g. decode with one output token)
 				}
-				mv := MetricValue{Metric: m.Name, Better: m.Better, Baseline: b, Candidate: c, Change: stats.Compare(b, c, m.Better, opts.Tolerance)}
+				rq.Metrics = append(rq.Metrics, MetricValue{Metric: m.Name, Better: m.Better, Baseline: b, Candidate: c, Change: stats.Compare(b, c, m.Better, opts.Tolerance)})
+			}
+			where := fmt.Sprintf("%s[%d]", id, rq.Index)
+			res.Warnings = append(res.Warnings, underFloor(rq.Metrics, res.TTFTFloorMS, where)...)
+			for _, mv := range rq.Metrics {
 				if mv.Judgement == stats.Regressed {
-					res.Findings = append(res.Findings, fmt.Sprintf("%s[%d] %s %s", id, rq.Index, m.Name, Movement(mv)))
+					res.Findings = append(res.Findings, fmt.Sprintf("%s %s %s", where, mv.Metric, Movement(mv)))
 				}
-				rq.Metrics = append(rq.Metrics, mv)
 			}
 			st.Requests = append(st.Requests, rq)
 		}
@@ -346,7 +377,7 @@ func stepViews(r *runs.Run, id string) []*stepView {
 
 // compareDistribution judges step id's whole-step metrics, each repetition one value, with
 // the noise rule the per-request metrics have; new failures are a finding.
-func compareDistribution(baseline, candidate *runs.Run, id string, tolerance float64, findings []string) ([]MetricValue, []string) {
+func compareDistribution(baseline, candidate *runs.Run, id string, tolerance float64, floor *float64, findings []string, warnings *[]string) ([]MetricValue, []string) {
 	bv, cv := stepViews(baseline, id), stepViews(candidate, id)
 	bf, cf := 0, 0
 	for _, v := range bv {
@@ -377,13 +408,46 @@ func compareDistribution(baseline, candidate *runs.Run, id string, tolerance flo
 		if b.N == 0 && c.N == 0 {
 			continue // not measured by this kind of step (a conversation has no decode rate)
 		}
-		mv := MetricValue{Metric: m.Name, Better: m.Better, Baseline: b, Candidate: c, Change: stats.Compare(b, c, m.Better, tolerance)}
+		out = append(out, MetricValue{Metric: m.Name, Better: m.Better, Baseline: b, Candidate: c, Change: stats.Compare(b, c, m.Better, tolerance)})
+	}
+	*warnings = append(*warnings, underFloor(out, floor, id)...)
+	for _, mv := range out {
 		if mv.Judgement == stats.Regressed {
-			findings = append(findings, fmt.Sprintf("%s %s %s", id, m.Name, Movement(mv)))
+			findings = append(findings, fmt.Sprintf("%s %s %s", id, mv.Metric, Movement(mv)))
 		}
-		out = append(out, mv)
 	}
 	return out, findings
+}
+
+// underFloor judges cannot_tell each change of ms (one request's metrics, or one step's)
+// that passed the tolerance while its TTFT moved by less than floor ms, and returns a warning
+// for each; nil floor (a repeated run measured its noise) changes nothing.
+func underFloor(ms []MetricValue, floor *float64, where string) []string {
+	if floor == nil {
+		return nil
+	}
+	delta := map[string]float64{}
+	for _, m := range ms {
+		if m.Baseline.Median != nil && m.Candidate.Median != nil {
+			delta[m.Metric] = math.Abs(*m.Candidate.Median - *m.Baseline.Median)
+		}
+	}
+	var warnings []string
+	for i := range ms {
+		m := &ms[i]
+		d, ok := delta[ttftOf[m.Metric]]
+		if !ok || d >= *floor || (m.Judgement != stats.Regressed && m.Judgement != stats.Improved) {
+			continue
+		}
+		move, what := Movement(*m), "a regression"
+		if m.Judgement == stats.Improved {
+			what = "an improvement"
+		}
+		m.Judgement = stats.CannotTell
+		m.Why = fmt.Sprintf("its TTFT moved by %s ms, under the %s ms floor of unrepeated runs", units.MS(&d), units.Exact(*floor))
+		warnings = append(warnings, fmt.Sprintf("%s %s %s, but %s: cannot tell noise from %s (kvbench run --repeat N measures the noise)", where, m.Metric, move, m.Why, what))
+	}
+	return warnings
 }
 
 func saltWord(s string) string {

@@ -11,6 +11,7 @@ import (
 
 // SweepResult compares two capacity sweeps level by level.
 type SweepResult struct {
+	Schema            string  `json:"schema"`
 	Baseline          string  `json:"baseline"`
 	Candidate         string  `json:"candidate"`
 	Scenario          string  `json:"scenario"`
@@ -72,7 +73,7 @@ func CompareSweeps(base, cand *record.Sweep, baseName, candName string, toleranc
 		return nil, fmt.Errorf("%w: a sweep of %s against one of %s", ErrMismatch, loadWord(base.Load), loadWord(cand.Load))
 	}
 	th := *base.TTFTP90ThresholdMS
-	res := &SweepResult{Baseline: baseName, Candidate: candName, Scenario: base.Scenario, ThresholdMS: th, Tolerance: tolerance,
+	res := &SweepResult{Schema: SweepSchema, Baseline: baseName, Candidate: candName, Scenario: base.Scenario, ThresholdMS: th, Tolerance: tolerance,
 		BaselineCapacity: base.CapacityUsers, CandidateCapacity: cand.CapacityUsers,
 		BaselineCapacityRate: base.CapacityRequestsPerSecond, CandidateCapacityRate: cand.CapacityRequestsPerSecond,
 		Load: base.Load, Findings: []string{}}

@@ -74,6 +74,12 @@ func (res *Result) writeText(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	for _, warning := range res.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warning)
+	}
+	if len(res.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
 	if !res.Regression {
 		fmt.Fprintln(w, "no regression")
 		return
@@ -82,6 +88,16 @@ func (res *Result) writeText(w io.Writer) {
 	for _, f := range res.Findings {
 		fmt.Fprintf(w, "  - %s\n", f)
 	}
+}
+
+// WriteWarnings prints each warning as a line of its own, for stderr beside a JSON or
+// Markdown document.
+func (res *Result) WriteWarnings(w io.Writer) error {
+	return textout.Write(w, func(w io.Writer) {
+		for _, warning := range res.Warnings {
+			fmt.Fprintf(w, "kvbench: warning: %s\n", warning)
+		}
+	})
 }
 
 // WriteMarkdown prints the comparison as Markdown, e.g. for a CI job summary.
@@ -117,6 +133,9 @@ func (res *Result) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- **%s**\n", f)
 		}
 		fmt.Fprintln(w)
+	}
+	for _, warning := range res.Warnings {
+		fmt.Fprintf(w, "> **Cannot tell:** %s\n\n", warning)
 	}
 	fmt.Fprintln(w, "| step | req | metric | baseline | candidate | change | threshold | status |")
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---|")

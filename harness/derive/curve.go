@@ -13,6 +13,12 @@ import (
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
+// ReloadCurves are the reload curves of one repetition, from its sections, as run.json lists
+// repetition 0's: what a claim over a curve reads in every repetition.
+func ReloadCurves(sc *scenarios.Scenario, sections []record.Section) []record.ReloadCurve {
+	return reloadCurves(sc, sections)
+}
+
 // reloadCurves builds each expanded curve's section from a repetition's sections.
 func reloadCurves(sc *scenarios.Scenario, sections []record.Section) []record.ReloadCurve {
 	if sc == nil {

@@ -8,6 +8,9 @@ import (
 	"github.com/anvil-serving/kvbench/harness/metrics"
 )
 
+// CountersSchema is the schema of the readings kvbench counters prints.
+const CountersSchema = "anvil-serving.kvbench-counters/v1"
+
 // ReadCounters reads the /metrics URLs or saved exposition files of one target and returns
 // their summed readings under backend's counter names, with overrides (COUNTER=SELECTOR)
 // applied; each URL is read within timeout. Every error is bad input: an unknown engine or

@@ -154,6 +154,9 @@ func ScanTrace(sc *scenarios.Scenario, i int, def *engine.Definition) (*TracePla
 	return p, nil
 }
 
+// Schema is the schema of a plan as kvbench plan --format json prints it.
+const Schema = "anvil-serving.kvbench-plan/v1"
+
 // ScenarioError is a scenario that cannot be planned: the scenario's line and key at fault,
 // and why (for a trace step's trace, the trace's own file and line when a line breaks the
 // format).
@@ -166,3 +169,6 @@ type ScenarioError struct {
 func (e *ScenarioError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Position, e.Key, e.Err) }
 
 func (e *ScenarioError) Unwrap() error { return e.Err }
+
+// Place is the scenario's line at fault.
+func (e *ScenarioError) Place() string { return e.Position }

@@ -18,8 +18,12 @@ type FieldValue struct {
 // Field reads a field of the section by its run.json path ("cached_fraction",
 // "evidence.external_hits_delta"); ok is false when the section has no such field. This is
 // how claim files name what they check, so the names are the record's own.
-func (s Section) Field(path string) (v FieldValue, ok bool) {
-	data, err := json.Marshal(s.value())
+func (s Section) Field(path string) (v FieldValue, ok bool) { return FieldOf(s.value(), path) }
+
+// FieldOf reads a field of x, any record type, by the path its JSON gives it, as Field
+// reads a section's (a reload curve's point: "gain", "verdict").
+func FieldOf(x any, path string) (v FieldValue, ok bool) {
+	data, err := json.Marshal(x)
 	if err != nil {
 		return v, false
 	}

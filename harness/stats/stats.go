@@ -90,6 +90,10 @@ const (
 	Improved    Judgement = "improved"
 	Regressed   Judgement = "regression"
 	NotMeasured Judgement = "not_measured"
+	// CannotTell: the change passed the tolerance but is smaller than the noise two
+	// unrepeated runs cannot rule out (a floor the caller states): neither a regression nor
+	// an improvement.
+	CannotTell Judgement = "cannot_tell"
 )
 
 // Change compares the medians of two summaries of one metric.

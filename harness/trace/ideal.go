@@ -45,6 +45,9 @@ type Tiers struct {
 	PoolHoldsOutput bool `json:"pool_holds_output,omitempty"`
 }
 
+// AnalysisSchema is the schema of kvbench trace analyze --format json.
+const AnalysisSchema = "anvil-serving.kvbench-trace-analysis/v1"
+
 // Analysis is the ideal reference of a trace: what LRU caches of given sizes would have
 // served, computed from the trace alone. The rules (docs/traces.md, "The ideal reference"):
 //

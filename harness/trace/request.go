@@ -142,6 +142,14 @@ func (e *FormatError) Error() string {
 
 func (e *FormatError) Unwrap() error { return e.Err }
 
+// Place is the trace's file and line at fault.
+func (e *FormatError) Place() string {
+	if e.Line == 0 {
+		return e.File
+	}
+	return fmt.Sprintf("%s:%d", e.File, e.Line)
+}
+
 // Reader streams the requests of a Mooncake-format trace, checking each line: it must be a
 // JSON object with a non-negative timestamp not before the previous line's, an input_length
 // of at least 1, a non-negative output_length and hash_ids, a list of non-negative integers

@@ -70,6 +70,9 @@ type Trace struct {
 	Report   Report
 }
 
+// ReportSchema names the JSON document `trace import --format json` prints.
+const ReportSchema = "anvil-serving.kvbench-trace-import/v1"
+
 // Report is what an import tells its user: how much of their traffic could be served from
 // a prefix cache.
 type Report struct {

@@ -6,6 +6,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,19 +71,30 @@ var ErrHelpShown = errors.New("help shown")
 
 // ExitCode prints err as one line on stderr and returns the code it maps to.
 func ExitCode(err error, stderr io.Writer) int {
+	code := codeOf(err)
+	if code == ExitOK {
+		return code
+	}
+	fmt.Fprintf(stderr, "kvbench: %s\n", termsafe.String(message(err)))
+	return code
+}
+
+// codeOf is the exit code err maps to.
+func codeOf(err error) int {
 	if err == nil || errors.Is(err, ErrHelpShown) {
 		return ExitOK
 	}
-	code := ExitRuntime
 	var ee *ExitError
 	if errors.As(err, &ee) {
-		code = ee.Code
+		return ee.Code
 	}
-	// The last line of defense: no URL credentials on the terminal, whatever error quoted one,
-	// and no escape sequence or line break of a server's text (an error body, a model id).
-	msg := termsafe.String(redact.Text(strings.ReplaceAll(err.Error(), "\n", "; ")))
-	fmt.Fprintf(stderr, "kvbench: %s\n", msg)
-	return code
+	return ExitRuntime
+}
+
+// message is err as one line without URL credentials, whatever error quoted one: the last
+// line of defense, for stderr and the JSON error alike (stderr also drops escape sequences).
+func message(err error) string {
+	return redact.Text(strings.ReplaceAll(err.Error(), "\n", "; "))
 }
 
 // OutputError says in one line why a file the user named with flag (-o, --out, a profile)
@@ -94,20 +106,59 @@ func OutputError(flag, path string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, runs.ErrInsideRun), errors.Is(err, runs.ErrIsRecord):
-		return Usagef("%s: %w", flag, err) // err names the path
+		return UsageError(placed(path, fmt.Errorf("%s: %w", flag, err))) // err names the path
 	case errors.Is(err, fs.ErrExist):
-		return Usagef("%s %s exists: kvbench never overwrites a file it writes; choose another path or remove it", flag, path)
+		return UsageError(placed(path, fmt.Errorf("%s %s exists: kvbench never overwrites a file it writes; choose another path or remove it", flag, path)))
 	case errors.Is(err, fs.ErrNotExist):
-		return Usagef("%s %s: its directory does not exist", flag, path)
+		return UsageError(placed(path, fmt.Errorf("%s %s: its directory does not exist", flag, path)))
 	}
 	return err
 }
+
+// placedError is an error at a place its message names (a file the user gave).
+type placedError struct {
+	place string
+	error
+}
+
+func (e placedError) Place() string { return e.place }
+func (e placedError) Unwrap() error { return e.error }
+
+func placed(place string, err error) error { return placedError{place, err} }
 
 // PrintJSON writes v as indented JSON, the --format json output of every command.
 func PrintJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// Document is Value printed as JSON with "schema" as its first key: a document kvbench
+// prints whose type does not carry its schema itself (the type is also a record's part).
+type Document struct {
+	Schema string
+	Value  any
+}
+
+// MarshalJSON writes {"schema": ..., Value's keys...}; Value must encode as an object
+// without a schema key.
+func (d Document) MarshalJSON() ([]byte, error) {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // a selector's characters as the user wrote them
+	if err := enc.Encode(d.Value); err != nil {
+		return nil, err
+	}
+	obj := bytes.TrimSpace(body.Bytes())
+	if len(obj) < 2 || obj[0] != '{' {
+		return nil, fmt.Errorf("document of schema %s: not a JSON object", d.Schema)
+	}
+	schema, _ := json.Marshal(d.Schema)
+	out := append([]byte(`{"schema":`), schema...)
+	if rest := bytes.TrimSpace(obj[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, obj[1:]...), nil
 }
 
 // ConsoleFor is where a command's progress lines go: stderr when stdout carries JSON.

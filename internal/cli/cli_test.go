@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -132,5 +133,80 @@ func TestInputErrorKeepsAStop(t *testing.T) {
 	cancel()
 	if got := InputError(stopped, err); got != err {
 		t.Errorf("after a stop: %v, want the error unmarked (exit 1)", got)
+	}
+}
+
+// TestJSONFailure: under --format json a failure is one JSON document on stdout (its
+// message, kind, place and exit code) as well as the stderr line; a command that printed
+// its document before failing keeps it as the only one; text output prints nothing there.
+func TestJSONFailure(t *testing.T) {
+	Register(Command{Name: "jsonfail-test", Run: func(_ context.Context, args []string, stdout, _ io.Writer) error {
+		fs := NewFlagSet("jsonfail-test", "", "", stdout)
+		var format string
+		FormatVar(fs, &format, "output", "text", "json")
+		rest, err := Parse(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(rest) > 0 && rest[0] == "printed" {
+			if err := PrintJSON(stdout, Document{Schema: "x/v1", Value: map[string]bool{"regression": true}}); err != nil {
+				return err
+			}
+			return WithCode(ExitRegression, errors.New("1 regression(s)"))
+		}
+		return UsageError(placed("scenario.toml:3", errors.New("scenario.toml:3: bad key; get http://u:secret@h/x")))
+	}})
+	defer delete(Commands, "jsonfail-test")
+	for _, args := range [][]string{{"--format", "json"}, {"--format=json"}, {"-format", "json", "x"}} {
+		var stdout, stderr bytes.Buffer
+		err := Run(context.Background(), append([]string{"jsonfail-test"}, args...), &stdout, &stderr)
+		if codeOf(err) != ExitUsage {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var doc ErrorDoc
+		if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+			t.Fatalf("%v: stdout %q: %v", args, stdout.String(), err)
+		}
+		if doc.Schema != ErrorSchema || doc.ExitCode != ExitUsage || doc.Error.Kind != "bad_input" || doc.Error.Place != "scenario.toml:3" ||
+			!strings.HasPrefix(doc.Error.Message, "scenario.toml:3: bad key") || strings.Contains(doc.Error.Message, "secret") {
+			t.Errorf("%v: %+v", args, doc)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), []string{"jsonfail-test", "--format", "json", "--nope"}, &stdout, &stderr); codeOf(err) != ExitUsage || !strings.Contains(stdout.String(), `"exit_code": 2`) {
+		t.Errorf("a bad flag under --format json: %v, stdout %q", err, stdout.String())
+	}
+	stdout.Reset()
+	if err := Run(context.Background(), []string{"jsonfail-test", "printed", "--format", "json"}, &stdout, &stderr); codeOf(err) != ExitRegression {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &v); err != nil || v["schema"] != "x/v1" || v["regression"] != true {
+		t.Errorf("the command's own document must stay the one on stdout: %q (%v)", stdout.String(), err)
+	}
+	stdout.Reset()
+	if err := Run(context.Background(), []string{"jsonfail-test"}, &stdout, &stderr); err == nil || stdout.Len() != 0 {
+		t.Errorf("text output: %v, stdout %q", err, stdout.String())
+	}
+	stdout.Reset()
+	if err := Run(context.Background(), []string{"no-such-command", "--format", "json"}, &stdout, &stderr); err == nil || !strings.Contains(stdout.String(), `"unknown command`) {
+		t.Errorf("unknown command under --format json: stdout %q", stdout.String())
+	}
+}
+
+// TestDocumentPutsSchemaFirst: a printed document leads with its schema, the value's keys
+// after it, and an empty object is the schema alone.
+func TestDocumentPutsSchemaFirst(t *testing.T) {
+	data, err := json.Marshal(Document{Schema: "s/v1", Value: struct {
+		A string `json:"a"`
+	}{"x"}})
+	if err != nil || string(data) != `{"schema":"s/v1","a":"x"}` {
+		t.Errorf("%s %v", data, err)
+	}
+	if data, err = json.Marshal(Document{Schema: "s/v1", Value: struct{}{}}); err != nil || string(data) != `{"schema":"s/v1"}` {
+		t.Errorf("%s %v", data, err)
+	}
+	if _, err = json.Marshal(Document{Schema: "s/v1", Value: []int{1}}); err == nil {
+		t.Error("a list is no document")
 	}
 }

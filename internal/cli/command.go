@@ -13,7 +13,10 @@ import (
 type Command struct {
 	Name    string
 	Summary string
-	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// AlwaysJSON: the command prints nothing but JSON (counters), so its failures are JSON
+	// documents on stdout as under --format json.
+	AlwaysJSON bool
+	Run        func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // Commands is filled by Register calls in each subcommand's file.
@@ -55,7 +58,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	c, ok := Commands[args[0]]
 	if !ok {
-		return Usagef("unknown command %q (see 'kvbench help')", args[0])
+		c = Command{Run: func(context.Context, []string, io.Writer, io.Writer) error {
+			return Usagef("unknown command %q (see 'kvbench help')", args[0])
+		}}
+	}
+	if wantsJSON(c, args[1:]) {
+		return runJSON(ctx, c, args[1:], stdout, stderr)
 	}
 	return c.Run(ctx, args[1:], stdout, stderr)
 }

@@ -51,6 +51,9 @@ type StepStarted struct {
 	Artifact   string
 	// Describes says what the step sends, in words ("6 requests, concurrency 1").
 	Describes string
+	// Steps and Repetitions are how many steps a repetition has and how many repetitions
+	// the run makes: how far the run has got (a curve's points, a run's repeats).
+	Steps, Repetitions int
 }
 
 // RequestState is how far a request has come.

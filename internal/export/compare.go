@@ -46,12 +46,12 @@ func CompareFamilies(res *compare.Result, extra []Label) ([]*dto.MetricFamily, e
 }
 
 // regressed is 1 for a regression, 0 for another judgement, and nil (no series) when the
-// metric was not measured in both runs.
+// metric was not measured in both runs or its change could not be told from noise.
 func regressed(j stats.Judgement) *float64 {
 	switch j {
 	case stats.Regressed:
 		return ptr(1.0)
-	case stats.NotMeasured:
+	case stats.NotMeasured, stats.CannotTell:
 		return nil
 	}
 	return ptr(0.0)

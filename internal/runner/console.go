@@ -28,8 +28,14 @@ type Console struct {
 	// prefilling is the request whose prefill is being ticked (the client reports nothing
 	// between sending and the first output, which on a 150k prompt can be a minute).
 	prefilling *events.RequestProgress
-	// traceTenths is, per trace step, the tenths of its requests reported in plain lines.
+	// traceTenths is, per trace step, the tenths of its requests reported in plain lines,
+	// and traceFinal whether its closing line is out (each once per step, repeats included).
 	traceTenths map[string]int
+	traceFinal  map[string]bool
+	// started is when the run began; steps and requests are how many of its steps and
+	// requests are done: the run's progress at each step's start.
+	started         time.Time
+	steps, requests int
 }
 
 var _ events.Sink = (*Console)(nil)
@@ -48,8 +54,12 @@ func (c *Console) Handle(e events.Event) error {
 	switch e := e.(type) {
 	case events.Note:
 		c.Printf("%s", e.Text)
+	case events.RunStarted:
+		c.mu.Lock()
+		c.started = e.Started
+		c.mu.Unlock()
 	case events.StepStarted:
-		c.Printf("step %s: %s", e.Step, e.Describes)
+		c.stepStarted(e)
 	case events.RequestProgress:
 		c.progress(e)
 	case events.TraceProgress:
@@ -57,6 +67,9 @@ func (c *Console) Handle(e events.Event) error {
 	case events.RequestDone:
 		c.requestDone(e.Request)
 	case events.StepDone:
+		c.mu.Lock()
+		c.steps++
+		c.mu.Unlock()
 		c.stepDone(e.Step)
 		c.warmCaches(e)
 		c.reloadEvidence(e)
@@ -136,8 +149,27 @@ func progressText(p events.RequestProgress, elapsed time.Duration) string {
 	return fmt.Sprintf("  [%d] %d/%d tokens  %6ss  %-7s  %d tokens out", p.IndexInStep, p.PlannedTokens, p.PromptTokens, units.Sec(elapsed.Seconds()), p.State, p.Tokens)
 }
 
+// stepStarted names the step and, in a run of several steps (a curve's points, repeats),
+// how far the run has got: steps done of all, their share, the requests' rate, the ETA.
+func (c *Console) stepStarted(e events.StepStarted) {
+	c.mu.Lock()
+	if c.started.IsZero() {
+		c.started = time.Now()
+	}
+	delete(c.traceTenths, e.Step) // a repetition runs the step again: its progress anew
+	delete(c.traceFinal, e.Step)
+	total := e.Steps * max(e.Repetitions, 1)
+	progress := ""
+	if total > 1 {
+		progress = " [" + ProgressText(c.steps, total, "steps done", c.requests, time.Since(c.started)) + "]"
+	}
+	c.mu.Unlock()
+	c.Printf("step %s: %s%s", e.Step, e.Describes, progress) // "step ID: " leads, as it always did
+}
+
 // traceProgress shows a trace step's progress: on a terminal a live line redrawn at each
-// report; elsewhere a plain line at each tenth of the requests and at the end.
+// report; elsewhere a plain line at each tenth of the requests short of the end, and the
+// closing line once.
 func (c *Console) traceProgress(p events.TraceProgress) {
 	text := traceProgressText(p)
 	if c.tty && !p.Final {
@@ -146,13 +178,17 @@ func (c *Console) traceProgress(p events.TraceProgress) {
 	}
 	c.mu.Lock()
 	if c.traceTenths == nil {
-		c.traceTenths = map[string]int{}
+		c.traceTenths, c.traceFinal = map[string]int{}, map[string]bool{}
 	}
 	tenth := 10
 	if p.Total > 0 {
 		tenth = 10 * p.Done / p.Total
 	}
-	due := p.Final || tenth > c.traceTenths[p.Step]
+	due := tenth > c.traceTenths[p.Step] && tenth < 10 // all done: the closing line says it
+	if p.Final {
+		due = !c.traceFinal[p.Step]
+		c.traceFinal[p.Step] = true
+	}
 	if due {
 		c.traceTenths[p.Step] = tenth
 	}
@@ -173,8 +209,8 @@ func traceProgressText(p events.TraceProgress) string {
 		tiers = fmt.Sprintf("GPU %s, host %s, recompute %s of prompt tokens", sh.Value(t.GPU), sh.Value(t.Host), sh.Value(t.Recompute))
 	}
 	lag := units.Scale(units.Milliseconds, p.LagP50MS, p.LagP99MS)
-	return fmt.Sprintf("  trace %s: %d/%d done%s, %d in flight, %ss, dispatch lag p50 %s ms p99 %s ms, %s",
-		p.Step, p.Done, p.Total, failed, p.InFlight, units.Whole(p.Elapsed.Seconds()), lag.Format(p.LagP50MS), lag.Format(p.LagP99MS), tiers)
+	return fmt.Sprintf("  trace %s: %s%s, %d in flight, %ss, dispatch lag p50 %s ms p99 %s ms, %s",
+		p.Step, ProgressText(p.Done, p.Total, "requests", p.Done, p.Elapsed), failed, p.InFlight, units.Whole(p.Elapsed.Seconds()), lag.Format(p.LagP50MS), lag.Format(p.LagP99MS), tiers)
 }
 
 // shareText words a tier share; absent when the server does not expose its counter.
@@ -191,6 +227,7 @@ func shareText(v *float64) string {
 func (c *Console) requestDone(r record.Request) {
 	c.mu.Lock()
 	c.prefilling = nil
+	c.requests++
 	c.mu.Unlock()
 	res := r.Result
 	if r.Trace != nil && !res.Failed() && !res.ModelMismatch() {

@@ -64,8 +64,9 @@ func TestConsolePlain(t *testing.T) {
 }
 
 // TestConsoleTraceProgress: a trace step's progress is a live line on a terminal, redrawn in
-// place; elsewhere a plain line at each tenth of its requests and at the end, never one per
-// report. Absent tier counters read "absent", and a failed request still gets its line.
+// place; elsewhere a plain line at each tenth of its requests short of the end and the
+// closing line once (not twice: the last tenth is the end), never one per report. Absent
+// tier counters read "absent", and a failed request still gets its line.
 func TestConsoleTraceProgress(t *testing.T) {
 	gpu, host := 0.25, 0.5
 	shares := record.TierShares{Source: record.TierBySource, GPU: &gpu, Host: &host}
@@ -81,11 +82,14 @@ func TestConsoleTraceProgress(t *testing.T) {
 	c.Handle(events.RequestDone{Request: record.Request{IndexInStep: 7, Trace: &record.TraceRequest{}}})
 	c.Handle(events.RequestDone{Request: record.Request{IndexInStep: 8, Trace: &record.TraceRequest{}, Result: record.Result{ErrorKind: "http_status", Error: "boom"}}})
 	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
-	if len(lines) != 12 || strings.Contains(plain.String(), "\033") {
-		t.Fatalf("%d lines, want a tenth each, the end and the failure:\n%s", len(lines), plain.String())
+	if len(lines) != 11 || strings.Contains(plain.String(), "\033") {
+		t.Fatalf("%d lines, want one at each tenth up to 90%%, the end once and the failure:\n%s", len(lines), plain.String())
 	}
-	want := "  trace load: 100/100 done, 3 in flight, 0s, dispatch lag p50 0.10 ms p99 1.50 ms, GPU 25.0%, host 50.0%, recompute absent of prompt tokens"
-	if lines[10] != want || !strings.Contains(lines[11], "[8]") || !strings.Contains(lines[11], "FAILED (http_status): boom") {
+	if !strings.HasPrefix(lines[8], "  trace load: 90/100 requests (90%), 3 in flight") {
+		t.Errorf("the 90%% line: %q", lines[8])
+	}
+	want := "  trace load: 100/100 requests (100%), 3 in flight, 0s, dispatch lag p50 0.10 ms p99 1.50 ms, GPU 25.0%, host 50.0%, recompute absent of prompt tokens"
+	if lines[9] != want || !strings.Contains(lines[10], "[8]") || !strings.Contains(lines[10], "FAILED (http_status): boom") {
 		t.Errorf("lines:\n%s\nwant %q", plain.String(), want)
 	}
 	var tty lockedBuffer
@@ -120,5 +124,64 @@ func TestConsoleTierSplitAndUnread(t *testing.T) {
 	}
 	if got := UnreadLine("sglang", fams[:2]); !strings.HasSuffix(got, "sglang (2 cache families; verdicts are reached without them): a, b") {
 		t.Fatalf("unread line %q", got)
+	}
+}
+
+// TestProgressText: done of total, the percentage, the requests' rate and the time left at
+// that pace; neither rate nor ETA before anything is done, no ETA once all is.
+func TestProgressText(t *testing.T) {
+	for _, c := range []struct {
+		done, total, requests int
+		elapsed               time.Duration
+		want                  string
+	}{
+		{0, 600, 0, 0, "0/600 requests (0%)"},
+		{150, 600, 150, 30 * time.Second, "150/600 requests (25%), 5.0 requests/s, ETA 1m30s"},
+		{599, 600, 599, 10 * time.Minute, "599/600 requests (99%), 1.00 requests/s, ETA 1s"},
+		{600, 600, 600, 2 * time.Minute, "600/600 requests (100%), 5.0 requests/s"},
+	} {
+		if got := ProgressText(c.done, c.total, "requests", c.requests, c.elapsed); got != c.want {
+			t.Errorf("ProgressText(%d, %d, %d, %v) = %q, want %q", c.done, c.total, c.requests, c.elapsed, got, c.want)
+		}
+	}
+}
+
+// TestConsoleRunProgress: in a run of several steps (a curve's points, repeats) each step's
+// line says how many steps are done of all and, once one is, the pace and the ETA; a run of
+// one step says nothing of it. A trace step run again by a repetition reports anew.
+func TestConsoleRunProgress(t *testing.T) {
+	var out bytes.Buffer
+	c := NewConsole(&out, false)
+	c.Handle(events.RunStarted{Started: time.Now().Add(-time.Minute)})
+	for k := range 2 {
+		for i, id := range []string{"curve_1k", "curve_1k_replay"} {
+			c.Handle(events.StepStarted{Repetition: k, Index: i, Step: id, Describes: "1 request", Steps: 2, Repetitions: 2})
+			c.Handle(events.RequestDone{Request: record.Request{Step: id}})
+			c.Handle(events.StepDone{Repetition: k, Index: i})
+		}
+	}
+	var lines []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "step ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 4 || lines[0] != "step curve_1k: 1 request [0/4 steps done (0%)]" ||
+		!strings.HasPrefix(lines[2], "step curve_1k: 1 request [2/4 steps done (50%), ") || !strings.Contains(lines[2], " requests/s, ETA ") {
+		t.Fatalf("lines:\n%s", out.String())
+	}
+	out.Reset()
+	c = NewConsole(&out, false)
+	c.Handle(events.StepStarted{Step: "replay", Describes: "1 request", Steps: 1, Repetitions: 1})
+	if out.String() != "step replay: 1 request\n" {
+		t.Errorf("one step: %q", out.String())
+	}
+	for range 2 { // the same trace step in two repetitions: its closing line each time
+		c.Handle(events.StepStarted{Step: "load", Steps: 1, Repetitions: 2})
+		c.Handle(events.TraceProgress{Step: "load", Done: 50, Total: 100})
+		c.Handle(events.TraceProgress{Step: "load", Done: 100, Total: 100, Final: true})
+	}
+	if n := strings.Count(out.String(), "trace load: 100/100"); n != 2 || strings.Count(out.String(), "trace load: 50/100") != 2 {
+		t.Errorf("%d closing lines:\n%s", n, out.String())
 	}
 }

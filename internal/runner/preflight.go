@@ -95,6 +95,10 @@ func ClientConfig(sc *scenarios.Scenario, apiKey string) client.Config {
 	return client.Config{BaseURL: sc.Target.Endpoint, APIKey: apiKey, TokenizeTimeout: sc.Request.Timeout.Duration}
 }
 
+// PreflightSchema is the schema of the report kvbench preflight --format json prints (in a
+// run record the report is the preflight section, without it).
+const PreflightSchema = "anvil-serving.kvbench-preflight/v1"
+
 // PreflightReport is what kvbench found out about the server before running anything.
 type PreflightReport struct {
 	Endpoint             string   `json:"endpoint"`

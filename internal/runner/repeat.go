@@ -63,7 +63,7 @@ func (r *runner) runRepetition(ctx context.Context, k int, seed int64, p *plan.P
 			break
 		}
 		name := runs.ArtifactName(k, i, st.ID)
-		r.emit(events.StepStarted{Repetition: k, Index: i, Step: st.ID, Artifact: name, Describes: describe(st)})
+		r.emit(events.StepStarted{Repetition: k, Index: i, Step: st.ID, Artifact: name, Describes: describe(st), Steps: len(p.Steps), Repetitions: max(r.cfg.Repeat, 1)})
 		if r.failure() != nil {
 			break
 		}

@@ -182,7 +182,7 @@ func TestTraceStepOpenLoop(t *testing.T) {
 		t.Errorf("ideal %+v (%s)", sec.Ideal, sec.IdealUnavailable)
 	}
 	text := con.String()
-	for _, want := range []string{"trace load: 3/3 done, 0 in flight", "dispatch lag p50", "the host tier served 0.0% of prompt tokens (the GPU prefix cache 52.0%); an LRU host tier of its size (0 tokens) would have served 0.0%"} {
+	for _, want := range []string{"trace load: 3/3 requests (100%)", "dispatch lag p50", "the host tier served 0.0% of prompt tokens (the GPU prefix cache 52.0%); an LRU host tier of its size (0 tokens) would have served 0.0%"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("console lacks %q:\n%s", want, text)
 		}

@@ -146,7 +146,11 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 			break
 		}
 		level, name := p.Level(k)
-		fmt.Fprintf(console, "sweep level: %s\n", name)
+		requests := 0
+		for _, l := range sw.Levels {
+			requests += l.Requests
+		}
+		fmt.Fprintf(console, "sweep level: %s [%s]\n", name, runner.ProgressText(k, p.Levels(), "levels done", requests, time.Since(start)))
 		out, err := run(ctx, level, dir)
 		if err != nil && out == nil && len(sw.Levels) == 0 {
 			// Nothing was measured (the server refused or could not be reached, or a signal

@@ -121,7 +121,9 @@ func TestRunGoesOnPastFailedGates(t *testing.T) {
 	if res.Record.Levels[1].Run != sc.Name+"-users-4" || res.Record.Levels[1].RunSHA256 == "" {
 		t.Errorf("level 1 %+v", res.Record.Levels[1])
 	}
-	if !runs.IsSweep(res.Dir) || !strings.Contains(console.String(), "sweep level: 4 users") {
+	// Each level says how far the sweep has got: levels done of all, and past the first the ETA.
+	if !runs.IsSweep(res.Dir) || !strings.Contains(console.String(), "sweep level: 2 users [0/2 levels done (0%)]\n") ||
+		!strings.Contains(console.String(), "sweep level: 4 users [1/2 levels done (50%)") || !strings.Contains(console.String(), "ETA ") {
 		t.Errorf("no sweep record in %s, console %q", res.Dir, console.String())
 	}
 	dirs, err := ExpandDirs([]string{res.Dir, "other"})
