@@ -218,6 +218,9 @@ type CompletionRequest struct {
 	ExtraBody           map[string]any
 	Timeout             time.Duration
 	CachedTokensDetails bool
+	// Body, when set, is the request as EncodeCompletion rendered it from the fields above,
+	// sent as it is: a caller encodes ahead so that no encoding delays a request due now.
+	Body []byte
 }
 
 // TierTokens is SGLang's sglext.cached_tokens_details: the record's type.
@@ -298,9 +301,12 @@ func (c *Client) StreamCompletion(ctx context.Context, req CompletionRequest, pr
 	if req.Model == "" || (len(req.PromptTokenIDs) == 0 && req.PromptText == "") {
 		return invalidRequest(start, req.Model, "completion request needs a model and a prompt")
 	}
-	body, err := encodeCompletionRequest(req)
-	if err != nil {
-		return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.completions.where, err)))
+	body := req.Body
+	if body == nil {
+		var err error
+		if body, err = encodeCompletionRequest(req); err != nil {
+			return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.completions.where, err)))
+		}
 	}
 	return c.streamRequest(ctx, start, c.completions, req.Model, body, req.Timeout, false, progress)
 }
