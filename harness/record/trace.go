@@ -115,11 +115,15 @@ type TraceRequest struct {
 	TraceTimeMS float64 `json:"trace_time_ms"`
 	// ScheduledMS is when it was due, since the step started (open loop: its timestamp's
 	// offset from the window's first request, times time_scale; closed loop: when a slot
-	// freed up for it); DispatchLagMS how late it went out.
-	ScheduledMS   float64 `json:"scheduled_ms"`
-	DispatchLagMS float64 `json:"dispatch_lag_ms"`
-	InputLength   int     `json:"input_length"`
-	OutputLength  int     `json:"output_length"`
+	// freed up for it); DispatchLagMS how late it went out: to its body written to the
+	// connection where BodyWritten, else (records before it, a client that is not HTTP) to
+	// when kvbench took it up. StartLagMS is the latter, absent in older records.
+	ScheduledMS   float64  `json:"scheduled_ms"`
+	DispatchLagMS float64  `json:"dispatch_lag_ms"`
+	StartLagMS    *float64 `json:"start_lag_ms,omitempty"`
+	BodyWritten   bool     `json:"body_written,omitempty"`
+	InputLength   int      `json:"input_length"`
+	OutputLength  int      `json:"output_length"`
 	// MaxTokens is what the request asked for: output_length, at least 1.
 	MaxTokens int `json:"max_tokens"`
 	// HashIDs is how many block ids the trace named for it.

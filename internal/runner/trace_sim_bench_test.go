@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/sim"
 )
@@ -133,5 +134,16 @@ func BenchmarkTraceDispatchLagSim(b *testing.B) {
 		b.ReportMetric(peak, "client-peak-RSS-MiB")
 		b.ReportMetric(*out.Steps[0].Client.CPUMSPer1kOutputTokens, "client-CPU-ms/1k-output-tokens")
 		b.ReportMetric(float64(sec.PeakInFlight), "peak-in-flight")
+		// The lag to when a worker took the request up: the dispatcher's own share.
+		var started []float64
+		for _, q := range out.Steps[0].Requests {
+			if q.Trace != nil && q.Trace.StartLagMS != nil {
+				started = append(started, *q.Trace.StartLagMS)
+			}
+		}
+		if p := derive.PercentilesOf(started); p.P99 != nil {
+			b.ReportMetric(*p.P50, "start-lag-p50-ms")
+			b.ReportMetric(*p.P99, "start-lag-p99-ms")
+		}
 	}
 }
