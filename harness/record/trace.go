@@ -130,6 +130,19 @@ type TraceRequest struct {
 	HashIDs int `json:"hash_ids"`
 }
 
+// DispatchBehind is the finding that an open-loop replay fell behind its trace: its dispatch
+// lag p99 exceeded ThresholdP99MS (docs/traces.md, "Falling behind").
+type DispatchBehind struct {
+	ThresholdP99MS float64 `json:"threshold_p99_ms"`
+	LagP50MS       float64 `json:"lag_p50_ms"`
+	LagP99MS       float64 `json:"lag_p99_ms"`
+	LagMaxMS       float64 `json:"lag_max_ms"`
+	// OfferedRequestsPerSecond is the rate the trace asked for; null for a window of one
+	// instant.
+	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`
+	Finding                  string   `json:"finding"`
+}
+
 // TraceSection is a trace step in the run record: what was sent and how fast it was
 // served, how the prompt tokens were served (from the step's counters, before its first
 // request and after its last) beside the ideal at the server's pool sizes, and the series.
@@ -155,6 +168,9 @@ type TraceSection struct {
 	TTFTMS                Percentiles `json:"time_to_first_output_ms"`
 	DecodeTokensPerSecond Percentiles `json:"decode_tokens_per_second"`
 	DispatchLagMS         Percentiles `json:"dispatch_lag_ms"`
+	// DispatchBehind is set when an open loop's requests went out late past its threshold:
+	// the load the server saw was not the trace's.
+	DispatchBehind *DispatchBehind `json:"dispatch_behind,omitempty"`
 	// PromptTokens and CachedPromptTokens sum usage over the requests; null when none
 	// reported them. RequestTiers sums the per-request tier split where the engine gives it
 	// (SGLang's cached_tokens_details); null where it does not.

@@ -27,7 +27,7 @@ import (
 // completionServer is a fast stand-in for an engine's /v1/completions: it reads the whole
 // prompt, counts its token ids, and streams max_tokens output tokens in 16 chunks, then usage
 // and [DONE]. Its own memory is small (the body goes to a discarding buffer).
-func completionServer(b *testing.B) *httptest.Server {
+func completionServer(b testing.TB) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Count the body's commas as it streams past and keep its tail, where max_tokens
 		// follows the prompt.

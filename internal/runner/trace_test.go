@@ -150,6 +150,10 @@ func TestTraceStepOpenLoop(t *testing.T) {
 		if q.IndexInStep != i || tr.Line != wantLines[i] || tr.ScheduledMS != wantScheduled[i] || tr.DispatchLagMS < 0 {
 			t.Errorf("request %d: index %d, trace %+v", i, q.IndexInStep, tr)
 		}
+		// The fake client is not HTTP: the lag runs to when a worker took the request up.
+		if tr.BodyWritten || tr.StartLagMS == nil || *tr.StartLagMS != tr.DispatchLagMS {
+			t.Errorf("request %d: lag %v, start lag %v, body written %v", i, tr.DispatchLagMS, tr.StartLagMS, tr.BodyWritten)
+		}
 		if q.Prompt.Tokens != tr.InputLength || q.Prompt.TokenCounting != scenarios.PromptFormTokenIDs || len(q.Prompt.Identity) != 64 {
 			t.Errorf("request %d: prompt %+v", i, q.Prompt)
 		}
@@ -189,6 +193,32 @@ func TestTraceStepOpenLoop(t *testing.T) {
 	}
 	if strings.Contains(text, "  [0] planned") {
 		t.Errorf("the console printed a line per successful trace request:\n%s", text)
+	}
+}
+
+// TestTraceLagRunsToBodyWritten: over HTTP a request's dispatch lag runs from its due time
+// to its body written, after a worker took it up (its start lag), and the body sent is the
+// one encoded ahead.
+func TestTraceLagRunsToBodyWritten(t *testing.T) {
+	srv := completionServer(t)
+	m := newFakeMetrics()
+	c := client.New(client.Config{BaseURL: srv.URL + "/v1"})
+	lines := []string{traceLine(1000, 10, 3, 1, 2, 3), traceLine(1010, 9, 2, 1, 2, 4), traceLine(1020, 6, 2, 5)}
+	cfg := traceConfig(t, lines, "time_scale = 0.5", c, m)
+	out := run(t, context.Background(), cfg)
+	st := out.Steps[0]
+	if len(st.Requests) != 3 {
+		t.Fatalf("%d requests", len(st.Requests))
+	}
+	for i, q := range st.Requests {
+		tr := q.Trace
+		if q.Result.Failed() || !tr.BodyWritten || tr.StartLagMS == nil || tr.DispatchLagMS < *tr.StartLagMS {
+			t.Errorf("request %d: %s; lag %v, start lag %v, body written %v", i, q.Result.Error, tr.DispatchLagMS, tr.StartLagMS, tr.BodyWritten)
+		}
+		// The fake engine counts the ids it was sent.
+		if q.Result.PromptTokens == nil || *q.Result.PromptTokens != tr.InputLength {
+			t.Errorf("request %d: the server counted %v prompt tokens, want %d", i, q.Result.PromptTokens, tr.InputLength)
+		}
 	}
 }
 
