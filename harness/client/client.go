@@ -218,8 +218,9 @@ type CompletionRequest struct {
 	ExtraBody           map[string]any
 	Timeout             time.Duration
 	CachedTokensDetails bool
-	// Body, when set, is the request as EncodeCompletion rendered it from the fields above,
-	// sent as it is: a caller encodes ahead so that no encoding delays a request due now.
+	// Body, when set, is the request as EncodeCompletion rendered it, sent as it is, and
+	// the prompt fields may be left empty: a caller encodes ahead, so that no encoding
+	// delays a request due now, and drops the prompt it no longer needs.
 	Body []byte
 }
 
@@ -298,7 +299,7 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 // stream reader, bounds, timings and failure kinds.
 func (c *Client) StreamCompletion(ctx context.Context, req CompletionRequest, progress func(Progress)) Result {
 	start := time.Now()
-	if req.Model == "" || (len(req.PromptTokenIDs) == 0 && req.PromptText == "") {
+	if req.Model == "" || (req.Body == nil && len(req.PromptTokenIDs) == 0 && req.PromptText == "") {
 		return invalidRequest(start, req.Model, "completion request needs a model and a prompt")
 	}
 	body := req.Body

@@ -44,8 +44,8 @@ type traceJob struct {
 	output    int // the trace's output_length
 	maxTokens int // asked: output_length, at least 1
 	hashIDs   int
-	ids       *[]int32 // token-id form (returned to idBuffers once sent)
-	text      string   // text form
+	ids       *[]int32 // token-id form (returned to idBuffers once encoded into body, or sent)
+	text      string   // text form ("" once encoded into body)
 	identity  string
 	body      []byte    // the request's JSON body, encoded ahead of its due time; nil if it failed to encode (the client then reports why)
 	due       time.Time // when it is to go out
@@ -457,23 +457,26 @@ func (r *runner) completionRequest(ts *scenarios.Step, output int) client.Comple
 	}
 }
 
-// traceRequest is job as sent.
+// traceRequest is job as sent: its body encoded ahead, or (before that, or where encoding
+// failed, which the client then reports) its prompt.
 func (r *runner) traceRequest(ts *scenarios.Step, job *traceJob) client.CompletionRequest {
 	req := r.completionRequest(ts, job.maxTokens)
+	req.Body = job.body
 	if job.ids != nil {
 		req.PromptTokenIDs = *job.ids
 	} else {
 		req.PromptText = job.text
 	}
-	req.Body = job.body
 	return req
 }
 
-// prepareTraceJob encodes job's body ahead of its due time and gives it the context that
-// notes when the body was written, in nanoseconds since start.
+// prepareTraceJob encodes job's body ahead of its due time, in place of its prompt, and gives
+// it the context that notes when the body was written, in nanoseconds since start.
 func (r *runner) prepareTraceJob(ctx context.Context, ts *scenarios.Step, job *traceJob, start time.Time) {
 	if body, err := client.EncodeCompletion(r.traceRequest(ts, job)); err == nil {
-		job.body = body
+		// The body carries the prompt: holding it twice would double a request's memory.
+		job.body, job.text = body, ""
+		releaseIDs(job)
 	}
 	wrote := new(atomic.Int64)
 	job.wrote = wrote

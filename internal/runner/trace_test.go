@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	defer f.inFlight.Add(-1)
 	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
 	}
-	req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs) // the runner reuses the buffer once the call returns
+	req = withPrompt(req)
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
 	count := len(f.calls)
@@ -66,6 +67,22 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	res := okResult(tokens, nil)
 	res.OutputTokens = req.MaxTokens
 	return res
+}
+
+// withPrompt is req with its prompt in PromptTokenIDs or PromptText, decoded from its body
+// where the runner sent it encoded, else copied (the runner reuses the buffer).
+func withPrompt(req client.CompletionRequest) client.CompletionRequest {
+	if req.Body == nil {
+		req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs)
+		return req
+	}
+	var body struct {
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	if json.Unmarshal(req.Body, &body) == nil && json.Unmarshal(body.Prompt, &req.PromptTokenIDs) != nil {
+		_ = json.Unmarshal(body.Prompt, &req.PromptText)
+	}
+	return req
 }
 
 func (f *fakeCompletions) requests() []client.CompletionRequest {
@@ -302,7 +319,7 @@ func (h *hookCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	if h.n.Add(1) == h.at {
 		h.hook()
 	}
-	if h.fail != nil && h.fail(req) {
+	if h.fail != nil && h.fail(withPrompt(req)) {
 		return client.Result{StartedAt: time.Now().UTC(), Model: req.Model, ErrorKind: client.ErrorKindServerError, Error: "fake failure"}
 	}
 	return h.fakeCompletions.StreamCompletion(ctx, req, p)
