@@ -114,8 +114,8 @@ type TraceRequest struct {
 	Line        int     `json:"line"`
 	TraceTimeMS float64 `json:"trace_time_ms"`
 	// ScheduledMS is when it was due, since the step started (open loop: its timestamp's
-	// offset from the window's first request, times time_scale; closed loop: when a slot
-	// freed up for it); DispatchLagMS how late it went out: to its body written to the
+	// offset from the window's first request, times time_scale, from when the replay's first
+	// prompts were built; closed loop: when a slot freed up for it); DispatchLagMS how late it went out: to its body written to the
 	// connection where BodyWritten, else (records before it, a client that is not HTTP) to
 	// when kvbench took it up. StartLagMS is the latter, absent in older records.
 	ScheduledMS   float64  `json:"scheduled_ms"`

@@ -247,9 +247,10 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	defer stopBuilder()
 	var buildErr error
 	ahead := func(job *traceJob) { r.prepareTraceJob(ctx, ts, job, start) }
+	primed := make(chan struct{}) // closed once promptsAhead requests are built, or all are
 	go func() {
 		defer close(jobs)
-		buildErr = buildTraceJobs(bctx, ts, sel, planned, b, form, ahead, jobs)
+		buildErr = buildTraceJobs(bctx, ts, sel, planned, b, form, ahead, jobs, primed)
 	}()
 	defer func() {
 		stopBuilder()
@@ -290,6 +291,14 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	for range min(slots, traceWorkersAhead) {
 		startWorker(nil)
 	}
+	// An open loop's clock starts once the first requests are built: were it started with
+	// the step, those due in its first milliseconds would go out late by their building.
+	select {
+	case <-primed:
+	case <-ctx.Done():
+		return nil
+	}
+	origin := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var first time.Duration
@@ -311,7 +320,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		if ts.ClosedLoop() {
 			job.due = time.Now() // a slot freed up: it is due now
 		} else {
-			job.due = start.Add(time.Duration(float64(job.traceTime-first) * ts.TimeScale))
+			job.due = origin.Add(time.Duration(float64(job.traceTime-first) * ts.TimeScale))
 			if !sleepUntil(ctx, timer, job.due) {
 				<-sem
 				releaseIDs(&job)
@@ -339,7 +348,12 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 // returns a read error of the trace, or nil at the window's end, after the planned count
 // (lines appended since planning are not replayed), or when ctx ends.
 func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, b *prompts.BlockBuilder, form string,
-	ahead func(*traceJob), jobs chan<- traceJob) error {
+	ahead func(*traceJob), jobs chan<- traceJob, primed chan<- struct{}) error {
+	defer func() {
+		if primed != nil {
+			close(primed)
+		}
+	}()
 	var req trace.Request
 	var scratch []byte
 	for i := 0; i < planned; i++ {
@@ -361,6 +375,10 @@ func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selectio
 		case <-ctx.Done():
 			releaseIDs(&job)
 			return nil
+		}
+		if i+1 == promptsAhead {
+			close(primed)
+			primed = nil
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -161,10 +162,13 @@ func TestTraceStepOpenLoop(t *testing.T) {
 	if st.Kind != record.KindTrace || len(st.Requests) != 3 || st.Trace.DroppedRequests != 1 || st.Trace.PlannedRequests != 3 {
 		t.Fatalf("step: kind %s, %d requests, trace %+v", st.Kind, len(st.Requests), st.Trace)
 	}
-	wantLines, wantScheduled := []int{1, 2, 4}, []float64{0, 20, 100} // (timestamp - 1000) x 0.5
+	// The schedule is (timestamp - 1000) x 0.5 from when the replay's clock started, once
+	// its first prompts were built.
+	wantLines, wantScheduled := []int{1, 2, 4}, []float64{0, 20, 100}
+	origin := st.Requests[0].Trace.ScheduledMS
 	for i, q := range st.Requests {
 		tr := q.Trace
-		if q.IndexInStep != i || tr.Line != wantLines[i] || tr.ScheduledMS != wantScheduled[i] || tr.DispatchLagMS < 0 {
+		if q.IndexInStep != i || tr.Line != wantLines[i] || math.Abs(tr.ScheduledMS-origin-wantScheduled[i]) > 1e-6 || origin < 0 || tr.DispatchLagMS < 0 {
 			t.Errorf("request %d: index %d, trace %+v", i, q.IndexInStep, tr)
 		}
 		// The fake client is not HTTP: the lag runs to when a worker took the request up.
