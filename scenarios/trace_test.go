@@ -116,6 +116,15 @@ func TestTraceStepRejects(t *testing.T) {
 			t.Errorf("%q -> %q: %v\nwant %s", c.from, c.to, err, c.want)
 		}
 	}
+	// require_on_time needs an open-loop trace step; it is taken on one.
+	onTime := "[[gate]]\nstep = \"load\"\nrequire_on_time = true\n"
+	if _, err := Parse([]byte(traceScenario+onTime), "r.toml"); err != nil {
+		t.Errorf("require_on_time on an open loop: %v", err)
+	}
+	closed := strings.Replace(traceScenario, "duration = \"5m\"\ntime_scale = 0.1\n", "concurrency = 4\nrequests = 100\n", 1)
+	if _, err := Parse([]byte(closed+onTime), "r.toml"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "gate[0].require_on_time: applies to an open-loop trace step") {
+		t.Errorf("require_on_time on a closed loop: %v", err)
+	}
 	// A replay of a trace step has no prompt to resend.
 	doc := traceScenario + "[[step]]\nid = \"again\"\nreplay = { step = \"load\", request = 0 }\n"
 	if _, err := Parse([]byte(doc), "r.toml"); err == nil || !strings.Contains(err.Error(), `"load" is a trace step`) {

@@ -570,6 +570,17 @@ var rules = []rule{
 			c.bad(c.k("max_failed_requests"), "must not be negative")
 		}
 	}},
+	{key: "gate[].require_on_time", check: func(c *checker) {
+		g := c.gate()
+		if !g.RequireOnTime {
+			return
+		}
+		for _, st := range c.s.Steps {
+			if st.ID == g.Step && (st.Kind != KindTrace || st.ClosedLoop()) {
+				c.bad(c.k("require_on_time"), "applies to an open-loop trace step (kind = %q, no concurrency); step %q is not one", KindTrace, g.Step)
+			}
+		}
+	}},
 
 	{key: "probe[].timeout", check: func(c *checker) { c.nonNegative(c.k("timeout"), c.probe().Timeout) }},
 	{key: "probe[].name", check: func(c *checker) {

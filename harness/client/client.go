@@ -224,6 +224,10 @@ type CompletionRequest struct {
 	ExtraBody           map[string]any
 	Timeout             time.Duration
 	CachedTokensDetails bool
+	// Body, when set, is the request as EncodeCompletion rendered it, sent as it is, and
+	// the prompt fields may be left empty: a caller encodes ahead, so that no encoding
+	// delays a request due now, and drops the prompt it no longer needs.
+	Body []byte
 }
 
 // TierTokens is SGLang's sglext.cached_tokens_details: the record's type.
@@ -301,12 +305,15 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 // stream reader, bounds, timings and failure kinds.
 func (c *Client) StreamCompletion(ctx context.Context, req CompletionRequest, progress func(Progress)) Result {
 	start := time.Now()
-	if req.Model == "" || (len(req.PromptTokenIDs) == 0 && req.PromptText == "") {
+	if req.Model == "" || (req.Body == nil && len(req.PromptTokenIDs) == 0 && req.PromptText == "") {
 		return invalidRequest(start, req.Model, "completion request needs a model and a prompt")
 	}
-	body, err := encodeCompletionRequest(req)
-	if err != nil {
-		return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.completions.where, err)))
+	body := req.Body
+	if body == nil {
+		var err error
+		if body, err = encodeCompletionRequest(req); err != nil {
+			return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.completions.where, err)))
+		}
 	}
 	return c.streamRequest(ctx, start, c.completions, req.Model, body, req.Timeout, false, progress)
 }

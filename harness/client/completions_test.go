@@ -86,3 +86,58 @@ func TestStreamCompletionFailures(t *testing.T) {
 		t.Errorf("sent fields %s %v", sent, err)
 	}
 }
+
+// TestEncodeCompletion: the body, its prompt spliced in without a second scan, is byte for
+// byte what marshalling the whole body gives, for token ids, text (HTML characters escaped
+// as json.Marshal does) and extra_body; and a body encoded ahead is sent as it is.
+func TestEncodeCompletion(t *testing.T) {
+	type whole struct {
+		Model         string          `json:"model"`
+		Prompt        json.RawMessage `json:"prompt,omitempty"`
+		MaxTokens     int             `json:"max_tokens,omitempty"`
+		Temperature   float32         `json:"temperature"`
+		Stream        bool            `json:"stream"`
+		StreamOptions streamOptions   `json:"stream_options"`
+		IgnoreEOS     bool            `json:"ignore_eos,omitempty"`
+		MinTokens     int             `json:"min_tokens,omitempty"`
+
+		ReturnCachedTokensDetails bool `json:"return_cached_tokens_details,omitempty"`
+	}
+	for _, req := range []CompletionRequest{
+		{Model: "m<&>", PromptTokenIDs: []int32{0, 17, 31999}, MaxTokens: 9, Temperature: 0.5, IgnoreEOS: true, MinTokens: 2, CachedTokensDetails: true},
+		{Model: "m", PromptText: "a <b> & \"c\"\n\u2028", MaxTokens: 1},
+		{Model: "m", PromptTokenIDs: []int32{5}, ExtraBody: map[string]any{"top_k": 3}},
+	} {
+		var prompt []byte
+		if req.PromptText != "" {
+			prompt, _ = json.Marshal(req.PromptText)
+		} else {
+			ids, _ := json.Marshal(req.PromptTokenIDs)
+			prompt = ids
+		}
+		want, err := json.Marshal(whole{Model: req.Model, Prompt: prompt, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Stream: true,
+			StreamOptions: streamOptions{IncludeUsage: true}, IgnoreEOS: req.IgnoreEOS, MinTokens: req.MinTokens, ReturnCachedTokensDetails: req.CachedTokensDetails})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(req.ExtraBody) > 0 {
+			want = append(want[:len(want)-1], `,"top_k":3}`...)
+		}
+		got, err := EncodeCompletion(req)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%+v:\n got %s %v\nwant %s", req, got, err, want)
+		}
+	}
+
+	var sent []byte
+	srv := sseServer(t, func(w http.ResponseWriter, r *http.Request) {
+		sent, _ = io.ReadAll(r.Body)
+		startStream(w)
+		writeEvents(w, textChunk("a", "length"), usageChunk(1, 1, ""), "[DONE]")
+	})
+	c := New(Config{BaseURL: srv.URL + "/v1"})
+	body := []byte(`{"model":"m","prompt":[7],"stream":true}`)
+	if res := c.StreamCompletion(context.Background(), CompletionRequest{Model: "m", Body: body}, nil); res.Failed() || string(sent) != string(body) {
+		t.Errorf("sent %s (%s), want the body encoded ahead", sent, res.Error)
+	}
+}

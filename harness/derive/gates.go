@@ -65,6 +65,9 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 				pass, fail := identicalOutput(s.ReloadFidelity)
 				check(fail == "", pass, fail)
 			}
+			if g.RequireOnTime {
+				fails = append(fails, "require_on_time applies to open-loop trace steps only")
+			}
 		case sec.Sequence != nil:
 			s := sec.Sequence
 			if g.RequireStore {
@@ -85,12 +88,19 @@ func EvaluateGates(gates []scenarios.Gate, sections []record.Section) []record.G
 			if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.RequireIdenticalOutput {
 				fails = append(fails, "verdict, cached fraction, setup validity and identical output apply to replay steps only")
 			}
+			if g.RequireOnTime {
+				fails = append(fails, "require_on_time applies to open-loop trace steps only")
+			}
 		case sec.Conversation != nil:
 			c := sec.Conversation
 			passes, fails = loadGate(g, "conversation", c.TTFTMS.P90, c.FailedRequests, c.StoreBytesDelta, passes, fails)
 		case sec.Trace != nil:
 			t := sec.Trace
 			passes, fails = loadGate(g, "trace", t.TTFTMS.P90, t.FailedRequests, t.StoreBytesDelta, passes, fails)
+			if g.RequireOnTime {
+				pass, fail := onTime(t)
+				check(fail == "", pass, fail)
+			}
 		default:
 			fails = append(fails, "the step was not measured")
 		}
@@ -287,7 +297,24 @@ func loadGate(g scenarios.Gate, kind string, ttftP90 *float64, failed int, store
 	if g.Verdict != "" || g.MinCachedFraction > 0 || g.RequireValidSetup || g.MinDecodeTokensPerSec > 0 {
 		fails = append(fails, "verdict, cached fraction, decode rate and setup validity do not apply to "+kind+" steps")
 	}
+	if g.RequireOnTime && kind != "trace" {
+		fails = append(fails, "require_on_time applies to open-loop trace steps only")
+	}
 	return passes, fails
+}
+
+// onTime words a trace step's require_on_time check: what passed, or why it failed ("" when
+// it passed).
+func onTime(t *record.TraceSection) (pass, fail string) {
+	switch {
+	case t.Mode != record.TraceOpenLoop:
+		return "", "require_on_time applies to open-loop trace steps only (this one is a closed loop)"
+	case t.DispatchLagMS.P99 == nil:
+		return "", "no request was sent, so none went out on time"
+	case t.DispatchBehind != nil:
+		return "", t.DispatchBehind.Finding
+	}
+	return fmt.Sprintf("on time: dispatch lag p99 %s ms <= %s", units.MS(t.DispatchLagMS.P99), units.Exact(DispatchBehindP99MS)), ""
 }
 
 func b2i(b bool) int {

@@ -52,9 +52,33 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 		}
 	}
 	s.TTFTMS, s.DecodeTokensPerSecond, s.DispatchLagMS = PercentilesOf(ttfts), PercentilesOf(decode), PercentilesOf(lags)
+	if s.Mode == record.TraceOpenLoop {
+		s.DispatchBehind = DispatchBehindOf(s.DispatchLagMS, s.OfferedRequestsPerSecond)
+	}
 	s.Tiers, s.StepLoad, s.CountersValid, s.InvalidReasons = stepLoad(st)
 	s.Finding = TraceFinding(s.Tiers, s.CountersValid, s.Ideal, s.IdealUnavailable)
 	return s
+}
+
+// DispatchBehindP99MS is the dispatch-lag p99 past which an open-loop replay fell behind its
+// trace (docs/traces.md, "Falling behind"): a few milliseconds is within one scheduling step
+// of an engine, so the server saw the trace's arrivals; past it requests bunch up.
+const DispatchBehindP99MS = 5.0
+
+// DispatchBehindOf is the finding of an open loop whose dispatch lag p99 exceeded
+// DispatchBehindP99MS; nil when it did not or no request was sent.
+func DispatchBehindOf(lag record.Percentiles, offered *float64) *record.DispatchBehind {
+	if lag.P99 == nil || *lag.P99 <= DispatchBehindP99MS {
+		return nil
+	}
+	d := &record.DispatchBehind{ThresholdP99MS: DispatchBehindP99MS, LagP50MS: *lag.P50, LagP99MS: *lag.P99, LagMaxMS: *lag.Max, OfferedRequestsPerSecond: offered}
+	rate := "its trace's rate"
+	if offered != nil {
+		rate = units.Rate(offered) + " requests/s"
+	}
+	d.Finding = fmt.Sprintf("the replay fell behind its trace: dispatch lag p99 %s ms (p50 %s, max %s) over the %s ms threshold at %s offered, so the load the server saw was not the trace's",
+		units.MS(lag.P99), units.MS(lag.P50), units.MS(lag.Max), units.Exact(DispatchBehindP99MS), rate)
+	return d
 }
 
 func addInt(sum *float64, v *int) *float64 {

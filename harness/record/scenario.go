@@ -56,6 +56,9 @@ type Gate struct {
 	// (or byte for byte where the engine returns no token ids), at temperature 0.
 	RequireIdenticalOutput bool `toml:"require_identical_output" json:"require_identical_output,omitempty"`
 	MaxFailedRequests      *int `toml:"max_failed_requests" json:"max_failed_requests,omitempty"`
+	// RequireOnTime: the open-loop trace step did not fall behind its trace (its section has
+	// no dispatch_behind).
+	RequireOnTime bool `toml:"require_on_time" json:"require_on_time,omitempty"`
 	// Implicit marks the gate kvbench adds to a step whose requests failed when no gate of
 	// the scenario sets max_failed_requests for it (never written in a scenario file).
 	Implicit bool `toml:"-" json:"implicit,omitempty"`

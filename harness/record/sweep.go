@@ -63,6 +63,9 @@ type SweepLevel struct {
 	// DispatchLagMS is a request-rate level's dispatch lag: a client that fell behind the
 	// trace offered less than the rate.
 	DispatchLagMS *Percentiles `json:"dispatch_lag_ms,omitempty"`
+	// DispatchBehind is set when the level's replay fell behind its trace: the server saw
+	// less than the level's rate.
+	DispatchBehind *DispatchBehind `json:"dispatch_behind,omitempty"`
 	// IdealHostShare is a request-rate level's ideal host share at the server's pool sizes.
 	IdealHostShare *float64 `json:"ideal_host_share,omitempty"`
 	CountersValid  bool     `json:"counters_valid"`
@@ -93,7 +96,7 @@ func SweepTraceLevelOf(timeScale float64, rate *float64, run, sum, status string
 		l.Requests, l.FailedRequests = ts.Requests, ts.FailedRequests
 		l.TTFTMS, l.Tiers, l.Preemptions, l.CountersValid = ts.TTFTMS, ts.Tiers, ts.Preemptions, ts.CountersValid
 		lag := ts.DispatchLagMS
-		l.DispatchLagMS = &lag
+		l.DispatchLagMS, l.DispatchBehind = &lag, ts.DispatchBehind
 		if ts.Ideal != nil {
 			v := ts.Ideal.HostShare
 			l.IdealHostShare = &v

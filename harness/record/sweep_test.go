@@ -86,6 +86,11 @@ func TestSweepRequestRateCapacity(t *testing.T) {
 	if l, ok := s.CapacityLevel(); !ok || l.Key() != "time_scale=0.5" || l.LoadValue() != 2 || *l.IdealHostShare != 0.3 {
 		t.Errorf("capacity level %+v", l)
 	}
+	// A level whose replay fell behind carries the finding.
+	behind := &TraceSection{Requests: 100, CountersValid: true, DispatchBehind: &DispatchBehind{ThresholdP99MS: 5, LagP99MS: 40}}
+	if l := SweepTraceLevelOf(0.1, nil, "r", "s", StatusCompleted, behind, &th); l.DispatchBehind == nil || l.DispatchBehind.LagP99MS != 40 {
+		t.Errorf("a level that fell behind: %+v", l.DispatchBehind)
+	}
 	s.Levels[0] = level(1, 100, 3)
 	s.Decide()
 	if s.CapacityRequestsPerSecond != nil || !strings.Contains(s.CapacityReason, "no capacity: the lowest level, 10.0 requests/s (time_scale 1), had 3 failed requests of 100") {

@@ -138,16 +138,33 @@ type TraceRequest struct {
 	Line        int     `json:"line"`
 	TraceTimeMS float64 `json:"trace_time_ms"`
 	// ScheduledMS is when it was due, since the step started (open loop: its timestamp's
-	// offset from the window's first request, times time_scale; closed loop: when a slot
-	// freed up for it); DispatchLagMS how late it went out.
-	ScheduledMS   float64 `json:"scheduled_ms"`
-	DispatchLagMS float64 `json:"dispatch_lag_ms"`
-	InputLength   int     `json:"input_length"`
-	OutputLength  int     `json:"output_length"`
+	// offset from the window's first request, times time_scale, from when the replay's first
+	// prompts were built; closed loop: when a slot freed up for it); DispatchLagMS how late it went out: to its body written to the
+	// connection where BodyWritten, else (records before it, a client that is not HTTP) to
+	// when kvbench took it up. StartLagMS is the latter, absent in older records.
+	ScheduledMS   float64  `json:"scheduled_ms"`
+	DispatchLagMS float64  `json:"dispatch_lag_ms"`
+	StartLagMS    *float64 `json:"start_lag_ms,omitempty"`
+	BodyWritten   bool     `json:"body_written,omitempty"`
+	InputLength   int      `json:"input_length"`
+	OutputLength  int      `json:"output_length"`
 	// MaxTokens is what the request asked for: output_length, at least 1.
 	MaxTokens int `json:"max_tokens"`
 	// HashIDs is how many block ids the trace named for it.
 	HashIDs int `json:"hash_ids"`
+}
+
+// DispatchBehind is the finding that an open-loop replay fell behind its trace: its dispatch
+// lag p99 exceeded ThresholdP99MS (docs/traces.md, "Falling behind").
+type DispatchBehind struct {
+	ThresholdP99MS float64 `json:"threshold_p99_ms"`
+	LagP50MS       float64 `json:"lag_p50_ms"`
+	LagP99MS       float64 `json:"lag_p99_ms"`
+	LagMaxMS       float64 `json:"lag_max_ms"`
+	// OfferedRequestsPerSecond is the rate the trace asked for; null for a window of one
+	// instant.
+	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`
+	Finding                  string   `json:"finding"`
 }
 
 // TraceSection is a trace step in the run record: what was sent and how fast it was
@@ -177,6 +194,9 @@ type TraceSection struct {
 	TTFTMS                Percentiles `json:"time_to_first_output_ms"`
 	DecodeTokensPerSecond Percentiles `json:"decode_tokens_per_second"`
 	DispatchLagMS         Percentiles `json:"dispatch_lag_ms"`
+	// DispatchBehind is set when an open loop's requests went out late past its threshold:
+	// the load the server saw was not the trace's.
+	DispatchBehind *DispatchBehind `json:"dispatch_behind,omitempty"`
 	// PromptTokens and CachedPromptTokens sum usage over the requests; null when none
 	// reported them. RequestTiers sums the per-request tier split where the engine gives it
 	// (SGLang's cached_tokens_details); null where it does not.

@@ -268,6 +268,9 @@ func (c *Console) stepDone(s derive.Step) {
 		c.Printf("  trace %s: %d of %d requests sent, %d failed, %d dropped over max_input_tokens; TTFT p90 %s ms, dispatch lag p99 %s ms",
 			s.Step, ts.Requests, ts.PlannedRequests, ts.FailedRequests, ts.DroppedRequests, units.MS(ts.TTFTMS.P90), units.MS(ts.DispatchLagMS.P99))
 		c.Printf("  %s", ts.Finding)
+		if b := ts.DispatchBehind; b != nil {
+			c.Printf("  %s", b.Finding)
+		}
 	}
 	for _, r := range s.Requests {
 		if v := r.Verdict; v != nil {

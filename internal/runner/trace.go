@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptrace"
 	"runtime"
 	"slices"
 	"sync"
@@ -44,18 +45,25 @@ type traceJob struct {
 	output    int // the trace's output_length
 	maxTokens int // asked: output_length, at least 1
 	hashIDs   int
-	ids       *[]int32          // token-id form (returned to idBuffers once sent)
-	text      string            // text form, or the trace's text_input
-	messages  []prompts.Message // the trace's messages, sent to the chat endpoint
+	ids       *[]int32          // token-id form (returned to idBuffers once encoded into body, or sent)
+	text      string            // text form, or the trace's text_input ("" once encoded into body)
+	messages  []prompts.Message // the trace's messages, sent as given to the chat endpoint
 	identity  string
+	body      []byte    // the request's JSON body, encoded ahead of its due time; nil if it failed to encode (the client then reports why)
 	due       time.Time // when it is to go out
+	// ctx notes in wrote when its body was written to the connection (httptrace), in
+	// nanoseconds since the step started; 0 until then, and with a client that is not HTTP.
+	ctx   context.Context
+	wrote *atomic.Int64
 }
 
-// traceDone is a sent trace request with what was measured.
+// traceDone is a sent trace request with what was measured: when a worker took it up, and
+// when its body was written (zero when the client did not say).
 type traceDone struct {
-	job    traceJob
-	sentAt time.Time
-	res    client.Result
+	job       traceJob
+	startedAt time.Time
+	wroteAt   time.Time
+	res       client.Result
 }
 
 var idBuffers = sync.Pool{New: func() any { return new([]int32) }}
@@ -212,10 +220,14 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 // takes milliseconds, which must not delay a request due right after the previous one.
 const promptsAhead = 4
 
+// traceWorkersAhead is how many workers an open loop starts before its first request.
+const traceWorkersAhead = 16
+
 // dispatchTrace reads the window and sends its requests: a builder goroutine builds each
-// prompt before its turn (just in time: at most the requests in flight and promptsAhead more
-// are held), and this goroutine sends each at its due time (open loop) or when a slot frees
-// up (closed loop). It returns a read error of the trace, after every request it sent has
+// prompt and encodes its body before its turn (just in time: at most the requests in flight
+// and promptsAhead more are held), and this goroutine hands each to a waiting worker at its
+// due time (open loop) or when a slot frees up (closed loop), so that nothing is built,
+// encoded or started between a request's due time and its write. It returns a read error of the trace, after every request it sent has
 // finished.
 func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, b *prompts.BlockBuilder, form string,
 	start time.Time, smp *sampler, inFlight, peak *atomic.Int64, results chan<- traceDone) error {
@@ -237,9 +249,11 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	bctx, stopBuilder := context.WithCancel(ctx)
 	defer stopBuilder()
 	var buildErr error
+	ahead := func(job *traceJob) { r.prepareTraceJob(ctx, ts, job, start) }
+	primed := make(chan struct{}) // closed once promptsAhead requests are built, or all are
 	go func() {
 		defer close(jobs)
-		buildErr = buildTraceJobs(bctx, ts, sel, planned, b, form, jobs)
+		buildErr = buildTraceJobs(bctx, ts, sel, planned, b, form, ahead, jobs, primed)
 	}()
 	defer func() {
 		stopBuilder()
@@ -247,6 +261,52 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 			releaseIDs(&job)
 		}
 	}()
+	// Workers send the requests this goroutine hands them when due: started ahead and kept
+	// (a new goroutine, its stack grown by the client's calls, costs time at the due
+	// instant), one more started only when none is idle.
+	ready := make(chan traceJob) // unbuffered: a hand-over succeeds only to an idle worker
+	send := func(job traceJob) {
+		startedAt := time.Now()
+		var res client.Result
+		if job.messages != nil {
+			res = r.traceChat(job.ctx, ts, &job, firstOutput)
+		} else {
+			res = r.completions().StreamCompletion(job.ctx, r.traceRequest(ts, &job), firstOutput)
+		}
+		var wroteAt time.Time
+		if w := job.wrote.Load(); w > 0 {
+			wroteAt = start.Add(time.Duration(w))
+		}
+		releaseIDs(&job)
+		job.body = nil
+		inFlight.Add(-1)
+		<-sem
+		results <- traceDone{job: job, startedAt: startedAt, wroteAt: wroteAt, res: res}
+	}
+	startWorker := func(first *traceJob) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if first != nil {
+				send(*first)
+			}
+			for job := range ready {
+				send(job)
+			}
+		}()
+	}
+	defer close(ready) // before wg.Wait: idle workers end
+	for range min(slots, traceWorkersAhead) {
+		startWorker(nil)
+	}
+	// An open loop's clock starts once the first requests are built: were it started with
+	// the step, those due in its first milliseconds would go out late by their building.
+	select {
+	case <-primed:
+	case <-ctx.Done():
+		return nil
+	}
+	origin := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var first time.Duration
@@ -268,7 +328,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		if ts.ClosedLoop() {
 			job.due = time.Now() // a slot freed up: it is due now
 		} else {
-			job.due = start.Add(time.Duration(float64(job.traceTime-first) * ts.TimeScale))
+			job.due = origin.Add(time.Duration(float64(job.traceTime-first) * ts.TimeScale))
 			if !sleepUntil(ctx, timer, job.due) {
 				<-sem
 				releaseIDs(&job)
@@ -278,22 +338,12 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		n := inFlight.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sent := time.Now()
-			var res client.Result
-			if job.messages != nil {
-				res = r.traceChat(ctx, ts, &job, firstOutput)
-			} else {
-				res = r.completions().StreamCompletion(ctx, r.traceRequest(ts, &job), firstOutput)
-			}
-			releaseIDs(&job)
-			inFlight.Add(-1)
-			<-sem
-			results <- traceDone{job: job, sentAt: sent, res: res}
-		}()
-		// The new goroutine waits in this one's run slot until it yields: let it go out now.
+		select {
+		case ready <- job: // an idle worker takes it at once
+		default:
+			startWorker(&job)
+		}
+		// The worker waits in this goroutine's run slot until it yields: let it go out now.
 		runtime.Gosched()
 	}
 	if ctx.Err() != nil {
@@ -305,7 +355,13 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 // buildTraceJobs reads the window and builds each request's prompt in order onto jobs; it
 // returns a read error of the trace, or nil at the window's end, after the planned count
 // (lines appended since planning are not replayed), or when ctx ends.
-func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, b *prompts.BlockBuilder, form string, jobs chan<- traceJob) error {
+func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, b *prompts.BlockBuilder, form string,
+	ahead func(*traceJob), jobs chan<- traceJob, primed chan<- struct{}) error {
+	defer func() {
+		if primed != nil {
+			close(primed)
+		}
+	}()
 	var req trace.Request
 	var scratch []byte
 	for i := 0; i < planned; i++ {
@@ -321,11 +377,16 @@ func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selectio
 		if scratch, err = buildTracePrompt(&job, b, &req, form, scratch); err != nil {
 			return fmt.Errorf("%s:%d: %w", ts.Source.Name(), req.Line, err)
 		}
+		ahead(&job)
 		select {
 		case jobs <- job:
 		case <-ctx.Done():
 			releaseIDs(&job)
 			return nil
+		}
+		if i+1 == promptsAhead {
+			close(primed)
+			primed = nil
 		}
 	}
 	return nil
@@ -438,9 +499,11 @@ func (r *runner) completionRequest(ts *scenarios.Step, output int) client.Comple
 	}
 }
 
-// traceRequest is job as sent.
+// traceRequest is job as sent: its body encoded ahead, or (before that, or where encoding
+// failed, which the client then reports) its prompt.
 func (r *runner) traceRequest(ts *scenarios.Step, job *traceJob) client.CompletionRequest {
 	req := r.completionRequest(ts, job.maxTokens)
+	req.Body = job.body
 	if job.ids != nil {
 		req.PromptTokenIDs = *job.ids
 	} else {
@@ -460,15 +523,41 @@ func (r *runner) traceChat(ctx context.Context, ts *scenarios.Step, job *traceJo
 		IgnoreEOS: c.IgnoreEOS, ExtraBody: c.ExtraBody, Timeout: c.Timeout, CachedTokensDetails: c.CachedTokensDetails}, progress)
 }
 
-// traceRecord is a sent trace request as the record keeps it.
+// prepareTraceJob encodes job's body ahead of its due time, in place of its prompt, and gives
+// it the context that notes when the body was written, in nanoseconds since start.
+func (r *runner) prepareTraceJob(ctx context.Context, ts *scenarios.Step, job *traceJob, start time.Time) {
+	if job.messages != nil {
+		// A line's messages go to the chat endpoint as given, through its own client.
+	} else if body, err := client.EncodeCompletion(r.traceRequest(ts, job)); err == nil {
+		// The body carries the prompt: holding it twice would double a request's memory.
+		job.body, job.text = body, ""
+		releaseIDs(job)
+	}
+	wrote := new(atomic.Int64)
+	job.wrote = wrote
+	job.ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			wrote.Store(max(int64(time.Since(start)), 1))
+		}
+	}})
+}
+
+// traceRecord is a sent trace request as the record keeps it: its dispatch lag runs from its
+// due time to its body written, what the server saw, or where the client did not say (not
+// HTTP), to when a worker took it up.
 func (r *runner) traceRecord(st plan.Step, d traceDone, start time.Time) record.Request {
 	j := d.job
+	startLag := ms(d.startedAt.Sub(j.due))
+	lag, written := startLag, !d.wroteAt.IsZero()
+	if written {
+		lag = ms(d.wroteAt.Sub(j.due))
+	}
 	return record.Request{
 		Step: st.ID, IndexInStep: j.index, Ordinal: j.index, PlannedTokens: j.input,
 		Prompt: record.Prompt{Tokens: j.input, TokenCounting: st.Trace.PromptForm, WithinTolerance: true, Identity: j.identity},
 		Result: d.res,
 		Trace: &record.TraceRequest{
-			Line: j.line, TraceTimeMS: ms(j.traceTime), ScheduledMS: ms(j.due.Sub(start)), DispatchLagMS: ms(d.sentAt.Sub(j.due)),
+			Line: j.line, TraceTimeMS: ms(j.traceTime), ScheduledMS: ms(j.due.Sub(start)), DispatchLagMS: lag, StartLagMS: &startLag, BodyWritten: written,
 			InputLength: j.input, OutputLength: j.output, MaxTokens: j.maxTokens, HashIDs: j.hashIDs,
 		},
 	}

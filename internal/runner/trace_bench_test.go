@@ -27,7 +27,7 @@ import (
 // completionServer is a fast stand-in for an engine's /v1/completions: it reads the whole
 // prompt, counts its token ids, and streams max_tokens output tokens in 16 chunks, then usage
 // and [DONE]. Its own memory is small (the body goes to a discarding buffer).
-func completionServer(b *testing.B) *httptest.Server {
+func completionServer(b testing.TB) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Count the body's commas as it streams past and keep its tail, where max_tokens
 		// follows the prompt.
@@ -74,8 +74,8 @@ func completionServer(b *testing.B) *httptest.Server {
 }
 
 // benchTraceConfig plans a trace step over the generated trace cfg describes, sent with the
-// real client to srv.
-func benchTraceConfig(b *testing.B, gen trace.GeneratorConfig, step string, srv *httptest.Server) Config {
+// real client to the server at root (no /v1), which serves model.
+func benchTraceConfig(b *testing.B, gen trace.GeneratorConfig, step, root, model string) Config {
 	dir := b.TempDir()
 	g, err := trace.NewGenerator(gen)
 	if err != nil {
@@ -96,7 +96,7 @@ func benchTraceConfig(b *testing.B, gen trace.GeneratorConfig, step string, srv 
 	src := fmt.Sprintf(`name = "trace-bench"
 [target]
 endpoint = %q
-model = "m"
+model = %q
 [server]
 gpu_kv_tokens = 1000000
 block_size = 16
@@ -108,7 +108,7 @@ kind = "trace"
 file = "t.jsonl"
 block_tokens = %d
 %s
-`, srv.URL+"/v1", gen.BlockTokens, step)
+`, root+"/v1", model, gen.BlockTokens, step)
 	sc, err := scenarios.Parse([]byte(src), filepath.Join(dir, "s.toml"))
 	if err != nil {
 		b.Fatal(err)
@@ -117,7 +117,7 @@ block_tokens = %d
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := client.New(client.Config{BaseURL: srv.URL + "/v1"})
+	c := client.New(client.Config{BaseURL: root + "/v1"})
 	return Config{Scenario: sc, Plan: p, Chat: c, Completions: c, Metrics: newFakeMetrics(), Sinks: runDir(b), BlockSize: 16, NoProbes: true,
 		Capacity: []capacity.Figures{plan.ScenarioFigures(sc)}}
 }
@@ -187,7 +187,7 @@ func BenchmarkTraceReplayMemory(b *testing.B) {
 			gen := full
 			gen.Requests = n
 			for range b.N {
-				cfg := benchTraceConfig(b, gen, "concurrency = 64", srv)
+				cfg := benchTraceConfig(b, gen, "concurrency = 64", srv.URL, "m")
 				runtime.GC()
 				rss := startPeakRSS(b)
 				start := time.Now()
@@ -219,7 +219,7 @@ func BenchmarkTraceDispatchLag(b *testing.B) {
 	gen := trace.DefaultGeneratorConfig()
 	gen.Requests, gen.Rate, gen.Turns = 1000, 100, 1
 	for range b.N {
-		cfg := benchTraceConfig(b, gen, "", srv)
+		cfg := benchTraceConfig(b, gen, "", srv.URL, "m")
 		out, err := Run(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -3,7 +3,9 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,7 +43,7 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	defer f.inFlight.Add(-1)
 	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
 	}
-	req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs) // the runner reuses the buffer once the call returns
+	req = withPrompt(req)
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
 	count := len(f.calls)
@@ -66,6 +68,22 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	res := okResult(tokens, nil)
 	res.OutputTokens = req.MaxTokens
 	return res
+}
+
+// withPrompt is req with its prompt in PromptTokenIDs or PromptText, decoded from its body
+// where the runner sent it encoded, else copied (the runner reuses the buffer).
+func withPrompt(req client.CompletionRequest) client.CompletionRequest {
+	if req.Body == nil {
+		req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs)
+		return req
+	}
+	var body struct {
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	if json.Unmarshal(req.Body, &body) == nil && json.Unmarshal(body.Prompt, &req.PromptTokenIDs) != nil {
+		_ = json.Unmarshal(body.Prompt, &req.PromptText)
+	}
+	return req
 }
 
 func (f *fakeCompletions) requests() []client.CompletionRequest {
@@ -144,11 +162,18 @@ func TestTraceStepOpenLoop(t *testing.T) {
 	if st.Kind != record.KindTrace || len(st.Requests) != 3 || st.Trace.DroppedRequests != 1 || st.Trace.PlannedRequests != 3 {
 		t.Fatalf("step: kind %s, %d requests, trace %+v", st.Kind, len(st.Requests), st.Trace)
 	}
-	wantLines, wantScheduled := []int{1, 2, 4}, []float64{0, 20, 100} // (timestamp - 1000) x 0.5
+	// The schedule is (timestamp - 1000) x 0.5 from when the replay's clock started, once
+	// its first prompts were built.
+	wantLines, wantScheduled := []int{1, 2, 4}, []float64{0, 20, 100}
+	origin := st.Requests[0].Trace.ScheduledMS
 	for i, q := range st.Requests {
 		tr := q.Trace
-		if q.IndexInStep != i || tr.Line != wantLines[i] || tr.ScheduledMS != wantScheduled[i] || tr.DispatchLagMS < 0 {
+		if q.IndexInStep != i || tr.Line != wantLines[i] || math.Abs(tr.ScheduledMS-origin-wantScheduled[i]) > 1e-6 || origin < 0 || tr.DispatchLagMS < 0 {
 			t.Errorf("request %d: index %d, trace %+v", i, q.IndexInStep, tr)
+		}
+		// The fake client is not HTTP: the lag runs to when a worker took the request up.
+		if tr.BodyWritten || tr.StartLagMS == nil || *tr.StartLagMS != tr.DispatchLagMS {
+			t.Errorf("request %d: lag %v, start lag %v, body written %v", i, tr.DispatchLagMS, tr.StartLagMS, tr.BodyWritten)
 		}
 		if q.Prompt.Tokens != tr.InputLength || q.Prompt.TokenCounting != scenarios.PromptFormTokenIDs || len(q.Prompt.Identity) != 64 {
 			t.Errorf("request %d: prompt %+v", i, q.Prompt)
@@ -189,6 +214,32 @@ func TestTraceStepOpenLoop(t *testing.T) {
 	}
 	if strings.Contains(text, "  [0] planned") {
 		t.Errorf("the console printed a line per successful trace request:\n%s", text)
+	}
+}
+
+// TestTraceLagRunsToBodyWritten: over HTTP a request's dispatch lag runs from its due time
+// to its body written, after a worker took it up (its start lag), and the body sent is the
+// one encoded ahead.
+func TestTraceLagRunsToBodyWritten(t *testing.T) {
+	srv := completionServer(t)
+	m := newFakeMetrics()
+	c := client.New(client.Config{BaseURL: srv.URL + "/v1"})
+	lines := []string{traceLine(1000, 10, 3, 1, 2, 3), traceLine(1010, 9, 2, 1, 2, 4), traceLine(1020, 6, 2, 5)}
+	cfg := traceConfig(t, lines, "time_scale = 0.5", c, m)
+	out := run(t, context.Background(), cfg)
+	st := out.Steps[0]
+	if len(st.Requests) != 3 {
+		t.Fatalf("%d requests", len(st.Requests))
+	}
+	for i, q := range st.Requests {
+		tr := q.Trace
+		if q.Result.Failed() || !tr.BodyWritten || tr.StartLagMS == nil || tr.DispatchLagMS < *tr.StartLagMS {
+			t.Errorf("request %d: %s; lag %v, start lag %v, body written %v", i, q.Result.Error, tr.DispatchLagMS, tr.StartLagMS, tr.BodyWritten)
+		}
+		// The fake engine counts the ids it was sent.
+		if q.Result.PromptTokens == nil || *q.Result.PromptTokens != tr.InputLength {
+			t.Errorf("request %d: the server counted %v prompt tokens, want %d", i, q.Result.PromptTokens, tr.InputLength)
+		}
 	}
 }
 
@@ -272,7 +323,7 @@ func (h *hookCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	if h.n.Add(1) == h.at {
 		h.hook()
 	}
-	if h.fail != nil && h.fail(req) {
+	if h.fail != nil && h.fail(withPrompt(req)) {
 		return client.Result{StartedAt: time.Now().UTC(), Model: req.Model, ErrorKind: client.ErrorKindServerError, Error: "fake failure"}
 	}
 	return h.fakeCompletions.StreamCompletion(ctx, req, p)
