@@ -405,10 +405,11 @@ func TestNightlyScriptPassesTERMOn(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	// Once the run directory exists, kvbench is measuring.
+	// Once the run directory exists, kvbench is measuring. It is made under a hidden staging
+	// name and renamed into place (Glob's * matches a leading dot): only the final one counts.
 	var runJSON []string
 	for deadline := time.Now().Add(2 * time.Minute); len(runJSON) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		runJSON, _ = filepath.Glob(filepath.Join(h.work, "results", "nightly", "*", "*", "run.json"))
+		runJSON = finalRunFiles(t, filepath.Join(h.work, "results", "nightly"))
 	}
 	if len(runJSON) != 1 {
 		cmd.Process.Kill()
@@ -435,4 +436,21 @@ func TestNightlyScriptPassesTERMOn(t *testing.T) {
 	if paths := gw.pushes(); len(paths) != 1 || !strings.HasPrefix(paths[0], "PUT /metrics/job/kvbench/") {
 		t.Errorf("pushes %v, want the interrupted run's:\n%s", paths, out.String())
 	}
+}
+
+// finalRunFiles lists the run.json files of the run directories under dir/*/, leaving out the
+// hidden directories a run is staged in before it is renamed into place.
+func finalRunFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	all, err := filepath.Glob(filepath.Join(dir, "*", "*", "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range all {
+		if !strings.HasPrefix(filepath.Base(filepath.Dir(p)), ".") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
