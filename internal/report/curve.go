@@ -33,11 +33,20 @@ func curveData(run int, curves []record.ReloadCurve) []CurveData {
 	return out
 }
 
+// curveHeading names a curve by its step id without saying "curve" twice: the step of a
+// scenario's one curve is usually called "curve".
+func curveHeading(id string) string {
+	if id == "" || strings.EqualFold(id, "curve") || strings.EqualFold(id, "reload_curve") {
+		return "Reload curve"
+	}
+	return "Reload curve " + id
+}
+
 // curveChart draws a curve's two time-to-first-output series over prompt size on log axes,
 // with the break-even as a vertical line; a point a series did not measure is left out.
 func curveChart(cd CurveData) template.HTML {
 	var b strings.Builder
-	header(&b, cd.ChartID, fmt.Sprintf("Reload curve %s: time to first output by prompt size", cd.ID))
+	header(&b, cd.ChartID, curveHeading(cd.ID)+": time to first output by prompt size")
 	type pt struct{ x, y float64 }
 	series := []struct {
 		name, color string
