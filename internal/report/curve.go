@@ -84,9 +84,10 @@ func curveChart(cd CurveData) template.HTML {
 	}
 	fmt.Fprintf(&b, `<text class="yl" x="12" y="%.1f" transform="rotate(-90 12 %.1f)" text-anchor="middle">ms</text>`, padT+plotH/2, padT+plotH/2)
 	for d := lx0; d <= lx1; d++ {
-		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, px(math.Pow(10, d)), chartH-padB+16, units.Compact(math.Pow(10, d)))
+		l := units.Compact(math.Pow(10, d))
+		xLabel(&b, px(math.Pow(10, d)), chartH-padB+16, l, l)
 	}
-	fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">prompt tokens (log scale; times too)</text>`, padL+plotW/2, chartH-padB+32)
+	xLabel(&b, padL+plotW/2, chartH-padB+32, "prompt tokens (log scale; times too)", "prompt tokens (log scale; times too)")
 	if be := cd.BreakEvenTokens; be != nil && *be > 0 {
 		x := px(*be)
 		fmt.Fprintf(&b, `<line class="breakeven" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"><title>break-even: about %s tokens</title></line>`,

@@ -164,7 +164,7 @@ type Data struct {
 	// the candidate alone.
 	NotCompared string `json:"not_compared,omitempty"`
 	// Answer is the banner at the top: PASS or FAIL, every gate, and why.
-	Answer Answer `json:"answer"`
+	Answer *Answer `json:"answer"`
 	// Sweeps are a sweep page's sweep records, each shown as its capacity table.
 	Sweeps []record.Sweep `json:"sweeps,omitempty"`
 }
@@ -338,10 +338,18 @@ func Render(w io.Writer, d Data) error {
 		for _, p := range r.KVUsage {
 			xs, ys = append(xs, p.TMS), append(ys, p.KVUsage)
 		}
+		ttftChart := barChart(fmt.Sprintf("ttft-%d", i), "Time to first output per request (replay in red)", "ms", labels, []Series{{"ttft", colorBar, ttft}}, replay)
+		cachedChart := barChart(fmt.Sprintf("cached-%d", i), "Cached fraction of the prompt per request", "fraction", labels, []Series{{"cached", colorBar, cached}}, replay)
+		if len(r.Requests) > maxBars {
+			ttftChart = cdfChart(fmt.Sprintf("ttft-%d", i), fmt.Sprintf("Time to first output: distribution per step (%d requests)", len(r.Requests)), "ms",
+				requestGroups(r.Requests, func(q RequestPoint) *float64 { return q.TTFTMS }), 0)
+			cachedChart = cdfChart(fmt.Sprintf("cached-%d", i), "Cached fraction of the prompt: distribution per step", "",
+				requestGroups(r.Requests, func(q RequestPoint) *float64 { return q.CachedFraction }), 1)
+		}
 		sets = append(sets, chartSet{
 			Run:     r,
-			TTFT:    barChart(fmt.Sprintf("ttft-%d", i), "Time to first output per request (replay in red)", "ms", labels, []Series{{"ttft", colorBar, ttft}}, replay),
-			Cached:  barChart(fmt.Sprintf("cached-%d", i), "Cached fraction of the prompt per request", "fraction", labels, []Series{{"cached", colorBar, cached}}, replay),
+			TTFT:    ttftChart,
+			Cached:  cachedChart,
 			Bytes:   barChart(fmt.Sprintf("bytes-%d", i), "KV offload bytes per step", "bytes", stepLabels, []Series{{"store GPU->CPU", colorStore, store}, {"load CPU->GPU", colorLoad, load}}, nil),
 			KVUsage: lineChart(fmt.Sprintf("kv-%d", i), "Sampled GPU KV block usage over the run", "usage", xs, ys, 1),
 		})
@@ -373,4 +381,12 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"deref2":       func(p *int) int { return *p },
 	"fixed":        func(v float64) string { return units.Fraction(&v) },
 	"curveHeading": curveHeading,
+	"replays": func(rs []RunData) bool {
+		for _, r := range rs {
+			if len(r.Verdicts) > 0 {
+				return true
+			}
+		}
+		return false
+	},
 }).Parse(pageTemplate))

@@ -65,8 +65,8 @@ func gateText(g record.Gate) string {
 }
 
 // answerOf decides the page's answer from its runs' gates and the comparison's findings.
-func answerOf(d Data, rs []*runs.Run) Answer {
-	a := Answer{Pass: true, Gates: []GateRow{}, Why: []string{}}
+func answerOf(d Data, rs []*runs.Run) *Answer {
+	a := &Answer{Pass: true, Gates: []GateRow{}, Why: []string{}}
 	for i, r := range rs {
 		for _, g := range r.CheckGates() {
 			a.Gates = append(a.Gates, GateRow{Run: i, Step: g.Gate.Step, Gate: gateText(g.Gate), Passed: g.Passed, Reason: g.Reason})

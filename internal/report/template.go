@@ -51,7 +51,7 @@ td.failed { color: #c62828; font-weight: 600; }
 {{range .Gates}}<tr><td class="num">{{.Run}}</td><td>{{.Step}}</td><td>{{.Gate}}</td><td class="{{if .Passed}}passed{{else}}failed{{end}}">{{if .Passed}}pass{{else}}FAIL{{end}}</td><td>{{.Reason}}</td></tr>
 {{end}}</table>{{end}}
 </div>{{end}}
-{{if .Runs}}<table id="replays">
+{{if replays .Runs}}<table id="replays">
 <tr><th>run</th><th>replay step</th><th>verdict</th><th>offload gain over the cold twin</th><th>reload fidelity</th><th>reload bandwidth</th><th>setup valid</th></tr>
 {{range $i, $r := .Runs}}{{range .Verdicts}}<tr><td>{{$i}}: {{$r.Scenario}}</td><td>{{.Step}}</td><td class="v-{{.Verdict}}">{{.Verdict}}</td><td>{{.Gain}}</td><td>{{.Fidelity}}</td><td>{{.Bandwidth}}</td><td>{{.SetupValid}}{{with .SetupReason}}: {{.}}{{end}}</td></tr>
 {{end}}{{end}}</table>{{end}}
@@ -161,7 +161,8 @@ td.failed { color: #c62828; font-weight: 600; }
   var data = JSON.parse(document.getElementById("kvbench-data").textContent);
   var problems = [];
   data.runs.forEach(function (run, i) {
-    var drawn = document.querySelectorAll("#ttft-" + i + " rect.bar").length;
+    // One bar per measured request, or past a few dozen one point of its step's distribution.
+    var drawn = document.querySelectorAll("#ttft-" + i + " rect.bar, #ttft-" + i + " circle.pt").length;
     var measured = run.requests.filter(function (r) { return r.time_to_first_output_ms !== null; }).length;
     if (drawn !== measured) { problems.push("run " + i + ": " + drawn + " TTFT bars for " + measured + " measured requests"); }
     var pts = document.querySelectorAll("#kv-" + i + " circle.pt").length;
