@@ -44,7 +44,7 @@ td.failed { color: #c62828; font-weight: 600; }
 <p class="meta">generated {{.Generated}} by kvbench report from the runs' step artifacts; no network is needed to view this page.</p>
 {{with .Answer}}<div id="answer">
 <p class="answer {{if .Pass}}pass{{else}}fail{{end}}">{{if .Pass}}PASS{{else}}FAIL{{end}}</p>
-<p class="meta">{{if .Gates}}{{len .Gates}} gate(s){{else}}no gates: the scenario sets none{{end}}{{if $.Comparison}}, and the comparison with the baseline{{end}}{{if .Pass}}; every one passed{{end}}</p>
+<p class="meta">{{if .Gates}}{{len .Gates}} gate(s){{else}}no gates (the scenario sets none){{end}}{{if $.Comparison}}; compared with the baseline{{end}}{{if and .Pass (or .Gates $.Comparison)}}: all passed{{end}}</p>
 {{if .Why}}<ul class="why">{{range .Why}}<li class="regression">{{.}}</li>{{end}}</ul>{{end}}
 {{if .Gates}}<table id="gates">
 <tr><th>run</th><th>gate step</th><th>condition</th><th>result</th><th>reason</th></tr>
