@@ -106,6 +106,9 @@ func TestPageLeadsWithTheAnswer(t *testing.T) {
 // regressions, what changed on the server and the answer they make: FAIL.
 func TestNightlyPageShowsServerChangesAndGates(t *testing.T) {
 	b, c := load(t, filepath.Join(compareDir, "baseline")), load(t, filepath.Join(compareDir, "candidate"))
+	// The candidate's gate is the night's; the baseline's, its own night's answer, is not.
+	b.Scenario.Gates = []record.Gate{{Step: "replay", Verdict: "gpu_hit"}}
+	c.Scenario.Gates = []record.Gate{{Step: "replay", Verdict: "cpu_reload"}}
 	page, err := Page("", []*runs.Run{b, c}, nil, 0.10, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +118,12 @@ func TestNightlyPageShowsServerChangesAndGates(t *testing.T) {
 		t.Errorf("no server change on the page: %s", text)
 	}
 	answer := visibleText(section(t, string(page), "div", "answer"))
-	if !strings.HasPrefix(answer, "FAIL") || !strings.Contains(answer, "regression: replay: verdict cpu_reload -> recompute") || !strings.Contains(answer, "no gates") {
+	if !strings.HasPrefix(answer, "FAIL") || !strings.Contains(answer, "regression: replay: verdict cpu_reload -> recompute") ||
+		!strings.Contains(answer, "1 gate(s); compared with the baseline") || !strings.Contains(answer, "gate replay (verdict=cpu_reload) on nightly-tiny: verdict recompute") {
 		t.Errorf("answer %s", answer)
+	}
+	if strings.Contains(answer, "gpu_hit") {
+		t.Errorf("the baseline's gate is in the answer: %s", answer)
 	}
 }
 

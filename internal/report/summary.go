@@ -64,10 +64,14 @@ func gateText(g record.Gate) string {
 	return strings.Join(conds, ", ")
 }
 
-// answerOf decides the page's answer from its runs' gates and the comparison's findings.
+// answerOf decides the page's answer from its runs' gates and the comparison's findings. A
+// comparison answers for its candidate: the baseline's gates were its own night's answer.
 func answerOf(d Data, rs []*runs.Run) *Answer {
 	a := &Answer{Pass: true, Gates: []GateRow{}, Why: []string{}}
 	for i, r := range rs {
+		if d.Comparison != nil && i == 0 {
+			continue
+		}
 		for _, g := range r.CheckGates() {
 			a.Gates = append(a.Gates, GateRow{Run: i, Step: g.Gate.Step, Gate: gateText(g.Gate), Passed: g.Passed, Reason: g.Reason})
 			if !g.Passed {
