@@ -86,8 +86,11 @@ func TestReloadCurveOnTheEmbeddedEngine(t *testing.T) {
 	if n := strings.Count(svg, `<circle class="pt"`); n != 6 {
 		t.Errorf("%d curve points drawn, want 3 sizes x (replay, cold twin)", n)
 	}
-	if !strings.Contains(string(html), "Reload curve curve") || !strings.Contains(string(html), `"reload_curves"`) {
+	if !strings.Contains(string(html), "<h3>Reload curve</h3>") || !strings.Contains(string(html), `"reload_curves"`) {
 		t.Error("the report lacks the curve's table or its embedded data")
+	}
+	if strings.Contains(string(html), "Reload curve curve") {
+		t.Error(`the curve of the step "curve" is headed "Reload curve curve"`)
 	}
 
 	// A claim over the curve's points from 2k tokens up, and one of its top point by its size

@@ -11,7 +11,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/report"
-	"github.com/anvil-serving/kvbench/internal/sweep"
 )
 
 func init() {
@@ -34,14 +33,11 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if *out == "" {
 		return cli.Usagef("report: -o FILE is required (the HTML file to write)")
 	}
-	if args, err = sweep.ExpandDirs(args); err != nil {
+	loaded, sweeps, err := report.LoadDirs(args)
+	if err != nil {
 		return cli.UsageError(err)
 	}
-	loaded, err := cli.LoadRuns(args)
-	if err != nil {
-		return err
-	}
-	page, err := report.Page(*title, loaded, *tolerance, time.Now())
+	page, err := report.Page(*title, loaded, sweeps, *tolerance, time.Now())
 	if page == nil {
 		return err
 	}

@@ -348,4 +348,24 @@ func TestSweepTraceOffloadGain(t *testing.T) {
 	if code := cli.ExitCode(err, &errb); code != cli.ExitRegression || !strings.Contains(cmp.String(), "REGRESSION") || !strings.Contains(cmp.String(), "requests/s") {
 		t.Fatalf("compare tier on -> off: exit %d\n%s%s", code, cmp.String(), errb.String())
 	}
+
+	// The sweep's report is framed as a sweep: its capacity table, and its level's trace
+	// split against the ideal and TTFT percentiles, drawn as a distribution.
+	file := filepath.Join(t.TempDir(), "sweep.html")
+	if _, stderr, code := runCLI(t, "report", dirOn, "-o", file); code != cli.ExitOK {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	page, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<table class="capacity" id="sweep-0">`, "Sweep ", ": capacity", "measured tier split against the ideal", "ideal at the server",
+		`<table class="step-ttft" id="step-ttft-0">`, "distribution per step (200 requests)", `<p class="answer pass">PASS</p>`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the sweep's report lacks %q", want)
+		}
+	}
+	if strings.Contains(string(page), "Study:") {
+		t.Error("the sweep's report is framed as a study")
+	}
 }

@@ -112,7 +112,8 @@ func linesChart(id, title, unit string, xs []float64, series []Series) template.
 			chartW-270+float64(j)*90, s.Color, chartW-256+float64(j)*90, html.EscapeString(s.Name))
 	}
 	for _, f := range []float64{0, 0.5, 1} {
-		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s s</text>`, padL+plotW*f, chartH-padB+16, units.Compact(xMax*f/1000))
+		l := units.Compact(xMax*f/1000) + " s"
+		xLabel(&b, padL+plotW*f, chartH-padB+16, l, l)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())

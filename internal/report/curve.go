@@ -33,11 +33,20 @@ func curveData(run int, curves []record.ReloadCurve) []CurveData {
 	return out
 }
 
+// curveHeading names a curve by its step id without saying "curve" twice: the step of a
+// scenario's one curve is usually called "curve".
+func curveHeading(id string) string {
+	if id == "" || strings.EqualFold(id, "curve") || strings.EqualFold(id, "reload_curve") {
+		return "Reload curve"
+	}
+	return "Reload curve " + id
+}
+
 // curveChart draws a curve's two time-to-first-output series over prompt size on log axes,
 // with the break-even as a vertical line; a point a series did not measure is left out.
 func curveChart(cd CurveData) template.HTML {
 	var b strings.Builder
-	header(&b, cd.ChartID, fmt.Sprintf("Reload curve %s: time to first output by prompt size", cd.ID))
+	header(&b, cd.ChartID, curveHeading(cd.ID)+": time to first output by prompt size")
 	type pt struct{ x, y float64 }
 	series := []struct {
 		name, color string
@@ -75,9 +84,10 @@ func curveChart(cd CurveData) template.HTML {
 	}
 	fmt.Fprintf(&b, `<text class="yl" x="12" y="%.1f" transform="rotate(-90 12 %.1f)" text-anchor="middle">ms</text>`, padT+plotH/2, padT+plotH/2)
 	for d := lx0; d <= lx1; d++ {
-		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, px(math.Pow(10, d)), chartH-padB+16, units.Compact(math.Pow(10, d)))
+		l := units.Compact(math.Pow(10, d))
+		xLabel(&b, px(math.Pow(10, d)), chartH-padB+16, l, l)
 	}
-	fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">prompt tokens (log scale; times too)</text>`, padL+plotW/2, chartH-padB+32)
+	xLabel(&b, padL+plotW/2, chartH-padB+32, "prompt tokens (log scale; times too)", "prompt tokens (log scale; times too)")
 	if be := cd.BreakEvenTokens; be != nil && *be > 0 {
 		x := px(*be)
 		fmt.Fprintf(&b, `<line class="breakeven" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"><title>break-even: about %s tokens</title></line>`,

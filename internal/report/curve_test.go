@@ -39,9 +39,15 @@ func TestReloadCurveIsDrawnLogLog(t *testing.T) {
 	}
 	page := render(t, Data{Title: "t", Kind: KindRuns, Runs: []RunData{{Scenario: "reload-curve", Curves: []CurveData{cd},
 		Verdicts: []VerdictRow{}, Requests: []RequestPoint{}, Steps: []StepBytes{}, KVUsage: []UsagePoint{}}}})
-	for _, want := range []string{`<svg id="curve-0-0"`, "Reload curve curve", "reloading pays from about 2,300 tokens on", `<td class="num">65536</td>`, "no cold twin timing"} {
+	for _, want := range []string{`<svg id="curve-0-0"`, "Reload curve: time to first output", "reloading pays from about 2,300 tokens on", `<td class="num">65536</td>`, "no cold twin timing"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	if strings.Contains(page, "curve curve") {
+		t.Error(`a curve whose step is "curve" is headed "Reload curve curve"`)
+	}
+	if curveHeading("long_prompts") != "Reload curve long_prompts" {
+		t.Errorf("heading %q", curveHeading("long_prompts"))
 	}
 }

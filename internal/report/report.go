@@ -22,6 +22,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/units"
+	"github.com/anvil-serving/kvbench/internal/sweep"
 )
 
 // Kind is what a report shows of its runs.
@@ -36,6 +37,9 @@ const (
 	// They measured different setups on purpose: comparing them would call every difference
 	// a regression.
 	KindStudy Kind = "study"
+	// KindSweep: the levels of one or more sweeps, with each sweep's capacity table; levels
+	// differ in load on purpose, so they are not compared either.
+	KindSweep Kind = "sweep"
 )
 
 // KindOf decides what a report of rs shows.
@@ -54,10 +58,19 @@ func KindOf(rs []*runs.Run) Kind {
 // Build collects the page data of rs: it decides the kind (KindOf) and, for a comparison,
 // compares the second run with the first. An empty title is made from the scenario names.
 func Build(title, generated string, rs []*runs.Run, opts compare.Options) (Data, error) {
+	return BuildSweeps(title, generated, rs, nil, opts)
+}
+
+// BuildSweeps is Build for a page that also shows sweeps: with any sweep the page is a
+// sweep's (KindSweep), its levels (rs) shown each on its own.
+func BuildSweeps(title, generated string, rs []*runs.Run, sweeps []*record.Sweep, opts compare.Options) (Data, error) {
 	if len(rs) == 0 {
 		return Data{}, fmt.Errorf("report: no run")
 	}
 	kind := KindOf(rs)
+	if len(sweeps) > 0 {
+		kind = KindSweep
+	}
 	var cmp *compare.Result
 	if kind == KindComparison {
 		var err error
@@ -71,6 +84,12 @@ func Build(title, generated string, rs []*runs.Run, opts compare.Options) (Data,
 			names = append(names, r.Scenario.Name)
 		}
 		switch kind {
+		case KindSweep:
+			var ss []string
+			for _, sw := range sweeps {
+				ss = append(ss, sw.Scenario+" "+sw.Step)
+			}
+			title = "kvbench sweep: " + strings.Join(ss, ", ")
 		case KindComparison:
 			title = "kvbench report: " + strings.Join(names, " vs ")
 		case KindStudy:
@@ -79,7 +98,25 @@ func Build(title, generated string, rs []*runs.Run, opts compare.Options) (Data,
 			title = "kvbench report: " + strings.Join(names, ", ")
 		}
 	}
-	return Collect(title, generated, rs, cmp), nil
+	d := Collect(title, generated, rs, cmp)
+	if len(sweeps) > 0 {
+		d.Kind = KindSweep
+		for _, sw := range sweeps {
+			d.Sweeps = append(d.Sweeps, *sw)
+		}
+	}
+	return d, nil
+}
+
+// LoadDirs loads the runs of dirs for a page: a sweep's directory stands for its levels' runs,
+// and its record comes back for its capacity table.
+func LoadDirs(dirs []string) ([]*runs.Run, []*record.Sweep, error) {
+	dirs, sweeps, err := sweep.ExpandDirs(dirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := runs.LoadAll(dirs)
+	return rs, sweeps, err
 }
 
 // ErrNotCompared means a report of two runs of one scenario could not compare them: its
@@ -92,9 +129,11 @@ var ErrNotCompared = errors.New("report: the runs do not compare")
 // still do not compare (one measured warm caches) get the candidate's page with the reason
 // at the top: it comes back with an error wrapping ErrNotCompared, so a nightly has a page
 // for the night that needs one and still fails.
-func Page(title string, rs []*runs.Run, tolerance float64, now time.Time) ([]byte, error) {
+//
+// sweeps are the sweep records among the directories (rs holds their levels' runs).
+func Page(title string, rs []*runs.Run, sweeps []*record.Sweep, tolerance float64, now time.Time) ([]byte, error) {
 	generated := now.UTC().Format(time.RFC3339)
-	data, err := Build(title, generated, rs, compare.Options{Tolerance: tolerance, AllowMismatch: true, AllowIncomplete: true})
+	data, err := BuildSweeps(title, generated, rs, sweeps, compare.Options{Tolerance: tolerance, AllowMismatch: true, AllowIncomplete: true})
 	var notCompared error
 	if err != nil && KindOf(rs) == KindComparison {
 		notCompared = fmt.Errorf("%w: %w; the page shows the candidate alone", ErrNotCompared, err)
@@ -103,6 +142,7 @@ func Page(title string, rs []*runs.Run, tolerance float64, now time.Time) ([]byt
 		}
 		data = Collect(title, generated, rs[1:], nil)
 		data.NotCompared = fmt.Sprintf("not compared with the baseline %s: %v", rs[0].Dir, err)
+		data.Answer = answerOf(data, rs[1:])
 	} else if err != nil {
 		return nil, err
 	}
@@ -123,6 +163,10 @@ type Data struct {
 	// NotCompared says why two runs of one scenario were not compared; the page then shows
 	// the candidate alone.
 	NotCompared string `json:"not_compared,omitempty"`
+	// Answer is the banner at the top: PASS or FAIL, every gate, and why.
+	Answer *Answer `json:"answer"`
+	// Sweeps are a sweep page's sweep records, each shown as its capacity table.
+	Sweeps []record.Sweep `json:"sweeps,omitempty"`
 }
 
 // RunData is one run's identity, verdicts and chart data (repetition 0, the run's record).
@@ -143,9 +187,12 @@ type RunData struct {
 	StudyKey string                 `json:"study_key,omitempty"`
 	Control  *record.ControlSection `json:"control,omitempty"`
 	Verdicts []VerdictRow           `json:"verdicts"`
-	Requests []RequestPoint         `json:"requests"`
-	Steps    []StepBytes            `json:"steps"`
-	KVUsage  []UsagePoint           `json:"kv_usage"`
+	// StepTTFT is each step's TTFT p50/p90/p99; Traces each trace step's tier split.
+	StepTTFT []StepTTFT     `json:"step_ttft"`
+	Traces   []TraceSplit   `json:"traces,omitempty"`
+	Requests []RequestPoint `json:"requests"`
+	Steps    []StepBytes    `json:"steps"`
+	KVUsage  []UsagePoint   `json:"kv_usage"`
 	// Conversations are the run's conversation steps (conversation.go).
 	Conversations []ConversationData `json:"conversations,omitempty"`
 	// Curves are the run's reload curves (curve.go).
@@ -162,6 +209,14 @@ type VerdictRow struct {
 	SetupValid     string   `json:"setup_valid"`
 	CachedFraction *float64 `json:"cached_fraction"`
 	Interpretation string   `json:"interpretation"`
+	SetupReason    string   `json:"setup_reason,omitempty"`
+	// Gain, Fidelity and Bandwidth say the replay's offload gain over its cold twin, its
+	// reload fidelity and its reload bandwidth in words; GainRatio is the twin's TTFT over
+	// the replay's (null: not measured).
+	GainRatio *float64 `json:"offload_gain_ttft_ratio"`
+	Gain      string   `json:"offload_gain"`
+	Fidelity  string   `json:"reload_fidelity"`
+	Bandwidth string   `json:"reload_bandwidth"`
 }
 
 // RequestPoint is one request of the TTFT and cached-fraction charts.
@@ -196,6 +251,7 @@ func Collect(title, generated string, rs []*runs.Run, cmp *compare.Result) Data 
 		rd.Curves = curveData(i, r.Curves)
 		d.Runs = append(d.Runs, rd)
 	}
+	d.Answer = answerOf(d, rs)
 	return d
 }
 
@@ -219,7 +275,11 @@ func runData(r *runs.Run) RunData {
 			agree = agree && v == sec.Verdict
 		}
 		rd.Verdicts = append(rd.Verdicts, VerdictRow{Step: id, Verdict: string(sec.Verdict), Repetitions: vs, Agree: agree, Reason: sec.VerdictReason,
-			SetupValid: string(sec.SetupValid), CachedFraction: sec.CachedFraction, Interpretation: sec.Interpretation})
+			SetupValid: string(sec.SetupValid), CachedFraction: sec.CachedFraction, Interpretation: sec.Interpretation, SetupReason: sec.SetupReason,
+			Gain: sec.OffloadGain.Words(), Fidelity: sec.ReloadFidelity.Words(), Bandwidth: bandwidthWords(sec.ReloadBandwidth)})
+		if g := sec.OffloadGain; g != nil {
+			rd.Verdicts[len(rd.Verdicts)-1].GainRatio = g.TTFTRatio
+		}
 	}
 	for _, st := range r.Repetitions[0].Steps {
 		for _, q := range st.Requests {
@@ -243,6 +303,7 @@ func runData(r *runs.Run) RunData {
 			}
 		}
 	}
+	rd.StepTTFT, rd.Traces = stepTTFTs(r), traceSplits(r)
 	sort.SliceStable(rd.KVUsage, func(i, j int) bool { return rd.KVUsage[i].TMS < rd.KVUsage[j].TMS })
 	return rd
 }
@@ -277,10 +338,18 @@ func Render(w io.Writer, d Data) error {
 		for _, p := range r.KVUsage {
 			xs, ys = append(xs, p.TMS), append(ys, p.KVUsage)
 		}
+		ttftChart := barChart(fmt.Sprintf("ttft-%d", i), "Time to first output per request (replay in red)", "ms", labels, []Series{{"ttft", colorBar, ttft}}, replay)
+		cachedChart := barChart(fmt.Sprintf("cached-%d", i), "Cached fraction of the prompt per request", "fraction", labels, []Series{{"cached", colorBar, cached}}, replay)
+		if len(r.Requests) > maxBars {
+			ttftChart = cdfChart(fmt.Sprintf("ttft-%d", i), fmt.Sprintf("Time to first output: distribution per step (%d requests)", len(r.Requests)), "ms",
+				requestGroups(r.Requests, func(q RequestPoint) *float64 { return q.TTFTMS }), 0)
+			cachedChart = cdfChart(fmt.Sprintf("cached-%d", i), "Cached fraction of the prompt: distribution per step", "",
+				requestGroups(r.Requests, func(q RequestPoint) *float64 { return q.CachedFraction }), 1)
+		}
 		sets = append(sets, chartSet{
 			Run:     r,
-			TTFT:    barChart(fmt.Sprintf("ttft-%d", i), "Time to first output per request (replay in red)", "ms", labels, []Series{{"ttft", colorBar, ttft}}, replay),
-			Cached:  barChart(fmt.Sprintf("cached-%d", i), "Cached fraction of the prompt per request", "fraction", labels, []Series{{"cached", colorBar, cached}}, replay),
+			TTFT:    ttftChart,
+			Cached:  cachedChart,
 			Bytes:   barChart(fmt.Sprintf("bytes-%d", i), "KV offload bytes per step", "bytes", stepLabels, []Series{{"store GPU->CPU", colorStore, store}, {"load CPU->GPU", colorLoad, load}}, nil),
 			KVUsage: lineChart(fmt.Sprintf("kv-%d", i), "Sampled GPU KV block usage over the run", "usage", xs, ys, 1),
 		})
@@ -306,7 +375,18 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return units.SignedShare(*p)
 	},
-	"median": units.Value,
-	"count":  units.Count,
-	"deref":  func(p *bool) bool { return *p },
+	"median":       units.Value,
+	"count":        units.Count,
+	"deref":        func(p *bool) bool { return *p },
+	"deref2":       func(p *int) int { return *p },
+	"fixed":        func(v float64) string { return units.Fraction(&v) },
+	"curveHeading": curveHeading,
+	"replays": func(rs []RunData) bool {
+		for _, r := range rs {
+			if len(r.Verdicts) > 0 {
+				return true
+			}
+		}
+		return false
+	},
 }).Parse(pageTemplate))

@@ -5,7 +5,9 @@ import (
 	"html"
 	"html/template"
 	"math"
+	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/anvil-serving/kvbench/harness/units"
 )
@@ -44,6 +46,7 @@ func barChart(id, title, unit string, labels []string, series []Series, highligh
 	plotW := chartW - padL - padR
 	groupW := plotW / float64(max(len(labels), 1))
 	barW := groupW * 0.8 / float64(max(len(series), 1))
+	every, fit := thinLabels(labels, groupW)
 	for i, label := range labels {
 		x0 := padL + float64(i)*groupW + groupW*0.1
 		for j, s := range series {
@@ -65,8 +68,9 @@ func barChart(id, title, unit string, labels []string, series []Series, highligh
 				html.EscapeString(s.Name), v, x, chartH-padB-h, math.Max(barW-1, 1), h, color,
 				html.EscapeString(label), html.EscapeString(s.Name), units.Compact(v), unit)
 		}
-		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="end" transform="rotate(-35 %.1f %.1f)">%s</text>`,
-			x0+groupW*0.4, chartH-padB+14, x0+groupW*0.4, chartH-padB+14, html.EscapeString(label))
+		if i%every == 0 {
+			xLabel(&b, x0+groupW*0.4, chartH-padB+14, shorten(label, fit), label)
+		}
 	}
 	if len(series) > 1 {
 		for j, s := range series {
@@ -105,10 +109,64 @@ func lineChart(id, title, unit string, xs, ys []float64, yTop float64) template.
 		fmt.Fprintf(&b, `<circle class="pt" cx="%s" cy="%s" r="1.6" fill="%s"><title>t=%s ms: %s</title></circle>`, xy[0], xy[1], colorLine, units.Compact(xs[i]), units.Compact(ys[i]))
 	}
 	for _, f := range []float64{0, 0.5, 1} {
-		fmt.Fprintf(&b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s s</text>`, padL+plotW*f, chartH-padB+16, units.Compact(xMax*f/1000))
+		l := units.Compact(xMax*f/1000) + " s"
+		xLabel(&b, padL+plotW*f, chartH-padB+16, l, l)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// labelCharW is a generous average glyph width of the 10px x labels (svg .xl), so a label's
+// estimated box is never narrower than the one drawn: the overlap test relies on it.
+const labelCharW = 6.2
+
+// minLabelChars is the fewest characters a thinned label keeps: fewer says nothing.
+const minLabelChars = 12
+
+func labelWidth(s string) float64 { return float64(utf8.RuneCountInString(s)) * labelCharW }
+
+// thinLabels decides which of n evenly spaced labels, groupW apart, are written (every
+// every-th one) and how many characters each keeps (fit), so that no two overlap however
+// many bars there are: labels are thinned until each has room for its text or for
+// minLabelChars, and truncated to that room.
+func thinLabels(labels []string, groupW float64) (every, fit int) {
+	longest := 0
+	for _, l := range labels {
+		longest = max(longest, utf8.RuneCountInString(l))
+	}
+	need := float64(min(longest, minLabelChars))*labelCharW + 6
+	every = max(1, int(math.Ceil(need/math.Max(groupW, 0.01))))
+	return every, max(1, int((groupW*float64(every)-6)/labelCharW))
+}
+
+// shorten truncates s to n characters with an ellipsis, keeping an index suffix
+// ("eviction_seq…[3]") since it tells bars of one step apart.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	suffix := []rune{}
+	if i := strings.LastIndex(s, "["); i > 0 && !strings.Contains(s[i:], " ") {
+		suffix = []rune(s[i:])
+	}
+	head := n - 1 - len(suffix)
+	if head < 1 {
+		return string(r[:max(n-1, 0)]) + "…"
+	}
+	return string(r[:head]) + "…" + string(suffix)
+}
+
+// xLabel writes an x-axis label centred on x, moved inside the chart where it would cross
+// an edge; full, when the label was shortened, is shown on hover.
+func xLabel(b *strings.Builder, x, y float64, text, full string) {
+	w := labelWidth(text)
+	x = math.Max(w/2+2, math.Min(x, chartW-w/2-2))
+	fmt.Fprintf(b, `<text class="xl" x="%.1f" y="%.1f" text-anchor="middle">%s`, x, y, html.EscapeString(text))
+	if full != text {
+		fmt.Fprintf(b, `<title>%s</title>`, html.EscapeString(full))
+	}
+	b.WriteString(`</text>`)
 }
 
 func header(b *strings.Builder, id, title string) {
@@ -138,4 +196,88 @@ func niceCeil(v float64) float64 {
 		}
 	}
 	return 10 * p
+}
+
+// maxBars is the most requests drawn one bar each; past it a chart of requests shows each
+// step's distribution instead, which stays readable at any count.
+const maxBars = 64
+
+// palette colours a distribution chart's groups in turn.
+var palette = []string{colorBar, colorLoad, colorLine, colorHi, "#b279a2", "#9d755d"}
+
+// Group is one set of values of a distribution chart; nil values are absent, left out.
+type Group struct {
+	Name   string
+	Values []*float64
+}
+
+// cdfChart draws each group's values as an empirical distribution: the share of the
+// group's values at most x, one point per value. xTop 0 scales x to the largest value.
+func cdfChart(id, title, unit string, groups []Group, xTop float64) template.HTML {
+	var b strings.Builder
+	header(&b, id, title)
+	axes(&b, 1, "share of requests")
+	top := xTop
+	if top <= 0 {
+		for _, g := range groups {
+			for _, v := range g.Values {
+				if v != nil {
+					top = math.Max(top, *v)
+				}
+			}
+		}
+		top = niceCeil(top)
+	}
+	plotW, plotH := chartW-padL-padR, chartH-padT-padB
+	for j, g := range groups {
+		var vs []float64
+		for _, v := range g.Values {
+			if v != nil {
+				vs = append(vs, *v)
+			}
+		}
+		sort.Float64s(vs)
+		color := palette[j%len(palette)]
+		var seg []string
+		for i, v := range vs {
+			x, y := padL+plotW*math.Min(v, top)/top, chartH-padB-plotH*float64(i+1)/float64(len(vs))
+			seg = append(seg, fmt.Sprintf("%.1f,%.1f", x, y))
+			fmt.Fprintf(&b, `<circle class="pt" data-series="%s" data-value="%g" cx="%.1f" cy="%.1f" r="1.4" fill="%s"><title>%s: %s %s</title></circle>`,
+				html.EscapeString(g.Name), v, x, y, color, html.EscapeString(g.Name), units.Compact(v), html.EscapeString(unit))
+		}
+		if len(seg) > 1 {
+			fmt.Fprintf(&b, `<polyline class="line" fill="none" stroke="%s" stroke-width="1.2" points="%s"/>`, color, strings.Join(seg, " "))
+		}
+		// The legend sits in the plot's top left, a row each, which a rising curve leaves empty.
+		ly := padT + 4 + float64(j)*13
+		name := shorten(fmt.Sprintf("%s (%d)", g.Name, len(vs)), 30)
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="9" height="9" fill="%s"/><text class="lg" x="%.1f" y="%.1f">%s</text>`,
+			padL+8, ly, color, padL+21, ly+8, html.EscapeString(name))
+	}
+	for _, f := range []float64{0, 0.5, 1} {
+		l := strings.TrimSpace(units.Compact(top*f) + " " + unit)
+		xLabel(&b, padL+plotW*f, chartH-padB+16, l, l)
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// requestGroups groups a run's requests by step, a step's cold twins on their own, in
+// order, for a distribution chart of one of their values.
+func requestGroups(qs []RequestPoint, value func(RequestPoint) *float64) []Group {
+	var out []Group
+	at := map[string]int{}
+	for _, q := range qs {
+		name := q.Step
+		if strings.HasSuffix(q.Label, " cold twin") {
+			name += " cold twins"
+		}
+		k, ok := at[name]
+		if !ok {
+			k, at[name] = len(out), len(out)
+			out = append(out, Group{Name: name})
+		}
+		out[k].Values = append(out[k].Values, value(q))
+	}
+	return out
 }

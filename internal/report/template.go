@@ -32,15 +32,34 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 #kvbench-status { color: #999; font-size: 11px; }
 .study { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 16px; }
 .study-run { border: 1px solid #ddd; padding: 4px 12px; }
+.answer { font-size: 20px; font-weight: 700; padding: 8px 14px; margin: 12px 0 6px; border-radius: 4px; display: inline-block; }
+.answer.pass { background: #e6f4ea; color: #1a7f37; }
+.answer.fail { background: #fdecea; color: #c62828; }
+td.passed { color: #1a7f37; font-weight: 600; }
+td.failed { color: #c62828; font-weight: 600; }
 </style>
 </head>
 <body>
 <h1>{{.Title}}</h1>
 <p class="meta">generated {{.Generated}} by kvbench report from the runs' step artifacts; no network is needed to view this page.</p>
+{{with .Answer}}<div id="answer">
+<p class="answer {{if .Pass}}pass{{else}}fail{{end}}">{{if .Pass}}PASS{{else}}FAIL{{end}}</p>
+<p class="meta">{{if .Gates}}{{len .Gates}} gate(s){{else}}no gates (the scenario sets none){{end}}{{if $.Comparison}}; compared with the baseline{{end}}{{if and .Pass (or .Gates $.Comparison)}}: all passed{{end}}</p>
+{{if .Why}}<ul class="why">{{range .Why}}<li class="regression">{{.}}</li>{{end}}</ul>{{end}}
+{{if .Gates}}<table id="gates">
+<tr><th>run</th><th>gate step</th><th>condition</th><th>result</th><th>reason</th></tr>
+{{range .Gates}}<tr><td class="num">{{.Run}}</td><td>{{.Step}}</td><td>{{.Gate}}</td><td class="{{if .Passed}}passed{{else}}failed{{end}}">{{if .Passed}}pass{{else}}FAIL{{end}}</td><td>{{.Reason}}</td></tr>
+{{end}}</table>{{end}}
+</div>{{end}}
+{{if replays .Runs}}<table id="replays">
+<tr><th>run</th><th>replay step</th><th>verdict</th><th>offload gain over the cold twin</th><th>reload fidelity</th><th>reload bandwidth</th><th>setup valid</th></tr>
+{{range $i, $r := .Runs}}{{range .Verdicts}}<tr><td>{{$i}}: {{$r.Scenario}}</td><td>{{.Step}}</td><td class="v-{{.Verdict}}">{{.Verdict}}</td><td>{{.Gain}}</td><td>{{.Fidelity}}</td><td>{{.Bandwidth}}</td><td>{{.SetupValid}}{{with .SetupReason}}: {{.}}{{end}}</td></tr>
+{{end}}{{end}}</table>{{end}}
 {{with .NotCompared}}<p class="regression" id="not-compared">{{.}}</p>{{end}}
 {{with .Comparison}}
 <h2>Comparison: {{if .Regression}}<span class="regression">regression ({{len .Findings}})</span>{{else}}no regression{{end}}</h2>
 <p class="meta">baseline {{.Baseline.Dir}} ({{.Baseline.Repetitions}} repetition(s)) vs candidate {{.Candidate.Dir}} ({{.Candidate.Repetitions}} repetition(s)); tolerance {{pct .Tolerance}}; noise {{.Noise}}</p>
+{{range .ServerChanges}}<p class="regression server-change">server changed: {{.Field}}: baseline {{.Baseline}}, candidate {{.Candidate}}</p>{{end}}
 {{range .Mismatches}}<p class="regression">mismatch (allowed): {{.Field}}: baseline {{.Baseline}}, candidate {{.Candidate}}</p>{{end}}
 {{if .Findings}}<ul>{{range .Findings}}<li class="regression">{{.}}</li>{{end}}</ul>{{end}}
 <table id="comparison">
@@ -49,6 +68,15 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 {{range $q := .Requests}}{{range .Metrics}}<tr><td>{{$st.Step}}</td><td class="num">{{$q.Index}}</td><td>{{.Metric}}</td><td class="num">{{median .Baseline.Median}}</td><td class="num">{{median .Candidate.Median}}</td><td class="num">{{signed .Relative}}</td><td class="num">{{pct .Threshold}}</td><td class="{{.Judgement}}">{{.Judgement}}</td></tr>
 {{end}}{{end}}{{end}}
 </table>
+{{end}}
+{{range $k, $sw := .Sweeps}}
+<h2>Sweep {{.Scenario}} / {{.Step}}: capacity</h2>
+<p class="meta">{{len .Levels}} level(s) of {{if eq .Load "request_rate"}}request rate{{else}}users{{end}}, status {{.Status}}{{with .StopReason}} ({{.}}){{end}}; the levels differ in load on purpose and are not compared with each other.</p>
+<p class="interp" id="capacity-{{$k}}"><b>capacity:</b> {{if .CapacityUsers}}{{deref2 .CapacityUsers}} users{{else if .CapacityRequestsPerSecond}}{{median .CapacityRequestsPerSecond}} requests/s{{else}}none{{end}}{{with .CapacityReason}}: {{.}}{{end}}</p>
+<table class="capacity" id="sweep-{{$k}}">
+<tr><th>level</th><th>status</th><th>requests</th><th>failed</th><th>TTFT p50 ms</th><th>TTFT p90 ms</th><th>TTFT p99 ms</th><th>host share</th><th>ideal host share</th><th>within threshold{{with .TTFTP90ThresholdMS}} (p90 &le; {{median .}} ms){{end}}</th></tr>
+{{range .Levels}}<tr><td>{{if .Users}}{{.Users}} users{{else}}{{median .RequestsPerSecond}} req/s{{end}}</td><td>{{.Status}}</td><td class="num">{{.Requests}}</td><td class="num">{{.FailedRequests}}</td><td class="num">{{median .TTFTMS.P50}}</td><td class="num">{{median .TTFTMS.P90}}</td><td class="num">{{median .TTFTMS.P99}}</td><td class="num">{{frac .Tiers.Host}}</td><td class="num">{{frac .IdealHostShare}}</td><td>{{if .WithinThreshold}}{{deref .WithinThreshold}}{{else}}no threshold{{end}}</td></tr>
+{{end}}</table>
 {{end}}
 {{if eq .Kind "study"}}
 <h2>Study: {{len .Runs}} runs of different scenarios, side by side</h2>
@@ -91,8 +119,21 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 <table class="verdicts">
 <tr><th>replay step</th><th>verdict</th><th>repetitions</th><th>cached fraction</th><th>setup valid</th><th>why</th></tr>
 {{range .Verdicts}}<tr><td>{{.Step}}</td><td class="v-{{.Verdict}}">{{.Verdict}}</td><td>{{range .Repetitions}}<span class="v-{{.}}">{{.}}</span> {{end}}{{if not .Agree}}<span class="regression">(disagree)</span>{{end}}</td><td class="num">{{frac .CachedFraction}}</td><td>{{.SetupValid}}</td><td>{{.Reason}}</td></tr>
-{{else}}<tr><td colspan="6">no replay step</td></tr>{{end}}
+{{else}}<tr><td colspan="6">{{if .Traces}}a trace, no replay: its answer is its tier split against the ideal below{{else}}no replay step{{end}}</td></tr>{{end}}
 </table>
+<h3>Time to first output per step</h3>
+<table class="step-ttft" id="step-ttft-{{$i}}">
+<tr><th>step</th><th>kind</th><th>requests</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th></tr>
+{{range .StepTTFT}}<tr><td>{{.Step}}</td><td>{{.Kind}}</td><td class="num">{{.TTFTMS.N}}</td><td class="num">{{median .TTFTMS.P50}}</td><td class="num">{{median .TTFTMS.P90}}</td><td class="num">{{median .TTFTMS.P99}}</td><td class="num">{{median .TTFTMS.Max}}</td></tr>
+{{end}}</table>
+{{range .Traces}}<h3>Trace {{.Step}}: measured tier split against the ideal</h3>
+<table class="trace-split">
+<tr><th></th><th>GPU share</th><th>host tier share</th><th>recomputed share</th></tr>
+<tr><th>measured ({{.Requests}} requests)</th><td class="num">{{frac .Measured.GPU}}</td><td class="num">{{frac .Measured.Host}}</td><td class="num">{{frac .Measured.Recompute}}</td></tr>
+{{with .Ideal}}<tr><th>ideal at the server's pool sizes</th><td class="num">{{fixed .GPUShare}}</td><td class="num">{{fixed .HostShare}}</td><td class="num">{{fixed .RecomputeShare}}</td></tr>{{else}}<tr><th>ideal</th><td colspan="3">{{.IdealUnavailable}}</td></tr>{{end}}
+</table>
+{{with .Finding}}<p class="interp">{{.}}</p>{{end}}
+{{end}}
 {{if ne $.Kind "study"}}{{/* a study printed them side by side above */}}
 {{range .Verdicts}}{{if .Interpretation}}<p class="interp"><b>{{.Step}}:</b> {{.Interpretation}}</p>{{end}}{{end}}
 {{end}}{{end}}
@@ -104,7 +145,7 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
 {{$s.Conversations}}
 {{$s.Curves}}
 </div>
-{{range $s.Run.Curves}}<h3>Reload curve {{.ID}}</h3>
+{{range $s.Run.Curves}}<h3>{{curveHeading .ID}}</h3>
 <p class="interp">{{.BreakEven}}</p>
 <table class="curve" id="{{.ChartID}}-table">
 <tr><th>prompt tokens</th><th>replay TTFT ms</th><th>cold twin TTFT ms</th><th>gain</th><th>load bytes</th><th>verdict</th><th>identical output</th><th>note</th></tr>
@@ -120,7 +161,8 @@ svg .grid { stroke: #e6e6e6; stroke-width: 1; }
   var data = JSON.parse(document.getElementById("kvbench-data").textContent);
   var problems = [];
   data.runs.forEach(function (run, i) {
-    var drawn = document.querySelectorAll("#ttft-" + i + " rect.bar").length;
+    // One bar per measured request, or past a few dozen one point of its step's distribution.
+    var drawn = document.querySelectorAll("#ttft-" + i + " rect.bar, #ttft-" + i + " circle.pt").length;
     var measured = run.requests.filter(function (r) { return r.time_to_first_output_ms !== null; }).length;
     if (drawn !== measured) { problems.push("run " + i + ": " + drawn + " TTFT bars for " + measured + " measured requests"); }
     var pts = document.querySelectorAll("#kv-" + i + " circle.pt").length;

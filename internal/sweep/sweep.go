@@ -297,9 +297,11 @@ func findStep(sc *scenarios.Scenario, id string) (int, error) {
 }
 
 // ExpandDirs replaces each sweep directory among dirs by its levels' run directories, so a
-// report shows every level of a sweep.
-func ExpandDirs(dirs []string) ([]string, error) {
+// report shows every level of a sweep, and returns the sweeps' records for their capacity
+// tables.
+func ExpandDirs(dirs []string) ([]string, []*record.Sweep, error) {
 	var out []string
+	var sweeps []*record.Sweep
 	for _, d := range dirs {
 		if !runs.IsSweep(d) {
 			out = append(out, d)
@@ -307,13 +309,14 @@ func ExpandDirs(dirs []string) ([]string, error) {
 		}
 		s, err := runs.LoadSweep(d)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		sweeps = append(sweeps, s)
 		for _, l := range s.Levels {
 			if l.Run != "" {
 				out = append(out, filepath.Join(d, l.Run))
 			}
 		}
 	}
-	return out, nil
+	return out, sweeps, nil
 }

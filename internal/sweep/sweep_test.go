@@ -126,9 +126,9 @@ func TestRunGoesOnPastFailedGates(t *testing.T) {
 		!strings.Contains(console.String(), "sweep level: 4 users [1/2 levels done (50%)") || !strings.Contains(console.String(), "ETA ") {
 		t.Errorf("no sweep record in %s, console %q", res.Dir, console.String())
 	}
-	dirs, err := ExpandDirs([]string{res.Dir, "other"})
-	if err != nil || len(dirs) != 3 || dirs[2] != "other" {
-		t.Errorf("ExpandDirs = %v, %v", dirs, err)
+	dirs, sweeps, err := ExpandDirs([]string{res.Dir, "other"})
+	if err != nil || len(dirs) != 3 || dirs[2] != "other" || len(sweeps) != 1 || len(sweeps[0].Levels) != 2 {
+		t.Errorf("ExpandDirs = %v, %v, %v", dirs, sweeps, err)
 	}
 }
 
