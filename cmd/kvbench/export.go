@@ -20,8 +20,7 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	var format string
 	cli.FormatVar(fs, &format, "output: openmetrics (the text format node_exporter's textfile collector reads)", "openmetrics")
 	out := fs.String("o", "", "write to this file atomically (temp file, then rename over it) instead of stdout; never a kvbench record or a file in a run directory")
-	var labels cli.StringList
-	fs.Var(&labels, "label", "NAME=VALUE added to every series, e.g. cluster=eu1 (repeatable)")
+	series := export.NewSeriesFlags(fs) // --label, --per-request-series
 	args, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
@@ -29,7 +28,7 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) == 0 {
 		return cli.Usagef("export: want one or more run directories")
 	}
-	extra, err := export.ParseLabels("--label", labels)
+	extra, err := series.Labels()
 	if err != nil {
 		return cli.UsageError(err)
 	}
@@ -37,7 +36,7 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	text, err := export.OpenMetrics(loaded, extra)
+	text, err := export.OpenMetrics(loaded, extra, series.PerRequest)
 	if errors.Is(err, export.ErrDuplicate) {
 		return cli.Usagef("export: %w (runs of one scenario, recipe and endpoint: export one, or tell them apart with --label)", err)
 	} else if err != nil {

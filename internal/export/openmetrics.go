@@ -71,12 +71,12 @@ func WriteOpenMetrics(w io.Writer, fams []*dto.MetricFamily) error {
 }
 
 // OpenMetrics returns the OpenMetrics text of rs's series, each run's labelled with its
-// identity and extra. The text is whole or absent: an error (two runs with the same series,
+// identity and extra, per request too with perRequest. The text is whole or absent: an error (two runs with the same series,
 // an ErrDuplicate) leaves nothing half-written for a collector to read.
-func OpenMetrics(rs []*runs.Run, extra []Label) ([]byte, error) {
+func OpenMetrics(rs []*runs.Run, extra []Label, perRequest bool) ([]byte, error) {
 	var sets [][]*dto.MetricFamily
 	for _, r := range rs {
-		fams, err := Families(r, append(Identity(r), extra...))
+		fams, err := FamiliesFor(r, append(Identity(r), extra...), perRequest)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.Dir, err)
 		}
