@@ -309,8 +309,16 @@ func pushedSeries(t *testing.T) map[string][]map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A capacity sweep's series, as kvbench export writes them (no sweep of this scenario).
+	cap16, p90, within := 16, 120.0, true
+	sweep := &record.Sweep{ObservedAt: loaded[1].ObservedAt, Scenario: loaded[1].Scenario.Name, Step: "chat", CapacityUsers: &cap16, CapacityRequestsPerSecond: &p90,
+		Levels: []record.SweepLevel{{Users: 16, TTFTMS: record.Percentiles{P90: &p90}, WithinThreshold: &within}}}
+	sweepFams, err := export.SweepFamilies(sweep, append(export.SweepIdentity(sweep), cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
 	series := map[string][]map[string]string{}
-	for _, f := range append(runFams, cmpFams...) {
+	for _, f := range slices.Concat(runFams, cmpFams, sweepFams) {
 		for _, m := range f.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
@@ -363,6 +371,7 @@ var unpaneled = map[string]string{
 	"kvbench_failed_requests":                             "the Failed gates panel turns red on it (the implicit max_failed_requests gate)",
 	"kvbench_offload_load_duration_seconds":               "reload bandwidth is the report's; bytes moved are on a panel",
 	"kvbench_compare_timestamp_seconds":                   "the KvbenchCompareAbsent alert's, not a value to look at",
+	"kvbench_sweep_timestamp_seconds":                     "when a sweep ran; the capacity panel's points are its samples",
 	"kvbench_time_to_first_output_seconds":                "per request: only with --per-request-series",
 	"kvbench_end_to_end_seconds":                          "per request: only with --per-request-series",
 	"kvbench_decode_tokens_per_second":                    "per request: only with --per-request-series",

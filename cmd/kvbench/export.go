@@ -11,11 +11,11 @@ import (
 )
 
 func init() {
-	cli.Register(cli.Command{Name: "export", Summary: "write runs' series as OpenMetrics text (node_exporter textfile collector)", Run: runExport})
+	cli.Register(cli.Command{Name: "export", Summary: "write runs' and capacity sweeps' series as OpenMetrics text (node_exporter textfile collector)", Run: runExport})
 }
 
 func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
-	fs := cli.NewFlagSet("export", "RUN_DIR... [flags]",
+	fs := cli.NewFlagSet("export", "RUN_OR_SWEEP_DIR... [flags]",
 		"kvbench export --format openmetrics results/smoke-20260803T020000Z\nkvbench export results/smoke-20260803T020000Z -o /var/lib/node_exporter/textfile/kvbench.prom --label cluster=eu1", stdout)
 	var format string
 	cli.FormatVar(fs, &format, "output: openmetrics (the text format node_exporter's textfile collector reads)", "openmetrics")
@@ -26,17 +26,17 @@ func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	if len(args) == 0 {
-		return cli.Usagef("export: want one or more run directories")
+		return cli.Usagef("export: want one or more run or sweep directories")
 	}
 	extra, err := series.Labels()
 	if err != nil {
 		return cli.UsageError(err)
 	}
-	loaded, err := cli.LoadRuns(args)
+	loaded, sweeps, err := export.LoadDirs(args) // runs and capacity sweeps
 	if err != nil {
 		return err
 	}
-	text, err := export.OpenMetrics(loaded, extra, series.PerRequest)
+	text, err := export.OpenMetrics(loaded, sweeps, extra, series.PerRequest)
 	if errors.Is(err, export.ErrDuplicate) {
 		return cli.Usagef("export: %w (runs of one scenario, recipe and endpoint: export one, or tell them apart with --label)", err)
 	} else if err != nil {

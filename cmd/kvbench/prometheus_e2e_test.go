@@ -283,9 +283,9 @@ scrape_configs:
 	// comparison without gates, repeats, regressions or server changes has no series for
 	// stays empty.
 	panels, _ := dashboardQueries(t)
-	// This scenario has no cold twin, no trace and cold caches: TestDeployQueriesFindSeriesARunExports
+	// This scenario has no cold twin, no trace, cold caches and is no sweep: TestDeployQueriesFindSeriesARunExports
 	// checks those panels' selectors against a record that has them.
-	unmeasured := []string{"Offload gain over the cold twin", "Reload fidelity", "Tier shares, measured and ideal", "Warm caches"}
+	unmeasured := []string{"Offload gain over the cold twin", "Reload fidelity", "Tier shares, measured and ideal", "Warm caches", "Sweep capacity", "Sweep levels: TTFT p90 and threshold"}
 	empty := map[string][]string{
 		"run":    append([]string{"Gates", "Compare: relative change of regressed metrics", "Server changes against the baseline"}, unmeasured...),
 		"single": append([]string{"Gates", "Compare: relative change of regressed metrics", "Server changes against the baseline", "Time to first output, spread of repetitions", "Repetitions agree"}, unmeasured...),

@@ -50,6 +50,15 @@ func seriesLabels(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	all = append(all, cf...)
+	sf, err := SweepFamilies(fixtureSweep(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, sf...)
+	rate := fixtureSweep()
+	rate.CapacityRequestsPerSecond = ptr(4.2)
+	rf, _ := SweepFamilies(rate, nil)
+	all = append(all, rf...)
 	skip := map[string]bool{"quantile": true}
 	for _, l := range append(Identity(base), Identity(single)...) {
 		skip[l.Name] = true

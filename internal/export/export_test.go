@@ -667,3 +667,55 @@ func TestNewSeriesCarryTheRecordsValues(t *testing.T) {
 		}
 	}
 }
+
+// fixtureSweep is a users sweep of three levels with a threshold: capacity at 16 users.
+func fixtureSweep() *record.Sweep {
+	f := func(v float64) *float64 { return &v }
+	yes, no, cap16 := true, false, 16
+	return &record.Sweep{
+		ObservedAt: "2026-08-03T02:00:00Z", Status: record.StatusCompleted, Scenario: "chat-capacity", Step: "chat",
+		TTFTP90ThresholdMS: f(350), CapacityUsers: &cap16,
+		Levels: []record.SweepLevel{
+			{Users: 8, Requests: 40, TTFTMS: record.Percentiles{N: 40, P90: f(50)}, Tiers: record.TierShares{GPU: f(0.7), Host: f(0.2), Recompute: f(0.1)}, WithinThreshold: &yes},
+			{Users: 16, Requests: 80, TTFTMS: record.Percentiles{N: 80, P90: f(100)}, WithinThreshold: &yes},
+			{Users: 32, Requests: 160, FailedRequests: 3, TTFTMS: record.Percentiles{N: 157, P90: f(400)}, WithinThreshold: &no},
+		},
+	}
+}
+
+// TestSweepFamilies: a sweep's capacity and each level's TTFT p90, threshold and shares, one
+// series per level; a sweep without a decided capacity has no capacity series.
+func TestSweepFamilies(t *testing.T) {
+	sw := fixtureSweep()
+	fams, err := SweepFamilies(sw, SweepIdentity(sw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"kvbench_sweep_capacity_users", map[string]string{"scenario": "chat-capacity", "step": "chat"}, 16},
+		{"kvbench_sweep_timestamp_seconds", nil, 1785722400},
+		{"kvbench_sweep_level_time_to_first_output_p90_seconds", map[string]string{"level": "users=32"}, 0.4},
+		{"kvbench_sweep_level_within_threshold", map[string]string{"level": "users=16"}, 1},
+		{"kvbench_sweep_level_within_threshold", map[string]string{"level": "users=32"}, 0},
+		{"kvbench_sweep_level_failed_requests", map[string]string{"level": "users=32"}, 3},
+		{"kvbench_tier_share_ratio", map[string]string{"level": "users=8", "tier": "host", "kind": "measured"}, 0.2},
+	} {
+		if v := sample(t, got, c.name, c.labels).GetGauge().GetValue(); !near(v, c.want) {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	if n := len(got["kvbench_sweep_level_within_threshold"].GetMetric()); n != 3 {
+		t.Errorf("%d within-threshold series, want one per level", n)
+	}
+	sw.CapacityUsers = nil
+	fams, _ = SweepFamilies(sw, nil)
+	got, _ = parse(t, fams)
+	if _, ok := got["kvbench_sweep_capacity_users"]; ok {
+		t.Error("a sweep without a capacity exports one")
+	}
+}

@@ -56,7 +56,7 @@ var reserved = map[string]bool{
 	"job": true, "instance": true, "scenario": true, "recipe": true, "endpoint": true,
 	"step": true, "request": true, "verdict": true, "gate": true, "status": true,
 	"quantile": true, "version": true, "model": true, "engine": true,
-	"tier": true, "kind": true, "basis": true,
+	"tier": true, "kind": true, "basis": true, "level": true,
 	"le": true, // Prometheus's histogram bucket bound, as quantile is a summary's
 }
 
@@ -122,6 +122,13 @@ var catalog = map[string]family{
 	"kvbench_warm_cache_requests":                {"Requests of the step that came back cached beyond what the run could have cached (no series: none did).", gauge},
 	"kvbench_warm_cache_cached_tokens":           {"Prompt tokens cached beyond what the run could have cached, over the step's warm requests.", gauge},
 	"kvbench_tier_share_ratio":                   {"Share of the step's prompt tokens served by each tier (gpu, host, recompute): kind measured from the counters, or ideal from replaying the trace through LRU tiers of the server's sizes.", gauge},
+
+	"kvbench_sweep_timestamp_seconds":                      {"When the capacity sweep was observed, in Unix seconds.", gauge},
+	"kvbench_sweep_capacity_users":                         {"The highest user count whose TTFT p90 kept within the sweep's threshold with no failed request (no series: no capacity decided).", gauge},
+	"kvbench_sweep_capacity_requests_per_second":           {"A request-rate sweep's capacity: the highest offered rate within its threshold.", gauge},
+	"kvbench_sweep_level_time_to_first_output_p90_seconds": {"The sweep level's time to first output, 90th percentile over its requests.", gauge},
+	"kvbench_sweep_level_within_threshold":                 {"1 when the sweep level completed with no failed request and its TTFT p90 within the threshold, 0 when not (no series: no threshold).", gauge},
+	"kvbench_sweep_level_failed_requests":                  {"Requests of the sweep level that failed.", gauge},
 
 	"kvbench_compare_regressions":       {"Regressions kvbench compare found in the candidate run against the baseline (0: none).", gauge},
 	"kvbench_compare_regressed":         {"1 when the compared metric (or the replay's verdict) regressed, 0 when it did not.", gauge},
