@@ -102,7 +102,7 @@ func TestSweepOffloadGain(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("export %s: exit %d: %s", dirOn, code, stderr)
 	}
-	wantCap := fmt.Sprintf("kvbench_sweep_capacity_users{scenario=%q,step=%q} %d\n", son.Scenario, son.Step, *son.CapacityUsers)
+	wantCap := fmt.Sprintf("kvbench_sweep_capacity_users{scenario=%q,step=%q} %d.0\n", son.Scenario, son.Step, *son.CapacityUsers)
 	if !strings.Contains(text, wantCap) || strings.Count(text, "kvbench_sweep_level_within_threshold{") != len(son.Levels) {
 		t.Errorf("export of the sweep lacks %q or a within-threshold series per level:\n%s", wantCap, text)
 	}
