@@ -74,11 +74,12 @@ func envOf(c corev1.Container) map[string]corev1.EnvVar {
 // every object strictly into its API type, and checks what the nightly needs of each: the
 // CronJob keeps Forbid, backoffLimit 0, non-root, a read-only root and seccomp, mounts no
 // service-account token, reads the API key and the Pushgateway's basic auth from Secrets
-// (never a literal, never in the URL), runs the generated script, may mount a scenario file
-// and a baseline, and runs the image the kustomization pins.
+// (never a literal, never in the URL), runs the generated script, may mount a scenario file,
+// reads the baseline from its volume, and runs the image the kustomization pins.
 func TestManifestsAreValidKubernetesObjects(t *testing.T) {
 	objs := build(t, "kubernetes")
-	for _, want := range []string{"CronJob/kvbench-nightly", "ConfigMap/kvbench-nightly", "PersistentVolumeClaim/kvbench-results"} {
+	for _, want := range []string{"CronJob/kvbench-nightly", "ConfigMap/kvbench-nightly", "PersistentVolumeClaim/kvbench-results",
+		"PersistentVolumeClaim/kvbench-baseline", "PrometheusRule/kvbench", "ConfigMap/kvbench-dashboard"} {
 		if _, ok := objs[want]; !ok {
 			t.Fatalf("kustomize build has no %s (it has %v)", want, keys(objs))
 		}
@@ -174,16 +175,17 @@ func TestManifestsAreValidKubernetesObjects(t *testing.T) {
 	if v := vols["script"]; v.ConfigMap == nil || v.ConfigMap.Name != cm.Name || mounts["script"].MountPath != "/etc/kvbench" {
 		t.Errorf("the script volume %+v, mount %+v", v, mounts["script"])
 	}
-	for _, name := range []string{"scenarios", "baseline"} {
-		if v := vols[name]; v.ConfigMap == nil || v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional || !mounts[name].ReadOnly {
-			t.Errorf("volume %s %+v: want an optional ConfigMap, mounted read-only", name, v)
-		}
+	if v := vols["scenarios"]; v.ConfigMap == nil || v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional || !mounts["scenarios"].ReadOnly {
+		t.Errorf("volume scenarios %+v: want an optional ConfigMap, mounted read-only", v)
 	}
 	if v := vols["results"]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != pvc.Name || mounts["results"].MountPath != env["RESULTS"].Value {
 		t.Errorf("results volume %+v at %q, RESULTS %q", v, mounts["results"].MountPath, env["RESULTS"].Value)
 	}
-	if mounts["baseline"].MountPath != env["BASELINE"].Value {
-		t.Errorf("baseline mounted at %q, BASELINE %q", mounts["baseline"].MountPath, env["BASELINE"].Value)
+	// The baseline: a directory on the kvbench-baseline volume (read-only here; TestPromoteJob
+	// checks the Job that writes it).
+	if v := vols["baseline"]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "kvbench-baseline" || !mounts["baseline"].ReadOnly ||
+		!strings.HasPrefix(env["BASELINE"].Value, mounts["baseline"].MountPath+"/") {
+		t.Errorf("baseline %+v mounted at %q, BASELINE %q: want kvbench-baseline, read-only, holding BASELINE", v, mounts["baseline"].MountPath, env["BASELINE"].Value)
 	}
 	if mounts["tmp"].MountPath != "/tmp" || vols["tmp"].EmptyDir == nil {
 		t.Error("no writable /tmp beside the read-only root")
@@ -207,6 +209,7 @@ func TestRawManifestsDecodeStrictly(t *testing.T) {
 	for file, v := range map[string]any{
 		"kubernetes/cronjob.yaml":            &batchv1.CronJob{},
 		"kubernetes/results-pvc.yaml":        &corev1.PersistentVolumeClaim{},
+		"kubernetes/baseline-pvc.yaml":       &corev1.PersistentVolumeClaim{},
 		"kubernetes/results-reader/pod.yaml": &corev1.Pod{},
 	} {
 		data, err := os.ReadFile(file)

@@ -14,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/anvil-serving/kvbench/harness/compare"
+	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/export"
 	"github.com/anvil-serving/kvbench/sim"
@@ -293,6 +295,7 @@ func pushedSeries(t *testing.T) map[string][]map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	withUnmeasured(t, loaded[1])
 	cluster := export.Label{Name: "cluster", Value: "ci"}
 	runFams, err := export.Families(loaded[1], append(export.Identity(loaded[1]), cluster, export.Label{Name: "job", Value: export.Job}))
 	if err != nil {
@@ -306,8 +309,16 @@ func pushedSeries(t *testing.T) map[string][]map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A capacity sweep's series, as kvbench export writes them (no sweep of this scenario).
+	cap16, p90, within := 16, 120.0, true
+	sweep := &record.Sweep{ObservedAt: loaded[1].ObservedAt, Scenario: loaded[1].Scenario.Name, Step: "chat", CapacityUsers: &cap16, CapacityRequestsPerSecond: &p90,
+		Levels: []record.SweepLevel{{Users: 16, TTFTMS: record.Percentiles{P90: &p90}, WithinThreshold: &within}}}
+	sweepFams, err := export.SweepFamilies(sweep, append(export.SweepIdentity(sweep), cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
 	series := map[string][]map[string]string{}
-	for _, f := range append(runFams, cmpFams...) {
+	for _, f := range slices.Concat(runFams, cmpFams, sweepFams) {
 		for _, m := range f.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
@@ -324,6 +335,83 @@ func pushedSeries(t *testing.T) map[string][]map[string]string {
 		}
 	}
 	return series
+}
+
+// withUnmeasured adds to r's record what this scenario on the embedded engine does not
+// measure, so that the series a night of another scenario pushes are checked too: an offload
+// gain over a cold twin and a reload that diverged on its replay, and a trace step with
+// measured and ideal tier shares and warm caches.
+func withUnmeasured(t *testing.T, r *runs.Run) {
+	t.Helper()
+	f := func(v float64) *float64 { return &v }
+	diverged, at := false, 17
+	for i := range r.Sections {
+		if rp := r.Sections[i].Replay; rp != nil {
+			rp.OffloadGain = &record.OffloadGain{TTFTRatio: f(4), PrefillSecondsSaved: f(1.5)}
+			rp.ReloadFidelity = &record.ReloadFidelity{Compared: true, Basis: "token_ids", Identical: &diverged, FirstDivergence: &at}
+		}
+	}
+	r.Sections = append(r.Sections, record.Section{Step: "trace", Trace: &record.TraceSection{
+		Tiers:      record.TierShares{GPU: f(0.5), Host: f(0.3), Recompute: f(0.2)},
+		Ideal:      &record.IdealTiers{IdealShares: record.IdealShares{GPUShare: 0.6, HostShare: 0.3, RecomputeShare: 0.1}},
+		WarmCaches: &record.WarmCaches{Requests: 3, Of: 600, CachedBeyondReusable: 4096},
+	}})
+}
+
+// unpaneled are the series kvbench pushes that no dashboard panel shows, each with why.
+var unpaneled = map[string]string{
+	"kvbench_repeats_repetitions":                         "a count the run's table states; the repeats panels carry the values",
+	"kvbench_repeats_verdict_repetitions":                 "Repetitions agree shows when it matters (they disagree)",
+	"kvbench_repeats_decode_spread_tokens_per_second":     "the decode panel shows the median; the spread is in compare's judgement",
+	"kvbench_repeats_cached_prompt_tokens_ratio":          "the cached fraction panel shows the first repetition's; compare judges the spread",
+	"kvbench_repeats_cached_prompt_tokens_spread_ratio":   "as above",
+	"kvbench_repeats_offload_load_bytes_per_token":        "Offload bytes per token shows the run's measured value",
+	"kvbench_repeats_offload_load_bytes_per_token_spread": "as above",
+	"kvbench_sampled_peak_kv_usage_ratio":                 "a sampled peak that says whether a step filled the pool; read in the report",
+	"kvbench_failed_requests":                             "the Failed gates panel turns red on it (the implicit max_failed_requests gate)",
+	"kvbench_offload_load_duration_seconds":               "reload bandwidth is the report's; bytes moved are on a panel",
+	"kvbench_compare_timestamp_seconds":                   "the KvbenchCompareAbsent alert's, not a value to look at",
+	"kvbench_sweep_timestamp_seconds":                     "when a sweep ran; the capacity panel's points are its samples",
+	"kvbench_time_to_first_output_seconds":                "per request: only with --per-request-series",
+	"kvbench_end_to_end_seconds":                          "per request: only with --per-request-series",
+	"kvbench_decode_tokens_per_second":                    "per request: only with --per-request-series",
+	"kvbench_effective_prefill_tokens_per_second":         "per request: only with --per-request-series",
+}
+
+// TestEveryPushedSeriesIsOnAPanel: each series kvbench exports is read by a dashboard panel,
+// or listed in unpaneled with why; a name in unpaneled that a panel reads, or that kvbench no
+// longer exports, is an error too.
+func TestEveryPushedSeriesIsOnAPanel(t *testing.T) {
+	panels, _ := dashboardQueries(t)
+	onPanel := map[string]bool{}
+	for _, es := range panels {
+		for _, e := range es {
+			for _, s := range selectors(e) {
+				onPanel[strings.TrimSuffix(strings.TrimSuffix(s.name, "_sum"), "_count")] = true
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, n := range export.Names() {
+		if strings.HasSuffix(n, "_sum") || strings.HasSuffix(n, "_count") {
+			if base := strings.TrimSuffix(strings.TrimSuffix(n, "_sum"), "_count"); slices.Contains(export.Names(), base) {
+				continue
+			}
+		}
+		names[n] = true
+		_, unused := unpaneled[n]
+		switch {
+		case onPanel[n] && unused:
+			t.Errorf("%s is on a panel and listed as unpaneled", n)
+		case !onPanel[n] && !unused:
+			t.Errorf("%s is pushed but on no dashboard panel: add one, or list it in unpaneled with why", n)
+		}
+	}
+	for n := range unpaneled {
+		if !names[n] {
+			t.Errorf("unpaneled lists %s, which kvbench does not export", n)
+		}
+	}
 }
 
 // TestDeployQueriesFindSeriesARunExports: every series selector of the Grafana dashboard, the
@@ -451,8 +539,8 @@ func TestDashboardPanels(t *testing.T) {
 		t.Errorf("no stat panel %q", title)
 	}
 	for title, reads := range map[string][]string{
-		"Time to first output":              {"kvbench_repeats_time_to_first_output_seconds", "kvbench_time_to_first_output_seconds"},
-		"Decode rate":                       {"kvbench_repeats_decode_tokens_per_second", "kvbench_decode_tokens_per_second"},
+		"Time to first output":              {"kvbench_repeats_time_to_first_output_seconds", "kvbench_step_time_to_first_output_seconds"},
+		"Decode rate":                       {"kvbench_repeats_decode_tokens_per_second", "kvbench_step_decode_tokens_per_second"},
 		"Run status":                        {"kvbench_run_status"},
 		"kvbench version, model and engine": {"kvbench_run_info"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,6 +96,15 @@ func TestSweepOffloadGain(t *testing.T) {
 		if _, err := runs.LoadSweep(s); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The sweep's capacity and levels as series (kvbench export reads a sweep directory).
+	text, stderr, code := runCLI(t, "export", dirOn)
+	if code != cli.ExitOK {
+		t.Fatalf("export %s: exit %d: %s", dirOn, code, stderr)
+	}
+	wantCap := fmt.Sprintf("kvbench_sweep_capacity_users{scenario=%q,step=%q} %d.0\n", son.Scenario, son.Step, *son.CapacityUsers)
+	if !strings.Contains(text, wantCap) || strings.Count(text, "kvbench_sweep_level_within_threshold{") != len(son.Levels) {
+		t.Errorf("export of the sweep lacks %q or a within-threshold series per level:\n%s", wantCap, text)
 	}
 	var cmp, errb bytes.Buffer
 	err := run(context.Background(), []string{"compare", dirOn, dirOff, "--allow-mismatch"}, &cmp, &errb)

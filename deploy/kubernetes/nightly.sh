@@ -138,8 +138,8 @@ if [ ! -f "$BASELINE/run.json" ]; then
 	echo "Check this night's report, $NIGHT/report.html. If its run is the normal later nights"
 	echo "should be held to, make it the baseline, whole (run.json and every artifact):"
 	echo "  mkdir -p \"$(dirname "$BASELINE")\" && cp -r \"$CANDIDATE\" \"$BASELINE\""
-	echo "and keep it: in version control, or as deploy/kubernetes' kvbench-baseline ConfigMap"
-	echo "(kubectl create configmap kvbench-baseline --from-file=$BASELINE/)."
+	echo "and keep it in version control; in deploy/kubernetes' CronJob, promote it onto the"
+	echo "baseline volume with the promote Job (docs/nightly.md, \"Promoting a baseline\"), NIGHT=$(basename "$NIGHT")."
 	[ "$run_rc" -eq 0 ] || echo "nightly: the run itself exited $run_rc (3: a gate failed, 5: a push failed)"
 	exit 2
 fi

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -18,7 +19,15 @@ const CompareJob = "kvbench_compare"
 // extra: how many regressions it found (the alert's series), which judged metric regressed
 // and by what relative change, which server settings changed, and when the candidate was
 // observed (an alert on its absence finds a nightly that stopped comparing).
+// By default a judged metric has one series per step: regressed when any request of the
+// step regressed, and the largest relative change among them; CompareFamiliesFor with
+// perRequest gives one per request.
 func CompareFamilies(res *compare.Result, extra []Label) ([]*dto.MetricFamily, error) {
+	return CompareFamiliesFor(res, extra, false)
+}
+
+// CompareFamiliesFor is CompareFamilies, per request when perRequest is set.
+func CompareFamiliesFor(res *compare.Result, extra []Label, perRequest bool) ([]*dto.MetricFamily, error) {
 	b := &builder{fams: map[string]*dto.MetricFamily{}, extra: extra}
 	b.gauge("kvbench_compare_regressions", ptr(float64(len(res.Findings))))
 	if t, err := time.Parse(time.RFC3339, res.Candidate.ObservedAt); err == nil {
@@ -31,12 +40,35 @@ func CompareFamilies(res *compare.Result, extra []Label) ([]*dto.MetricFamily, e
 		if v := st.Verdict; v != nil {
 			b.gauge("kvbench_compare_regressed", regressed(v.Status), "step", st.Step, "metric", "verdict")
 		}
+		type worst struct{ regressed, relative *float64 }
+		perStep := map[string]*worst{}
+		var order []string
 		for _, q := range st.Requests {
 			for _, m := range q.Metrics {
-				l := []string{"step", st.Step, "request", strconv.Itoa(q.Index), "metric", m.Metric}
-				b.gauge("kvbench_compare_regressed", regressed(m.Judgement), l...)
-				b.gauge("kvbench_compare_relative_change", m.Relative, l...)
+				if perRequest {
+					l := []string{"step", st.Step, "request", strconv.Itoa(q.Index), "metric", m.Metric}
+					b.gauge("kvbench_compare_regressed", regressed(m.Judgement), l...)
+					b.gauge("kvbench_compare_relative_change", m.Relative, l...)
+					continue
+				}
+				w, ok := perStep[m.Metric]
+				if !ok {
+					w = &worst{}
+					perStep[m.Metric] = w
+					order = append(order, m.Metric)
+				}
+				if r := regressed(m.Judgement); r != nil && (w.regressed == nil || *r > *w.regressed) {
+					w.regressed = r
+				}
+				if r := m.Relative; r != nil && (w.relative == nil || math.Abs(*r) > math.Abs(*w.relative)) {
+					w.relative = r
+				}
 			}
+		}
+		for _, metric := range order {
+			l := []string{"step", st.Step, "metric", metric}
+			b.gauge("kvbench_compare_regressed", perStep[metric].regressed, l...)
+			b.gauge("kvbench_compare_relative_change", perStep[metric].relative, l...)
 		}
 	}
 	if b.err != nil {

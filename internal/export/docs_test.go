@@ -34,8 +34,8 @@ func seriesLabels(t *testing.T) map[string][]string {
 	t.Helper()
 	base, cand, single := load(t, repeatedRun), load(t, "../../cmd/kvbench/testdata/compare/candidate"), load(t, singleRun)
 	var all []*dto.MetricFamily
-	for _, r := range []*runs.Run{base, single} {
-		fams, err := Families(r, nil)
+	for _, r := range []*runs.Run{base, single, richRun(t)} {
+		fams, err := PerRequestFamilies(r, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,11 +45,20 @@ func seriesLabels(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cf, err := CompareFamilies(res, nil)
+	cf, err := CompareFamiliesFor(res, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	all = append(all, cf...)
+	sf, err := SweepFamilies(fixtureSweep(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, sf...)
+	rate := fixtureSweep()
+	rate.CapacityRequestsPerSecond = ptr(4.2)
+	rf, _ := SweepFamilies(rate, nil)
+	all = append(all, rf...)
 	skip := map[string]bool{"quantile": true}
 	for _, l := range append(Identity(base), Identity(single)...) {
 		skip[l.Name] = true
@@ -88,13 +97,17 @@ func seriesList(t *testing.T) string {
 			t.Errorf("%s: no fixture run or comparison exports it, so its labels are unknown", name)
 		}
 		typ := "gauge"
-		if f.typ == summary {
+		switch {
+		case f.typ == summary && strings.HasPrefix(name, "kvbench_step_"):
+			typ = "summary (`quantile` 0.5, 0.9, 0.99; `_sum`, `_count` = requests measured)"
+		case f.typ == summary:
 			typ = "summary (`quantile` 0, 0.5, 1; `_sum`, `_count` = repetitions measured)"
 		}
 		cell := "none"
 		if len(ls) > 0 {
 			ls = slices.Sorted(slices.Values(ls))
 			cell = "`" + strings.Join(ls, "`, `") + "`"
+			cell = strings.Replace(cell, "`request`", "`request` (with --per-request-series)", 1)
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, typ, cell, strings.ReplaceAll(f.help, "|", `\|`))
 	}
@@ -103,7 +116,7 @@ func seriesList(t *testing.T) string {
 		old = append(old, name)
 	}
 	sort.Strings(old)
-	b.WriteString("\nEarlier versions named two series with a `_count` suffix on a gauge, which promtool refuses; over pushes of both, query `new or old` (`kvbench_repeats_repetitions or kvbench_repeats_count`):\n\n")
+	b.WriteString("\nEarlier versions named two series with a `_count` suffix on a gauge, which promtool refuses, and three ratios without `_ratio`; no old name is pushed any more. Over pushes of both, query `new or old` (`kvbench_repeats_repetitions or kvbench_repeats_count`):\n\n")
 	for _, name := range old {
 		fmt.Fprintf(&b, "- `%s` is now `%s`\n", name, Renamed[name])
 	}

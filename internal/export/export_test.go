@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestOpenMetricsCarriesTheRecordsValues(t *testing.T) {
 	if ones != 1 || len(got["kvbench_replay_verdict"].GetMetric()) < len(verdict.All) {
 		t.Errorf("verdict enum: %d ones over %d samples", ones, len(got["kvbench_replay_verdict"].GetMetric()))
 	}
-	if v := sample(t, got, "kvbench_cached_fraction", map[string]string{"step": "replay"}).GetGauge().GetValue(); !near(v, *sec.CachedFraction) {
+	if v := sample(t, got, "kvbench_cached_prompt_tokens_ratio", map[string]string{"step": "replay"}).GetGauge().GetValue(); !near(v, *sec.CachedFraction) {
 		t.Errorf("cached fraction %v, run.json %v", v, *sec.CachedFraction)
 	}
 	if v := sample(t, got, "kvbench_offload_load_bytes_per_token", nil).GetGauge().GetValue(); !near(v, *r.Cache.LoadBytesPerTokenMeasured) {
@@ -143,7 +144,48 @@ func TestOpenMetricsCarriesTheRecordsValues(t *testing.T) {
 		t.Errorf("status completed = %v", v)
 	}
 
-	// Every request of repetition 0, in seconds; and its median over the repetitions.
+	// By default no series is per request: each step's requests as quantiles, and across
+	// repetitions the step's values pooled.
+	for name, f := range got {
+		for _, m := range f.GetMetric() {
+			if slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "request" }) {
+				t.Errorf("%s %v: a request label without --per-request-series", name, m.GetLabel())
+			}
+		}
+	}
+	for _, st := range r.Repetitions[0].Steps {
+		var ttft []float64
+		var pooled []*float64
+		for i, q := range st.Requests {
+			if ms := q.Result.TimeToFirstOutputMS; ms != nil {
+				ttft = append(ttft, *ms/1000)
+			}
+			pooled = append(pooled, r.RequestValues(st.Step, i, "time_to_first_output_ms")...)
+		}
+		sort.Float64s(ttft)
+		m := sample(t, got, "kvbench_step_time_to_first_output_seconds", map[string]string{"step": st.Step}).GetSummary()
+		if m.GetSampleCount() != uint64(len(ttft)) || len(m.GetQuantile()) != 3 {
+			t.Errorf("%s: step summary %v, want %d requests", st.Step, m, len(ttft))
+		}
+		for _, q := range m.GetQuantile() {
+			if want := stats.NearestRank(ttft, q.GetQuantile()); !near(q.GetValue(), want) {
+				t.Errorf("%s: ttfo p%v = %v, want %v", st.Step, q.GetQuantile()*100, q.GetValue(), want)
+			}
+		}
+		s := stats.Summarize(pooled)
+		rm := sample(t, got, "kvbench_repeats_time_to_first_output_seconds", map[string]string{"step": st.Step}).GetSummary()
+		if rm.GetSampleCount() != uint64(s.N) || s.N != 2*len(st.Requests) {
+			t.Errorf("%s: repeats count %d, want %d (every request of 2 repetitions)", st.Step, rm.GetSampleCount(), s.N)
+		}
+	}
+
+	// With --per-request-series: every request of repetition 0, in seconds; and its median
+	// over the repetitions.
+	fams, err = PerRequestFamilies(r, append(Identity(r), Label{"cluster", "eu1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = parse(t, fams)
 	n := 0
 	for _, st := range r.Repetitions[0].Steps {
 		for i, q := range st.Requests {
@@ -189,13 +231,16 @@ func TestAbsentIsNotZero(t *testing.T) {
 		}
 	}
 	r.Derive(r.Repetitions) // the view is derived from the steps once
-	fams, err := Families(r, Identity(r))
+	fams, err := PerRequestFamilies(r, Identity(r))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := parse(t, fams)
-	if _, ok := got["kvbench_cached_fraction"]; ok {
-		t.Errorf("cached fraction exported though the record has none: %v", got["kvbench_cached_fraction"])
+	if _, ok := got["kvbench_cached_prompt_tokens_ratio"]; ok {
+		t.Errorf("cached fraction exported though the record has none: %v", got["kvbench_cached_prompt_tokens_ratio"])
+	}
+	if c := sample(t, got, "kvbench_step_time_to_first_output_seconds", map[string]string{"step": seq.Step}).GetSummary().GetSampleCount(); c != uint64(len(seq.Requests)-1) {
+		t.Errorf("step summary counts %d requests, want the %d measured", c, len(seq.Requests)-1)
 	}
 	for _, m := range got["kvbench_time_to_first_output_seconds"].GetMetric() {
 		if hasLabels(m, map[string]string{"step": seq.Step, "request": strconv.Itoa(seq.Requests[1].IndexInStep)}) {
@@ -215,17 +260,22 @@ func TestGatePassed(t *testing.T) {
 	r.Gates = []record.GateResult{
 		{Gate: scenarios.Gate{Step: "replay", Verdict: "cpu_reload"}, Passed: true},
 		{Gate: scenarios.Gate{Step: "replay", MinCachedFraction: 0.99}, Passed: false},
+		{Gate: scenarios.Gate{Step: "replay", MinCachedFraction: 0.5}, Passed: true},
 	}
 	fams, err := Families(r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := parse(t, fams)
-	if v := sample(t, got, "kvbench_gate_passed", map[string]string{"gate": "replay: verdict=cpu_reload"}).GetGauge().GetValue(); v != 1 {
+	// The gate label is an id (step and condition names), never the thresholds' text.
+	if v := sample(t, got, "kvbench_gate_passed", map[string]string{"gate": "replay/verdict"}).GetGauge().GetValue(); v != 1 {
 		t.Errorf("passed gate = %v", v)
 	}
-	if v := sample(t, got, "kvbench_gate_passed", map[string]string{"gate": "replay: min_cached_fraction=0.99"}).GetGauge().GetValue(); v != 0 {
+	if v := sample(t, got, "kvbench_gate_passed", map[string]string{"gate": "replay/min_cached_fraction"}).GetGauge().GetValue(); v != 0 {
 		t.Errorf("failed gate = %v", v)
+	}
+	if v := sample(t, got, "kvbench_gate_passed", map[string]string{"gate": "replay/min_cached_fraction#2"}).GetGauge().GetValue(); v != 1 {
+		t.Errorf("second gate of the same conditions = %v", v)
 	}
 }
 
@@ -444,11 +494,40 @@ func TestCompareFamiliesCarryTheComparison(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fams, err := CompareFamilies(res, []Label{{"cluster", "eu1"}})
+	// By default one series per step and metric: regressed when any request did.
+	fams, err := CompareFamilies(res, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := parse(t, fams)
+	for _, st := range res.Steps {
+		any := map[string]bool{}
+		for _, q := range st.Requests {
+			for _, m := range q.Metrics {
+				any[m.Metric] = any[m.Metric] || m.Judgement == stats.Regressed
+			}
+		}
+		for metric, reg := range any {
+			for _, m := range got["kvbench_compare_regressed"].GetMetric() {
+				if hasLabels(m, map[string]string{"step": st.Step, "metric": metric}) && (m.GetGauge().GetValue() == 1) != reg {
+					t.Errorf("%s %s: regressed %v, a request regressed: %v", st.Step, metric, m.GetGauge().GetValue(), reg)
+				}
+			}
+		}
+	}
+	for name, f := range got {
+		for _, m := range f.GetMetric() {
+			if slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "request" }) {
+				t.Errorf("%s %v: a request label without --per-request-series", name, m.GetLabel())
+			}
+		}
+	}
+
+	fams, err = CompareFamiliesFor(res, []Label{{"cluster", "eu1"}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = parse(t, fams)
 	if v := sample(t, got, "kvbench_compare_regressions", map[string]string{"cluster": "eu1"}).GetGauge().GetValue(); v != float64(len(res.Findings)) || v == 0 {
 		t.Errorf("regressions %v, findings %d", v, len(res.Findings))
 	}
@@ -503,5 +582,140 @@ func TestPushKeepsTheQueryOutOfThePath(t *testing.T) {
 	}
 	if q.user != "ci" || q.pass != "s3cret" {
 		t.Errorf("basic auth %q:%q, want the options'", q.user, q.pass)
+	}
+}
+
+// richRun is the seed study with what no fixture run has: its replay's offload gain over a
+// cold twin and a reload whose output diverged, and a trace step with measured and ideal
+// tier shares and warm caches.
+func richRun(t *testing.T) *runs.Run {
+	t.Helper()
+	r := load(t, singleRun)
+	f := func(v float64) *float64 { return &v }
+	i := func(v int) *int { return &v }
+	no := false
+	found := false
+	for k := range r.Sections {
+		if rp := r.Sections[k].Replay; rp != nil {
+			rp.OffloadGain = &record.OffloadGain{TTFTRatio: f(4.5), PrefillSecondsSaved: f(1.25)}
+			rp.ReloadFidelity = &record.ReloadFidelity{Compared: true, Basis: "token_ids", Identical: &no, FirstDivergence: i(17)}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the seed study has no replay")
+	}
+	r.Sections = append(r.Sections, record.Section{Step: "trace", Trace: &record.TraceSection{
+		FailedRequests: 2,
+		Tiers:          record.TierShares{GPU: f(0.5), Host: f(0.3), Recompute: nil},
+		Ideal:          &record.IdealTiers{IdealShares: record.IdealShares{GPUShare: 0.6, HostShare: 0.35, RecomputeShare: 0.05}},
+		WarmCaches:     &record.WarmCaches{Requests: 3, Of: 600, CachedBeyondReusable: 4096},
+	}})
+	return r
+}
+
+// TestNewSeriesCarryTheRecordsValues: offload gain, fidelity, tier shares (measured and
+// ideal) and warm caches are the record's values; a share the counters did not give has no
+// series.
+func TestNewSeriesCarryTheRecordsValues(t *testing.T) {
+	r := richRun(t)
+	fams, err := Families(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	var replay string
+	for _, s := range r.Sections {
+		if s.Replay != nil {
+			replay = s.Step
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"kvbench_offload_gain_ttft_ratio", map[string]string{"step": replay}, 4.5},
+		{"kvbench_offload_gain_prefill_saved_seconds", map[string]string{"step": replay}, 1.25},
+		{"kvbench_reload_output_identical", map[string]string{"step": replay, "basis": "token_ids"}, 0},
+		{"kvbench_reload_output_first_divergence", map[string]string{"step": replay, "basis": "token_ids"}, 17},
+		{"kvbench_tier_share_ratio", map[string]string{"step": "trace", "tier": "gpu", "kind": "measured"}, 0.5},
+		{"kvbench_tier_share_ratio", map[string]string{"step": "trace", "tier": "host", "kind": "measured"}, 0.3},
+		{"kvbench_tier_share_ratio", map[string]string{"step": "trace", "tier": "recompute", "kind": "ideal"}, 0.05},
+		{"kvbench_tier_share_ratio", map[string]string{"step": "trace", "tier": "host", "kind": "ideal"}, 0.35},
+		{"kvbench_warm_cache_requests", map[string]string{"step": "trace"}, 3},
+		{"kvbench_warm_cache_cached_tokens", map[string]string{"step": "trace"}, 4096},
+		{"kvbench_failed_requests", map[string]string{"step": "trace"}, 2},
+	} {
+		if v := sample(t, got, c.name, c.labels).GetGauge().GetValue(); !near(v, c.want) {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	for _, m := range got["kvbench_tier_share_ratio"].GetMetric() {
+		if hasLabels(m, map[string]string{"tier": "recompute", "kind": "measured"}) {
+			t.Errorf("a measured share the record holds as null is exported as %v", m.GetGauge().GetValue())
+		}
+	}
+	if n := len(got["kvbench_tier_share_ratio"].GetMetric()); n != 5 {
+		t.Errorf("%d tier shares, want 5 (2 measured, 3 ideal)", n)
+	}
+	// The unmodified seed study has none of them.
+	plain, _ := Families(load(t, singleRun), nil)
+	for _, f := range plain {
+		if strings.HasPrefix(f.GetName(), "kvbench_offload_gain") || strings.HasPrefix(f.GetName(), "kvbench_tier_share") || strings.HasPrefix(f.GetName(), "kvbench_warm_cache") {
+			t.Errorf("%s exported for a run that did not measure it", f.GetName())
+		}
+	}
+}
+
+// fixtureSweep is a users sweep of three levels with a threshold: capacity at 16 users.
+func fixtureSweep() *record.Sweep {
+	f := func(v float64) *float64 { return &v }
+	yes, no, cap16 := true, false, 16
+	return &record.Sweep{
+		ObservedAt: "2026-08-03T02:00:00Z", Status: record.StatusCompleted, Scenario: "chat-capacity", Step: "chat",
+		TTFTP90ThresholdMS: f(350), CapacityUsers: &cap16,
+		Levels: []record.SweepLevel{
+			{Users: 8, Requests: 40, TTFTMS: record.Percentiles{N: 40, P90: f(50)}, Tiers: record.TierShares{GPU: f(0.7), Host: f(0.2), Recompute: f(0.1)}, WithinThreshold: &yes},
+			{Users: 16, Requests: 80, TTFTMS: record.Percentiles{N: 80, P90: f(100)}, WithinThreshold: &yes},
+			{Users: 32, Requests: 160, FailedRequests: 3, TTFTMS: record.Percentiles{N: 157, P90: f(400)}, WithinThreshold: &no},
+		},
+	}
+}
+
+// TestSweepFamilies: a sweep's capacity and each level's TTFT p90, threshold and shares, one
+// series per level; a sweep without a decided capacity has no capacity series.
+func TestSweepFamilies(t *testing.T) {
+	sw := fixtureSweep()
+	fams, err := SweepFamilies(sw, SweepIdentity(sw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := parse(t, fams)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"kvbench_sweep_capacity_users", map[string]string{"scenario": "chat-capacity", "step": "chat"}, 16},
+		{"kvbench_sweep_timestamp_seconds", nil, 1785722400},
+		{"kvbench_sweep_level_time_to_first_output_p90_seconds", map[string]string{"level": "users=32"}, 0.4},
+		{"kvbench_sweep_level_within_threshold", map[string]string{"level": "users=16"}, 1},
+		{"kvbench_sweep_level_within_threshold", map[string]string{"level": "users=32"}, 0},
+		{"kvbench_sweep_level_failed_requests", map[string]string{"level": "users=32"}, 3},
+		{"kvbench_tier_share_ratio", map[string]string{"level": "users=8", "tier": "host", "kind": "measured"}, 0.2},
+	} {
+		if v := sample(t, got, c.name, c.labels).GetGauge().GetValue(); !near(v, c.want) {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	if n := len(got["kvbench_sweep_level_within_threshold"].GetMetric()); n != 3 {
+		t.Errorf("%d within-threshold series, want one per level", n)
+	}
+	sw.CapacityUsers = nil
+	fams, _ = SweepFamilies(sw, nil)
+	got, _ = parse(t, fams)
+	if _, ok := got["kvbench_sweep_capacity_users"]; ok {
+		t.Error("a sweep without a capacity exports one")
 	}
 }

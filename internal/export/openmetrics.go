@@ -70,13 +70,16 @@ func WriteOpenMetrics(w io.Writer, fams []*dto.MetricFamily) error {
 	return nil
 }
 
-// OpenMetrics returns the OpenMetrics text of rs's series, each run's labelled with its
-// identity and extra. The text is whole or absent: an error (two runs with the same series,
+// OpenMetrics returns the OpenMetrics text of rs's and sweeps' series, each labelled with its
+// identity and extra, per request too with perRequest. The text is whole or absent: an error (two runs with the same series,
 // an ErrDuplicate) leaves nothing half-written for a collector to read.
-func OpenMetrics(rs []*runs.Run, extra []Label) ([]byte, error) {
-	var sets [][]*dto.MetricFamily
+func OpenMetrics(rs []*runs.Run, sweeps []Sweep, extra []Label, perRequest bool) ([]byte, error) {
+	sets, err := sweepSets(sweeps, extra)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range rs {
-		fams, err := Families(r, append(Identity(r), extra...))
+		fams, err := FamiliesFor(r, append(Identity(r), extra...), perRequest)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.Dir, err)
 		}

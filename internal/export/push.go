@@ -31,13 +31,16 @@ type PushOptions struct {
 	// Username and Password, when Password is set, are sent as basic auth instead of URL user
 	// info (read from a Secret's environment variables: never printed, never written).
 	Username, Password string
+	// PerRequest adds a series per request (--per-request-series); by default the series are
+	// per step and per replay, a bounded number whatever the step's size.
+	PerRequest bool
 }
 
 // Push replaces r's group on the Pushgateway (HTTP PUT) with r's series: the group's key is
 // job "kvbench", r's identity and opts.Labels, so a series the last run had and this one has
 // not (another verdict, a request that failed) is gone. Errors are redacted.
 func Push(ctx context.Context, r *runs.Run, opts PushOptions) error {
-	fams, err := Families(r, nil)
+	fams, err := FamiliesFor(r, nil, opts.PerRequest)
 	if err != nil {
 		return err
 	}

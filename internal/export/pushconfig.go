@@ -24,6 +24,7 @@ type PushConfig struct {
 	Labels               []string
 	Timeout              time.Duration
 	UserEnv, PasswordEnv string
+	PerRequest           bool
 }
 
 // Options checks c and reads its credentials with getenv (os.Getenv): the options of a valid
@@ -42,7 +43,7 @@ func (c PushConfig) Options(getenv func(string) string) (PushOptions, error) {
 	if err != nil {
 		return PushOptions{}, err
 	}
-	opts := PushOptions{URL: c.URL, Labels: labels, Timeout: c.Timeout}
+	opts := PushOptions{URL: c.URL, Labels: labels, Timeout: c.Timeout, PerRequest: c.PerRequest}
 	if c.UserEnv == "" && c.PasswordEnv == "" {
 		return opts, nil
 	}
@@ -157,7 +158,7 @@ func PushRuns(ctx context.Context, rs []*runs.Run, allowIncomplete bool, opts Pu
 // PushComparison replaces the comparison's group on the Pushgateway with res's series: job
 // CompareJob, the candidate's identity and opts.Labels. Errors are redacted.
 func PushComparison(ctx context.Context, res *compare.Result, candidate *runs.Run, opts PushOptions) error {
-	fams, err := CompareFamilies(res, nil)
+	fams, err := CompareFamiliesFor(res, nil, opts.PerRequest)
 	if err != nil {
 		return err
 	}

@@ -206,7 +206,7 @@ func TestPushComparisonGroup(t *testing.T) {
 // extra labels; the same run twice is an ErrDuplicate, and nothing is returned.
 func TestOpenMetricsOfRuns(t *testing.T) {
 	a, b := load(t, repeatedRun), load(t, singleRun)
-	text, err := OpenMetrics([]*runs.Run{a, b}, []Label{{"cluster", "eu1"}})
+	text, err := OpenMetrics([]*runs.Run{a, b}, nil, []Label{{"cluster", "eu1"}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestOpenMetricsOfRuns(t *testing.T) {
 			t.Errorf("the text lacks %s's timestamp with the extra label:\n%s", r.Scenario.Name, text)
 		}
 	}
-	if text, err := OpenMetrics([]*runs.Run{a, a}, nil); !errors.Is(err, ErrDuplicate) || text != nil {
+	if text, err := OpenMetrics([]*runs.Run{a, a}, nil, nil, false); !errors.Is(err, ErrDuplicate) || text != nil {
 		t.Errorf("the same run twice: %v (%d bytes), want ErrDuplicate and no text", err, len(text))
 	}
 }
