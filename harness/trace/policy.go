@@ -1,0 +1,258 @@
+package trace
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Host-tier policies: which blocks an engine writes to its host tier, and when. Each is read
+// from the engine's code (docs/traces.md, "Host-tier policies").
+const (
+	// PolicyVLLM is vLLM's native OffloadingConnector with its LRU manager (TierShares), and
+	// with store_threshold its FilterReusedOffloadingManager.
+	PolicyVLLM = "vllm"
+	// PolicySGLangWriteThrough is SGLang HiCache's write_through: a block is written to the
+	// host when it enters the radix tree.
+	PolicySGLangWriteThrough = "sglang-write-through"
+	// PolicySGLangWriteThroughSelective is write_through_selective: written once hit twice.
+	PolicySGLangWriteThroughSelective = "sglang-write-through-selective"
+	// PolicySGLangWriteBack is write_back: written when the GPU evicts it.
+	PolicySGLangWriteBack = "sglang-write-back"
+)
+
+// vLLM's FilterReusedOffloadingManager default tracker size (max_tracker_size).
+const defaultTrackerSize = 64_000
+
+// Policy is a host tier's write policy and its parameters.
+type Policy struct {
+	Name string
+	// StoreThreshold (vllm): a block is stored only once looked up this many times; below 2
+	// there is no filter, as in vLLM.
+	StoreThreshold int
+	// TrackerSize (vllm, StoreThreshold >= 2): the entries of the LRU table counting lookups.
+	TrackerSize int
+	// HitsPerRequest (SGLang write-through policies): how many times one request raises a
+	// block's hit count (1 unless told; see docs/traces.md).
+	HitsPerRequest int
+}
+
+// ParsePolicy reads NAME[:PARAM=V[,PARAM=V]], such as vllm:store_threshold=2.
+func ParsePolicy(s string) (Policy, error) {
+	name, params, _ := strings.Cut(strings.TrimSpace(s), ":")
+	p := Policy{Name: name}
+	var allowed []string
+	switch name {
+	case PolicyVLLM:
+		allowed = []string{"store_threshold", "max_tracker_size"}
+		p.TrackerSize = defaultTrackerSize
+	case PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective:
+		allowed = []string{"hits_per_request"}
+		p.HitsPerRequest = 1
+	case PolicySGLangWriteBack:
+	default:
+		return p, fmt.Errorf("unknown policy %q (%s, %s, %s or %s)", name, PolicyVLLM, PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack)
+	}
+	if params == "" {
+		return p, nil
+	}
+	for _, kv := range strings.Split(params, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 {
+			return p, fmt.Errorf("policy %s: %q is not PARAM=N (a whole number >= 0)", name, kv)
+		}
+		switch {
+		case k == "store_threshold" && name == PolicyVLLM:
+			p.StoreThreshold = n
+		case k == "max_tracker_size" && name == PolicyVLLM && n >= 1:
+			p.TrackerSize = n
+		case k == "hits_per_request" && len(allowed) > 0 && name != PolicyVLLM && n >= 1:
+			p.HitsPerRequest = n
+		default:
+			if len(allowed) == 0 {
+				return p, fmt.Errorf("policy %s takes no parameters", name)
+			}
+			return p, fmt.Errorf("policy %s: bad parameter %q (it takes %s, each >= 1 but store_threshold)", name, kv, strings.Join(allowed, ", "))
+		}
+	}
+	return p, nil
+}
+
+// String is the policy as ParsePolicy reads it, parameters that differ from the defaults
+// included.
+func (p Policy) String() string {
+	var params []string
+	if p.StoreThreshold >= 2 {
+		params = append(params, "store_threshold="+strconv.Itoa(p.StoreThreshold))
+		if p.TrackerSize != defaultTrackerSize {
+			params = append(params, "max_tracker_size="+strconv.Itoa(p.TrackerSize))
+		}
+	}
+	if p.HitsPerRequest > 1 {
+		params = append(params, "hits_per_request="+strconv.Itoa(p.HitsPerRequest))
+	}
+	if len(params) == 0 {
+		return p.Name
+	}
+	return p.Name + ":" + strings.Join(params, ",")
+}
+
+// hostTier is one host tier of a policy, fed request by request: lookup before the request's
+// blocks enter the GPU tier, settle after.
+type hostTier interface {
+	// lookup returns how many blocks after the g GPU hits the host tier serves (capped at
+	// hittable).
+	lookup(keys []uint64, hittable, g int) int
+	// settle runs once the request's blocks are in the GPU tier; evicted are the prompt
+	// blocks the GPU tier dropped meanwhile, least recent first.
+	settle(keys, evicted []uint64, gpu *lruSet)
+	storedBlocks() int64
+}
+
+func newHostTier(p Policy, blocks int64) hostTier {
+	lru := newLRUSet(int(blocks))
+	switch p.Name {
+	case PolicySGLangWriteThrough:
+		return &sglangHost{lru: lru, threshold: 1, perRequest: int32(p.HitsPerRequest), hits: map[uint64]int32{}}
+	case PolicySGLangWriteThroughSelective:
+		return &sglangHost{lru: lru, threshold: 2, perRequest: int32(p.HitsPerRequest), hits: map[uint64]int32{}}
+	case PolicySGLangWriteBack:
+		return &sglangHost{lru: lru, writeBack: true}
+	}
+	h := &vllmHost{lru: lru}
+	if p.StoreThreshold >= 2 {
+		h.threshold = int32(p.StoreThreshold)
+		h.counts = map[uint64]int32{}
+		h.tracker = newLRUSet(p.TrackerSize)
+		h.tracker.onEvict = func(k uint64) { delete(h.counts, k) }
+	}
+	return h
+}
+
+// vllmHost is TierShares' host tier; with a threshold, FilterReusedOffloadingManager's
+// filter: lookup counts each block it is asked for (those after the GPU hits) in an LRU
+// table of TrackerSize entries, and a block is stored only once counted threshold times.
+type vllmHost struct {
+	lru       *lruSet
+	threshold int32
+	counts    map[uint64]int32
+	tracker   *lruSet // recency of counts' keys
+	toStore   []uint64
+	stored    int64
+}
+
+func (h *vllmHost) lookup(keys []uint64, hittable, g int) int {
+	touchAll(h.lru, keys)
+	if h.counts != nil && g < len(keys) { // the connector looks up nothing when the GPU hit every whole block
+		for _, k := range keys[g:] {
+			if !h.tracker.touch(k) {
+				h.tracker.add(k)
+			}
+			h.counts[k]++
+		}
+	}
+	c := 0
+	for g+c < hittable && h.lru.contains(keys[g+c]) {
+		c++
+	}
+	from := 0
+	if c > 0 {
+		from = g + c
+	}
+	h.toStore = h.toStore[:0]
+	for _, k := range keys[from:] {
+		if !h.lru.contains(k) && (h.counts == nil || h.counts[k] >= h.threshold) {
+			h.toStore = append(h.toStore, k)
+		}
+	}
+	if n := len(h.toStore); n > 0 && n <= h.lru.capacity {
+		h.lru.evict(h.lru.len() + n - h.lru.capacity)
+		for _, k := range h.toStore {
+			h.lru.add(k)
+		}
+		touchAll(h.lru, keys)
+		h.stored += int64(n)
+	}
+	return c
+}
+
+func (h *vllmHost) settle(_, _ []uint64, _ *lruSet) {}
+func (h *vllmHost) storedBlocks() int64             { return h.stored }
+
+// sglangHost is HiRadixCache's host tier at block granularity. A block is written to the
+// host when its hit count (raised each time a request inserts it while it is on the GPU)
+// reaches threshold, or, write-back, when the GPU evicts it. Room is made by evicting the
+// least recent host block that is not on the GPU (evict_host evicts only nodes the device
+// dropped); when there is none the write fails. A block in neither tier loses its count (its
+// tree node is deleted).
+type sglangHost struct {
+	lru        *lruSet
+	threshold  int32
+	perRequest int32
+	writeBack  bool
+	hits       map[uint64]int32
+	stored     int64
+}
+
+func (h *sglangHost) lookup(keys []uint64, hittable, g int) int {
+	c := 0
+	for g+c < hittable && h.lru.contains(keys[g+c]) {
+		c++
+	}
+	touchAll(h.lru, keys) // match and insert refresh every node on the request's path
+	return c
+}
+
+func (h *sglangHost) settle(keys, evicted []uint64, gpu *lruSet) {
+	for _, k := range evicted {
+		if h.lru.contains(k) || gpu.contains(k) {
+			continue // backed up (only the device copy goes), or back on the GPU already
+		}
+		if !h.writeBack || !h.write(k, gpu) {
+			delete(h.hits, k)
+		}
+	}
+	if h.writeBack {
+		return
+	}
+	wrote := false
+	for _, k := range keys {
+		n := h.hits[k] + h.perRequest
+		h.hits[k] = n
+		if n >= h.threshold && !h.lru.contains(k) {
+			wrote = h.write(k, gpu) || wrote
+		}
+	}
+	if wrote {
+		touchAll(h.lru, keys) // the request's path shares one access time, its first block last evicted
+	}
+}
+
+// write stores k, evicting the least recent host block not on the GPU when the tier is
+// full; false when it cannot.
+func (h *sglangHost) write(k uint64, gpu *lruSet) bool {
+	if h.lru.capacity <= 0 {
+		return false
+	}
+	if h.lru.len() >= h.lru.capacity {
+		old, ok := h.lru.evictOldestExcept(gpu.contains)
+		if !ok {
+			return false
+		}
+		delete(h.hits, old) // in neither tier now
+	}
+	h.lru.add(k)
+	h.stored++
+	return true
+}
+
+func (h *sglangHost) storedBlocks() int64 { return h.stored }
+
+// touchAll refreshes the request's blocks present in l, last first, so that its first block
+// ends the most recent.
+func touchAll(l *lruSet, keys []uint64) {
+	for i := len(keys) - 1; i >= 0; i-- {
+		l.touch(keys[i])
+	}
+}
