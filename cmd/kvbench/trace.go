@@ -26,14 +26,14 @@ analyze computes, from the trace alone, the prefix-cache hit rate an LRU cache o
 capacity would reach, an unbounded cache's, and with --gpu-tokens and --host-tokens the
 GPU / host / recompute shares of a GPU cache plus a write-through host tier (size: at many
 host-tier sizes in one pass, under an engine's write policy, with the knee).
-generate writes a seeded conversation-shaped trace (multi-turn reuse, shared system prompts).
-The format and the definitions: docs/traces.md.
+generate writes a seeded conversation-shaped trace. Formats and definitions: docs/traces.md.
 
 Example:
   kvbench trace generate --requests 2000 -o conversation.jsonl
   kvbench trace analyze conversation.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7
 
-Run 'kvbench trace SUBCOMMAND -h' for its flags.
+Run 'kvbench trace analyze -h', 'kvbench trace size -h', 'kvbench trace generate -h' or
+'kvbench trace import -h' for their flags.
 `
 
 func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
