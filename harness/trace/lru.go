@@ -93,13 +93,15 @@ func (l *lruSet) evict(n int) {
 // it; false when every key is kept.
 func (l *lruSet) evictOldestExcept(keep func(k uint64) bool) (uint64, bool) {
 	for s := l.prev[0]; s != 0; s = l.prev[s] {
-		if k := l.key[s]; !keep(k) {
-			l.unlink(s)
-			l.slot.remove(k)
-			l.key[s] = 0
-			l.free = append(l.free, s)
-			return k, true
+		k := l.key[s]
+		if keep(k) {
+			continue
 		}
+		l.unlink(s)
+		l.slot.remove(k)
+		l.key[s] = 0
+		l.free = append(l.free, s)
+		return k, true
 	}
 	return 0, false
 }

@@ -104,54 +104,68 @@ type hostTier interface {
 	// lookup returns how many blocks after the g GPU hits the host tier serves (capped at
 	// hittable).
 	lookup(keys []uint64, hittable, g int) int
-	// settle runs once the request's blocks are in the GPU tier; evicted are the prompt
-	// blocks the GPU tier dropped meanwhile, least recent first.
-	settle(keys, evicted []uint64, gpu *lruSet)
+	// settle runs once the request's blocks are in the GPU tier, told what changed there.
+	settle(keys []uint64, moved *gpuMoves, gpu *lruSet)
 	storedBlocks() int64
 }
 
-func newHostTier(p Policy, blocks int64) hostTier {
+func newHostTier(p Policy, blocks int64, counter *lookupCounter) hostTier {
 	lru := newLRUSet(int(blocks))
 	switch p.Name {
 	case PolicySGLangWriteThrough:
-		return &sglangHost{lru: lru, threshold: 1, perRequest: int32(p.HitsPerRequest), hits: map[uint64]int32{}}
+		return &sglangHost{lru: lru, threshold: 1, perRequest: int32(p.HitsPerRequest), hits: newKeyTable()}
 	case PolicySGLangWriteThroughSelective:
-		return &sglangHost{lru: lru, threshold: 2, perRequest: int32(p.HitsPerRequest), hits: map[uint64]int32{}}
+		return &sglangHost{lru: lru, threshold: 2, perRequest: int32(p.HitsPerRequest), hits: newKeyTable()}
 	case PolicySGLangWriteBack:
-		return &sglangHost{lru: lru, writeBack: true}
+		return &sglangHost{lru: lru, writeBack: true, hits: newKeyTable()}
 	}
-	h := &vllmHost{lru: lru}
-	if p.StoreThreshold >= 2 {
-		h.threshold = int32(p.StoreThreshold)
-		h.counts = map[uint64]int32{}
-		h.tracker = newLRUSet(p.TrackerSize)
-		h.tracker.onEvict = func(k uint64) { delete(h.counts, k) }
-	}
-	return h
+	return &vllmHost{lru: lru, counter: counter, threshold: int32(p.StoreThreshold)}
 }
 
-// vllmHost is TierShares' host tier; with a threshold, FilterReusedOffloadingManager's
-// filter: lookup counts each block it is asked for (those after the GPU hits) in an LRU
-// table of TrackerSize entries, and a block is stored only once counted threshold times.
+// lookupCounter is FilterReusedOffloadingManager's count of lookups: each block the
+// connector asks for (those after the GPU hits) counted in an LRU table of TrackerSize
+// entries, the least recent entry and its count dropped when full. It depends on the GPU tier
+// only, so one serves every host-tier size of a pass.
+type lookupCounter struct {
+	counts  map[uint64]int32
+	tracker *lruSet // recency of counts' keys
+}
+
+func newLookupCounter(p Policy) *lookupCounter {
+	if p.Name != PolicyVLLM || p.StoreThreshold < 2 {
+		return nil // no filter
+	}
+	c := &lookupCounter{counts: map[uint64]int32{}, tracker: newLRUSet(p.TrackerSize)}
+	c.tracker.onEvict = func(k uint64) { delete(c.counts, k) }
+	return c
+}
+
+// lookup counts the blocks after the g GPU hits; the connector looks up nothing when the GPU
+// hit every whole block.
+func (c *lookupCounter) lookup(keys []uint64, g int) {
+	if g >= len(keys) {
+		return
+	}
+	for _, k := range keys[g:] {
+		if !c.tracker.touch(k) {
+			c.tracker.add(k)
+		}
+		c.counts[k]++
+	}
+}
+
+// vllmHost is TierShares' host tier; with a lookupCounter, FilterReusedOffloadingManager's
+// filter: a block is stored only once counted threshold times.
 type vllmHost struct {
 	lru       *lruSet
+	counter   *lookupCounter // nil: no filter
 	threshold int32
-	counts    map[uint64]int32
-	tracker   *lruSet // recency of counts' keys
 	toStore   []uint64
 	stored    int64
 }
 
 func (h *vllmHost) lookup(keys []uint64, hittable, g int) int {
 	touchAll(h.lru, keys)
-	if h.counts != nil && g < len(keys) { // the connector looks up nothing when the GPU hit every whole block
-		for _, k := range keys[g:] {
-			if !h.tracker.touch(k) {
-				h.tracker.add(k)
-			}
-			h.counts[k]++
-		}
-	}
 	c := 0
 	for g+c < hittable && h.lru.contains(keys[g+c]) {
 		c++
@@ -162,7 +176,7 @@ func (h *vllmHost) lookup(keys []uint64, hittable, g int) int {
 	}
 	h.toStore = h.toStore[:0]
 	for _, k := range keys[from:] {
-		if !h.lru.contains(k) && (h.counts == nil || h.counts[k] >= h.threshold) {
+		if !h.lru.contains(k) && (h.counter == nil || h.counter.counts[k] >= h.threshold) {
 			h.toStore = append(h.toStore, k)
 		}
 	}
@@ -177,8 +191,8 @@ func (h *vllmHost) lookup(keys []uint64, hittable, g int) int {
 	return c
 }
 
-func (h *vllmHost) settle(_, _ []uint64, _ *lruSet) {}
-func (h *vllmHost) storedBlocks() int64             { return h.stored }
+func (h *vllmHost) settle([]uint64, *gpuMoves, *lruSet) {}
+func (h *vllmHost) storedBlocks() int64                 { return h.stored }
 
 // sglangHost is HiRadixCache's host tier at block granularity. A block is written to the
 // host when its hit count (raised each time a request inserts it while it is on the GPU)
@@ -191,8 +205,13 @@ type sglangHost struct {
 	threshold  int32
 	perRequest int32
 	writeBack  bool
-	hits       map[uint64]int32
+	hits       keyTable // hit counts of the blocks in either tier (write-through)
 	stored     int64
+	// onGPU counts the host blocks also on the GPU: when it is all of them a write fails
+	// without walking the tier.
+	onGPU int
+	// walkAll walks the tier even then (a test holds the count to it).
+	walkAll bool
 }
 
 func (h *sglangHost) lookup(keys []uint64, hittable, g int) int {
@@ -204,13 +223,20 @@ func (h *sglangHost) lookup(keys []uint64, hittable, g int) int {
 	return c
 }
 
-func (h *sglangHost) settle(keys, evicted []uint64, gpu *lruSet) {
-	for _, k := range evicted {
+func (h *sglangHost) settle(keys []uint64, moved *gpuMoves, gpu *lruSet) {
+	for _, c := range moved.changed {
+		if h.lru.contains(c.key) {
+			h.onGPU += c.delta
+		}
+	}
+	for _, k := range moved.evicted {
 		if h.lru.contains(k) || gpu.contains(k) {
 			continue // backed up (only the device copy goes), or back on the GPU already
 		}
-		if !h.writeBack || !h.write(k, gpu) {
-			delete(h.hits, k)
+		if h.writeBack {
+			h.write(k, gpu)
+		} else if h.counting() {
+			h.hits.remove(k)
 		}
 	}
 	if h.writeBack {
@@ -218,9 +244,20 @@ func (h *sglangHost) settle(keys, evicted []uint64, gpu *lruSet) {
 	}
 	wrote := false
 	for _, k := range keys {
-		n := h.hits[k] + h.perRequest
-		h.hits[k] = n
-		if n >= h.threshold && !h.lru.contains(k) {
+		if h.lru.contains(k) {
+			if h.counting() {
+				n, _ := h.hits.get(k)
+				h.hits.set(k, n+h.perRequest)
+			}
+			continue
+		}
+		n := h.perRequest
+		if h.counting() {
+			n0, _ := h.hits.get(k)
+			n += n0
+			h.hits.set(k, n)
+		}
+		if n >= h.threshold {
 			wrote = h.write(k, gpu) || wrote
 		}
 	}
@@ -236,18 +273,30 @@ func (h *sglangHost) write(k uint64, gpu *lruSet) bool {
 		return false
 	}
 	if h.lru.len() >= h.lru.capacity {
+		if h.onGPU >= h.lru.len() && !h.walkAll {
+			return false
+		}
 		old, ok := h.lru.evictOldestExcept(gpu.contains)
 		if !ok {
 			return false
 		}
-		delete(h.hits, old) // in neither tier now
+		if h.counting() {
+			h.hits.remove(old) // in neither tier now
+		}
 	}
 	h.lru.add(k)
+	if gpu.contains(k) {
+		h.onGPU++
+	}
 	h.stored++
 	return true
 }
 
 func (h *sglangHost) storedBlocks() int64 { return h.stored }
+
+// counting reports whether hit counts matter: not when one request's insert reaches the
+// threshold (write_through), nor for write_back.
+func (h *sglangHost) counting() bool { return !h.writeBack && h.perRequest < h.threshold }
 
 // touchAll refreshes the request's blocks present in l, last first, so that its first block
 // ends the most recent.

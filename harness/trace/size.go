@@ -29,6 +29,9 @@ type SizeConfig struct {
 	BytesPerToken   int64
 	PoolHoldsOutput bool // as Tiers.PoolHoldsOutput
 	Policy          Policy
+	// walkAll makes SGLang's writes walk the host tier when every block is on the GPU (a
+	// test holds sglangHost.onGPU to it).
+	walkAll bool
 }
 
 // SizeReport is what each host-tier size would have served of a trace under a policy.
@@ -75,11 +78,63 @@ type gpuTier struct {
 	lru     *lruSet
 	scratch keyTable // live blocks that hold no prompt block
 	n       uint64
-	evicted []uint64 // prompt blocks evicted by the current request
+	gpuMoves
+	before []bool              // whether each of the request's blocks was on the GPU
+	mine   map[uint64]struct{} // the request's blocks, when some were evicted
+}
+
+// gpuMoves is what one request changed in the GPU tier.
+type gpuMoves struct {
+	evicted []uint64 // prompt blocks evicted, least recent first
+	changed []gpuChange
+}
+
+// gpuChange is a prompt block that entered (+1) or left (-1) the GPU tier.
+type gpuChange struct {
+	key   uint64
+	delta int
+}
+
+// update enters the request's blocks, extra blocks that hold no prompt block first, and
+// records what moved.
+func (g *gpuTier) update(keys []uint64, extra int) {
+	g.evicted, g.changed, g.before = g.evicted[:0], g.changed[:0], g.before[:0]
+	for _, k := range keys {
+		g.before = append(g.before, g.lru.contains(k))
+	}
+	for range extra {
+		g.n++
+		k := scratchKey(g.n)
+		g.scratch.set(k, 0)
+		g.lru.add(k)
+	}
+	for i := len(keys) - 1; i >= 0; i-- {
+		g.lru.add(keys[i])
+	}
+	for i, k := range keys {
+		switch now := g.lru.contains(k); {
+		case now && !g.before[i]:
+			g.changed = append(g.changed, gpuChange{k, 1})
+		case !now && g.before[i]:
+			g.changed = append(g.changed, gpuChange{k, -1})
+		}
+	}
+	if len(g.evicted) == 0 {
+		return
+	}
+	clear(g.mine)
+	for _, k := range keys {
+		g.mine[k] = struct{}{}
+	}
+	for _, k := range g.evicted {
+		if _, ok := g.mine[k]; !ok { // on the GPU before, and not entered again
+			g.changed = append(g.changed, gpuChange{k, -1})
+		}
+	}
 }
 
 func newGPUTier(blocks int64) *gpuTier {
-	g := &gpuTier{lru: newLRUSet(int(blocks)), scratch: newKeyTable()}
+	g := &gpuTier{lru: newLRUSet(int(blocks)), scratch: newKeyTable(), mine: map[uint64]struct{}{}}
 	g.lru.onEvict = func(k uint64) {
 		if _, ok := g.scratch.find(k); ok {
 			g.scratch.remove(k)
@@ -118,8 +173,12 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
 	hosts := make([]hostTier, len(blocks))
 	hostHits := make([]int64, len(blocks))
+	counter := newLookupCounter(cfg.Policy)
 	for i, b := range blocks {
-		hosts[i] = newHostTier(cfg.Policy, b)
+		hosts[i] = newHostTier(cfg.Policy, b, counter)
+		if sg, ok := hosts[i].(*sglangHost); ok {
+			sg.walkAll = cfg.walkAll
+		}
 	}
 	gpu := newGPUTier(cfg.GPUTokens / int64(bt))
 	r := &SizeReport{BlockTokens: bt, GPUTokens: cfg.GPUTokens, PoolHoldsOutput: cfg.PoolHoldsOutput, Policy: cfg.Policy.String()}
@@ -146,23 +205,19 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 			g++
 		}
 		gpuHits += int64(g)
+		if counter != nil {
+			counter.lookup(keys, g)
+		}
 		for i, h := range hosts {
 			hostHits[i] += int64(h.lookup(keys, hittable, g))
 		}
-		gpu.evicted = gpu.evicted[:0]
+		extra := 0
 		if cfg.PoolHoldsOutput {
-			for range (req.InputLength+max(req.OutputLength, 1)+bt-1)/bt - len(keys) {
-				gpu.n++
-				k := scratchKey(gpu.n)
-				gpu.scratch.set(k, 0)
-				gpu.lru.add(k)
-			}
+			extra = (req.InputLength+max(req.OutputLength, 1)+bt-1)/bt - len(keys)
 		}
-		for i := len(keys) - 1; i >= 0; i-- {
-			gpu.lru.add(keys[i])
-		}
+		gpu.update(keys, extra)
 		for _, h := range hosts {
-			h.settle(keys, gpu.evicted, gpu.lru)
+			h.settle(keys, &gpu.gpuMoves, gpu.lru)
 		}
 	}
 	if r.Requests == 0 {

@@ -64,6 +64,32 @@ func TestSizeOnePassMatchesDirect(t *testing.T) {
 	}
 }
 
+// TestSGLangWriteThroughShortcut: a write-through write that finds the least recent host
+// block on the GPU gives up (every host block is then on the GPU); walking past all of them
+// gives the same shares.
+func TestSGLangWriteThroughShortcut(t *testing.T) {
+	hosts := []int64{8, 40, 96, 200, 800}
+	for seed := range uint64(3) {
+		cfg := DefaultGeneratorConfig()
+		cfg.Seed, cfg.Requests, cfg.Scale, cfg.BlockTokens = seed, 300, 1.0/64, 8
+		cfg.Turns = 1 + float64(seed)
+		text := generateText(t, cfg)
+		for _, output := range []bool{false, true} {
+			for _, p := range []string{"sglang-write-through", "sglang-write-through-selective"} {
+				c := SizeConfig{BlockTokens: 8, GPUTokens: 200, HostTokens: hosts, PoolHoldsOutput: output, Policy: policy(t, p)}
+				short := sizeText(t, text, c)
+				c.walkAll = true
+				all := sizeText(t, text, c)
+				for i := range hosts {
+					if short.Sizes[i].IdealShares != all.Sizes[i].IdealShares {
+						t.Errorf("seed %d %s output %v host %d: shortcut %+v, full walk %+v", seed, p, output, hosts[i], short.Sizes[i].IdealShares, all.Sizes[i].IdealShares)
+					}
+				}
+			}
+		}
+	}
+}
+
 // Blocks of 4 tokens, as in TestTwoTiersByHand: kA is the block whose prefix is id A. A
 // request of 5 tokens has one whole block, which it may hit.
 func TestPoliciesByHand(t *testing.T) {
