@@ -316,11 +316,18 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	if r.BytesPerToken != nil {
 		head = append(head, "host bytes")
 	}
+	var byteValues []float64
+	for _, s := range r.Sizes {
+		if s.HostBytes != nil {
+			byteValues = append(byteValues, float64(*s.HostBytes))
+		}
+	}
+	bytes := units.Scale(units.ByteSize, byteValues...) // one prefix for the column
 	rows := [][]string{append(head, "GPU share", "host share", "recompute", "stored tokens")}
 	for _, s := range r.Sizes {
 		row := []string{thousands(s.HostTokens)}
 		if s.HostBytes != nil {
-			row = append(row, units.GiBs(float64(*s.HostBytes)))
+			row = append(row, bytes.Format(float64(*s.HostBytes)))
 		}
 		rows = append(rows, append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens)))
 	}
