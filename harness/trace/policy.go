@@ -32,9 +32,6 @@ type Policy struct {
 	StoreThreshold int
 	// TrackerSize (vllm, StoreThreshold >= 2): the entries of the LRU table counting lookups.
 	TrackerSize int
-	// HitsPerRequest (SGLang write-through policies): how many times one request raises a
-	// block's hit count (1 unless told; see docs/traces.md).
-	HitsPerRequest int
 }
 
 // ParsePolicy reads NAME[:PARAM=V[,PARAM=V]], such as vllm:store_threshold=2.
@@ -46,10 +43,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyVLLM:
 		allowed = []string{"store_threshold", "max_tracker_size"}
 		p.TrackerSize = defaultTrackerSize
-	case PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective:
-		allowed = []string{"hits_per_request"}
-		p.HitsPerRequest = 1
-	case PolicySGLangWriteBack:
+	case PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack:
 	default:
 		return p, fmt.Errorf("unknown policy %q (%s, %s, %s or %s)", name, PolicyVLLM, PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack)
 	}
@@ -67,13 +61,11 @@ func ParsePolicy(s string) (Policy, error) {
 			p.StoreThreshold = n
 		case k == "max_tracker_size" && name == PolicyVLLM && n >= 1:
 			p.TrackerSize = n
-		case k == "hits_per_request" && len(allowed) > 0 && name != PolicyVLLM && n >= 1:
-			p.HitsPerRequest = n
 		default:
 			if len(allowed) == 0 {
 				return p, fmt.Errorf("policy %s takes no parameters", name)
 			}
-			return p, fmt.Errorf("policy %s: bad parameter %q (it takes %s, each >= 1 but store_threshold)", name, kv, strings.Join(allowed, ", "))
+			return p, fmt.Errorf("policy %s: bad parameter %q (it takes %s; max_tracker_size >= 1)", name, kv, strings.Join(allowed, ", "))
 		}
 	}
 	return p, nil
@@ -89,9 +81,6 @@ func (p Policy) String() string {
 			params = append(params, "max_tracker_size="+strconv.Itoa(p.TrackerSize))
 		}
 	}
-	if p.HitsPerRequest > 1 {
-		params = append(params, "hits_per_request="+strconv.Itoa(p.HitsPerRequest))
-	}
 	if len(params) == 0 {
 		return p.Name
 	}
@@ -104,8 +93,9 @@ type hostTier interface {
 	// lookup returns how many blocks after the g GPU hits the host tier serves (capped at
 	// hittable).
 	lookup(keys []uint64, hittable, g int) int
-	// settle runs once the request's blocks are in the GPU tier, told what changed there.
-	settle(keys []uint64, moved *gpuMoves, gpu *lruSet)
+	// settle runs once the request's blocks are in the GPU tier, told what changed there and
+	// how many times the engine inserts the request into its cache.
+	settle(keys []uint64, inserts int32, moved *gpuMoves, gpu *lruSet)
 	storedBlocks() int64
 }
 
@@ -113,9 +103,9 @@ func newHostTier(p Policy, blocks int64, counter *lookupCounter) hostTier {
 	lru := newLRUSet(int(blocks))
 	switch p.Name {
 	case PolicySGLangWriteThrough:
-		return &sglangHost{lru: lru, threshold: 1, perRequest: int32(p.HitsPerRequest), hits: newKeyTable()}
+		return &sglangHost{lru: lru, threshold: 1, hits: newKeyTable()}
 	case PolicySGLangWriteThroughSelective:
-		return &sglangHost{lru: lru, threshold: 2, perRequest: int32(p.HitsPerRequest), hits: newKeyTable()}
+		return &sglangHost{lru: lru, threshold: 2, hits: newKeyTable()}
 	case PolicySGLangWriteBack:
 		return &sglangHost{lru: lru, writeBack: true, hits: newKeyTable()}
 	}
@@ -191,8 +181,8 @@ func (h *vllmHost) lookup(keys []uint64, hittable, g int) int {
 	return c
 }
 
-func (h *vllmHost) settle([]uint64, *gpuMoves, *lruSet) {}
-func (h *vllmHost) storedBlocks() int64                 { return h.stored }
+func (h *vllmHost) settle([]uint64, int32, *gpuMoves, *lruSet) {}
+func (h *vllmHost) storedBlocks() int64                        { return h.stored }
 
 // sglangHost is HiRadixCache's host tier at block granularity. A block is written to the
 // host when its hit count (raised each time a request inserts it while it is on the GPU)
@@ -201,12 +191,11 @@ func (h *vllmHost) storedBlocks() int64                 { return h.stored }
 // dropped); when there is none the write fails. A block in neither tier loses its count (its
 // tree node is deleted).
 type sglangHost struct {
-	lru        *lruSet
-	threshold  int32
-	perRequest int32
-	writeBack  bool
-	hits       keyTable // hit counts of the blocks in either tier (write-through)
-	stored     int64
+	lru       *lruSet
+	threshold int32
+	writeBack bool
+	hits      keyTable // hit counts of the blocks in either tier (write-through)
+	stored    int64
 	// onGPU counts the host blocks also on the GPU: when it is all of them a write fails
 	// without walking the tier.
 	onGPU int
@@ -223,7 +212,7 @@ func (h *sglangHost) lookup(keys []uint64, hittable, g int) int {
 	return c
 }
 
-func (h *sglangHost) settle(keys []uint64, moved *gpuMoves, gpu *lruSet) {
+func (h *sglangHost) settle(keys []uint64, inserts int32, moved *gpuMoves, gpu *lruSet) {
 	for _, c := range moved.changed {
 		if h.lru.contains(c.key) {
 			h.onGPU += c.delta
@@ -247,11 +236,11 @@ func (h *sglangHost) settle(keys []uint64, moved *gpuMoves, gpu *lruSet) {
 		if h.lru.contains(k) {
 			if h.counting() {
 				n, _ := h.hits.get(k)
-				h.hits.set(k, n+h.perRequest)
+				h.hits.set(k, n+inserts)
 			}
 			continue
 		}
-		n := h.perRequest
+		n := inserts
 		if h.counting() {
 			n0, _ := h.hits.get(k)
 			n += n0
@@ -294,9 +283,9 @@ func (h *sglangHost) write(k uint64, gpu *lruSet) bool {
 
 func (h *sglangHost) storedBlocks() int64 { return h.stored }
 
-// counting reports whether hit counts matter: not when one request's insert reaches the
-// threshold (write_through), nor for write_back.
-func (h *sglangHost) counting() bool { return !h.writeBack && h.perRequest < h.threshold }
+// counting reports whether hit counts matter: not when one insert reaches the threshold
+// (write_through), nor for write_back.
+func (h *sglangHost) counting() bool { return !h.writeBack && h.threshold > 1 }
 
 // touchAll refreshes the request's blocks present in l, last first, so that its first block
 // ends the most recent.

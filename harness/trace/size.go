@@ -216,8 +216,14 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 			extra = (req.InputLength+max(req.OutputLength, 1)+bt-1)/bt - len(keys)
 		}
 		gpu.update(keys, extra)
+		// SGLang inserts a request that outlives its prefill twice: after it
+		// (cache_unfinished_req) and at its finish (cache_finished_req).
+		inserts := int32(1)
+		if req.OutputLength > 1 {
+			inserts = 2
+		}
 		for _, h := range hosts {
-			h.settle(keys, &gpu.gpuMoves, gpu.lru)
+			h.settle(keys, inserts, &gpu.gpuMoves, gpu.lru)
 		}
 	}
 	if r.Requests == 0 {

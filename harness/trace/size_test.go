@@ -134,15 +134,17 @@ func TestPoliciesByHand(t *testing.T) {
 			gpuHit: 0, hostHit: 0, recompute: 20, stored: 16,
 		},
 		{
-			// GPU 1 block, host 2. r1 inserts k1 (count 1); r2 hits it on the GPU (count 2):
-			// written. r3's k3 (count 1) is not. r4 loads k1 from the host.
+			// One output token: each request is inserted once. GPU 1 block, host 2. r1
+			// inserts k1 (count 1); r2 hits it on the GPU (count 2): written. r3's k3
+			// (count 1) is not. r4 loads k1 from the host.
 			name: "write_through_selective writes on the second hit", policy: "sglang-write-through-selective",
-			trace: jsonl([]int{5, 1, 2}, []int{5, 1, 2}, []int{5, 3, 4}, []int{5, 1, 2}), gpu: 4, host: 8,
+			trace: oneToken(jsonl([]int{5, 1, 2}, []int{5, 1, 2}, []int{5, 3, 4}, []int{5, 1, 2})), gpu: 4, host: 8,
 			gpuHit: 4, hostHit: 4, recompute: 12, stored: 4,
 		},
 		{
-			// Counting each request twice, r1 already writes k1 and r3 writes k3.
-			name: "write_through_selective with two hits a request", policy: "sglang-write-through-selective:hits_per_request=2",
+			// 8 output tokens: each request is inserted after its prefill and at its finish,
+			// so r1 already writes k1 and r3 writes k3.
+			name: "write_through_selective counts both inserts of a request", policy: "sglang-write-through-selective",
 			trace: jsonl([]int{5, 1, 2}, []int{5, 1, 2}, []int{5, 3, 4}, []int{5, 1, 2}), gpu: 4, host: 8,
 			gpuHit: 4, hostHit: 4, recompute: 12, stored: 8,
 		},
@@ -172,6 +174,11 @@ func TestPoliciesByHand(t *testing.T) {
 	}
 }
 
+// oneToken makes every request of a jsonl trace ask for one output token.
+func oneToken(text string) string {
+	return strings.ReplaceAll(text, `"output_length": 8`, `"output_length": 1`)
+}
+
 func TestKnee(t *testing.T) {
 	r := &SizeReport{}
 	shares := map[int64]float64{0: 0, 10: 0.10, 20: 0.20, 40: 0.205, 80: 0.21, 160: 0.25, 320: 0.252}
@@ -193,12 +200,12 @@ func TestKnee(t *testing.T) {
 }
 
 func TestParsePolicy(t *testing.T) {
-	for _, s := range []string{"vllm", "vllm:store_threshold=2", "vllm:store_threshold=3,max_tracker_size=10", "sglang-write-through", "sglang-write-through-selective:hits_per_request=2", "sglang-write-back"} {
+	for _, s := range []string{"vllm", "vllm:store_threshold=2", "vllm:store_threshold=3,max_tracker_size=10", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back"} {
 		if p, err := ParsePolicy(s); err != nil || p.String() != s {
 			t.Errorf("%s: %v, reads back as %q", s, err, p.String())
 		}
 	}
-	for _, s := range []string{"lmcache", "vllm:store_threshold", "vllm:store_threshold=-1", "vllm:hits_per_request=2", "sglang-write-back:store_threshold=2", "vllm:max_tracker_size=0"} {
+	for _, s := range []string{"lmcache", "vllm:store_threshold", "vllm:store_threshold=-1", "sglang-write-through:x=1", "sglang-write-back:store_threshold=2", "vllm:max_tracker_size=0"} {
 		if _, err := ParsePolicy(s); err == nil {
 			t.Errorf("%s: accepted", s)
 		}
