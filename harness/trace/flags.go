@@ -147,7 +147,7 @@ func (l *TokenList) Set(s string) error {
 // naming the flag.
 func RegisterSizeFlags(fs *flag.FlagSet) func() (SizeConfig, Window, error) {
 	blockTokens := fs.Int("block-tokens", 0, "tokens per hash id in the trace (0: the format's, 512 as in the public Mooncake traces, Bailian's 16)")
-	format := fs.String("trace-format", string(FormatAuto), "the trace's format: auto (told from its content), mooncake or bailian (formats that name blocks; docs/traces.md)")
+	format := fs.String("trace-format", string(FormatAuto), "the trace's format: auto (told from its content), mooncake, bailian, burstgpt or azure (docs/traces.md); only a trace that names blocks gives tier shares")
 	hosts := HostSizes{{Tokens: 0}, {Tokens: 1e6}, {Tokens: 3e6}, {Tokens: 1e7}, {Tokens: 3e7}, {Tokens: 1e8}}
 	fs.Var(&hosts, "host", "host-tier sizes, comma-separated: tokens (1e7) or bytes with a unit (8GiB; KiB, MiB, GiB, TiB; needs --bytes-per-token)")
 	var gpu TokenCount
