@@ -20,6 +20,7 @@ func TestJSONDocumentsCarryASchema(t *testing.T) {
 	}{
 		{[]string{"plan", "eviction-6x150k-replay", "--format", "json"}, "anvil-serving.kvbench-plan/v1"},
 		{[]string{"trace", "analyze", "testdata/trace-small.jsonl", "--block-tokens", "16", "--format", "json"}, "anvil-serving.kvbench-trace-analysis/v1"},
+		{[]string{"trace", "size", "testdata/trace-small.jsonl", "--block-tokens", "16", "--gpu-tokens", "64", "--host", "0,1e3", "--format", "json"}, "anvil-serving.kvbench-trace-size/v1"},
 	} {
 		out, errOut, code := runCLI(t, tc.args...)
 		var doc map[string]any

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
@@ -17,30 +18,34 @@ func init() {
 }
 
 const traceUsage = `Usage: kvbench trace analyze FILE [flags]
+       kvbench trace size FILE --gpu-tokens N [--host 0,8GiB,... --bytes-per-token B] [flags]
        kvbench trace generate [flags] [-o FILE]
        kvbench trace import LOG (--endpoint URL | --tokenizer URL) -o FILE [flags]
 
 analyze computes, from the trace alone, the prefix-cache hit rate an LRU cache of each
 capacity would reach, an unbounded cache's, and with --gpu-tokens and --host-tokens the
-GPU / host / recompute shares of a GPU cache plus a write-through host tier.
-generate writes a seeded conversation-shaped trace (multi-turn reuse, shared system prompts).
-The format and the definitions: docs/traces.md.
+GPU / host / recompute shares of a GPU cache plus a write-through host tier (size: at many
+host-tier sizes in one pass, under an engine's write policy, with the knee).
+generate writes a seeded conversation-shaped trace. Formats and definitions: docs/traces.md.
 
 Example:
   kvbench trace generate --requests 2000 -o conversation.jsonl
   kvbench trace analyze conversation.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7
 
-Run 'kvbench trace analyze -h', 'kvbench trace generate -h' or 'kvbench trace import -h' for their flags.
+Run 'kvbench trace analyze -h', 'kvbench trace size -h', 'kvbench trace generate -h' or
+'kvbench trace import -h' for their flags.
 `
 
 func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, traceUsage)
-		return cli.Usagef("trace: name a subcommand: analyze, generate or import")
+		return cli.Usagef("trace: name a subcommand: analyze, size, generate or import")
 	}
 	switch args[0] {
 	case "analyze":
-		return runTraceAnalyze(ctx, args[1:], stdout)
+		return runTraceFile(ctx, "analyze", trace.AnalyzeExamples, trace.AnalyzeJob, args[1:], stdout)
+	case "size":
+		return runTraceFile(ctx, "size", trace.SizeExamples, trace.SizeJob, args[1:], stdout)
 	case "generate":
 		return runTraceGenerate(args[1:], stdout)
 	case "import":
@@ -49,33 +54,28 @@ func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		fmt.Fprint(stdout, traceUsage)
 		return nil
 	}
-	return cli.Usagef("trace: unknown subcommand %q (analyze, generate or import)", args[0])
+	return cli.Usagef("trace: unknown subcommand %q (analyze, size, generate or import)", args[0])
 }
 
-func runTraceAnalyze(ctx context.Context, args []string, stdout io.Writer) error {
-	flags := cli.NewFlagSet("trace analyze", "FILE [flags]",
-		"kvbench trace analyze conversation_trace.jsonl\n"+
-			"kvbench trace analyze conversation_trace.jsonl --capacity-tokens 1e6,3e6,1e7 --gpu-tokens 1e6 --host-tokens 1e7 --format json\n"+
-			"kvbench trace analyze conversation_trace.jsonl --start 10m --duration 5m --max-input-tokens 32768", stdout)
-	analysis := trace.RegisterAnalyzeFlags(flags)
+// runTraceFile runs a subcommand that reads one trace file and prints a report.
+func runTraceFile(ctx context.Context, sub, examples string, register func(*flag.FlagSet) func([]string) (trace.FileJob, error), args []string, stdout io.Writer) error {
+	flags := cli.NewFlagSet("trace "+sub, "FILE [flags]", examples, stdout)
+	job := register(flags)
 	var format string
 	cli.FormatVar(flags, &format, "output: text or json", "text", "json")
 	args, err := cli.Parse(flags, args)
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return cli.Usagef("trace analyze: want one trace file, got %d arguments", len(args))
-	}
-	cfg, window, err := analysis()
+	j, err := job(args)
 	if err != nil {
-		return cli.Usagef("trace analyze: %w", err)
+		return cli.Usagef("trace %s: %w", sub, err)
 	}
-	a, err := trace.AnalyzeFile(ctx, args[0], window, cfg)
+	r, err := j.Run(ctx)
 	if err != nil {
 		return cli.InputError(ctx, err) // a bad file, a bad line or an empty window
 	}
-	return cli.Emit(stdout, format, cli.Document{Schema: trace.AnalysisSchema, Value: a}, a.WriteText) // text escapes the file's name
+	return cli.Emit(stdout, format, cli.Document{Schema: j.Schema, Value: r}, r.WriteText) // text escapes the file's name
 }
 
 func runTraceGenerate(args []string, stdout io.Writer) error {

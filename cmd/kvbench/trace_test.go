@@ -108,6 +108,13 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "analyze", many, "--duration", "1m", "--requests", "5"}, "a duration or a request count, not both"},
 		{[]string{"trace", "analyze", many, "--start", "1h"}, many + ": the window keeps no request (from 1h0m0s to the end"},
 		{[]string{"trace", "analyze", many, "--bogus"}, "trace analyze: flag provided but not defined: -bogus"},
+		{[]string{"trace", "size"}, "trace size: want one trace file, got 0"},
+		{[]string{"trace", "size", many}, "--gpu-tokens is required"},
+		{[]string{"trace", "size", many, "--gpu-tokens", "1e3", "--host", "0,8GiB"}, "--host 8GiB is in bytes: give --bytes-per-token"},
+		{[]string{"trace", "size", many, "--gpu-tokens", "1e3", "--host", "8GB"}, `"8GB" is neither a token count (1e7) nor a size in bytes (8GiB)`},
+		{[]string{"trace", "size", many, "--gpu-tokens", "1e3", "--policy", "lmcache"}, `--policy: unknown policy "lmcache"`},
+		{[]string{"trace", "size", many, "--gpu-tokens", "1e3", "--policy", "vllm:store_threshold=x"}, `"store_threshold=x" is not PARAM=N`},
+		{[]string{"trace", "size", "../../harness/trace/testdata/burstgpt.csv", "--gpu-tokens", "1e3"}, "the trace names no blocks (format burstgpt)"},
 		{[]string{"trace", "generate", "-o", existing}, existing + " exists: kvbench never overwrites a file"},
 		{[]string{"trace", "generate", "-o", filepath.Join(dir, "no", "such", "dir.jsonl")}, "its directory does not exist"},
 		{[]string{"trace", "generate", "--turns", "0.5"}, "turns 0.5 must be at least 1"},
@@ -124,6 +131,54 @@ func TestTraceErrors(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 5 {
 		t.Errorf("generate left files behind: %v", entries)
+	}
+}
+
+// TestTraceSize: trace size's table on the small trace, and its JSON's sizes, bytes and knee.
+func TestTraceSize(t *testing.T) {
+	args := []string{"trace", "size", "testdata/trace-small.jsonl", "--block-tokens", "16", "--gpu-tokens", "1024",
+		"--host", "0,1024,4MiB,16384", "--bytes-per-token", "1024", "--policy", "vllm:store_threshold=2"}
+	stdout, stderr, code := runCLI(t, args...)
+	if code != cli.ExitOK {
+		t.Fatalf("size: exit %d %s", code, stderr)
+	}
+	golden(t, "trace-size.golden", stdout)
+	stdout, stderr, code = runCLI(t, append(args, "--format", "json")...)
+	if code != cli.ExitOK {
+		t.Fatalf("size --format json: exit %d %s", code, stderr)
+	}
+	var got struct {
+		Policy        string `json:"policy"`
+		BytesPerToken *int64 `json:"bytes_per_token"`
+		Sizes         []struct {
+			HostTokens int64   `json:"host_tokens"`
+			HostBytes  *int64  `json:"host_bytes"`
+			HostShare  float64 `json:"host_share"`
+		} `json:"sizes"`
+		Knee *struct {
+			HostTokens int64  `json:"host_tokens"`
+			Rule       string `json:"rule"`
+		} `json:"knee"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Policy != "vllm:store_threshold=2" || got.BytesPerToken == nil || *got.BytesPerToken != 1024 || len(got.Sizes) != 4 {
+		t.Fatalf("%s", stdout)
+	}
+	if s := got.Sizes[2]; s.HostTokens != 4096 || s.HostBytes == nil || *s.HostBytes != 4<<20 {
+		t.Errorf("4MiB at 1024 bytes a token: %+v", s)
+	}
+	if got.Sizes[0].HostShare != 0 || got.Sizes[3].HostShare <= got.Sizes[1].HostShare {
+		t.Errorf("host shares %+v", got.Sizes)
+	}
+	if got.Knee == nil || got.Knee.Rule == "" {
+		t.Errorf("knee %+v", got.Knee)
+	}
+	// Without --bytes-per-token the sizes are tokens only: host_bytes is null, not 0.
+	stdout, _, _ = runCLI(t, "trace", "size", "testdata/trace-small.jsonl", "--block-tokens", "16", "--gpu-tokens", "1024", "--host", "0,1024", "--format", "json")
+	if !strings.Contains(stdout, `"host_bytes": null`) || !strings.Contains(stdout, `"bytes_per_token": null`) {
+		t.Errorf("no bytes per token:\n%s", stdout)
 	}
 }
 

@@ -21,30 +21,36 @@ func RegisterAnalyzeFlags(fs *flag.FlagSet) func() (Config, Window, error) {
 	fs.Var(&gpu, "gpu-tokens", "GPU prefix-cache size in tokens for the two-tier shares (with --host-tokens)")
 	fs.Var(&host, "host-tokens", "host-tier size in tokens for the two-tier shares (with --gpu-tokens; 0: no host tier)")
 	poolOutput := fs.Bool("pool-holds-output", false, "two tiers: the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does (the ideal a trace step's record uses)")
-	var w Window
-	fs.DurationVar(&w.Start, "start", 0, "window: skip requests before this trace time, e.g. 10m")
-	fs.DurationVar(&w.Duration, "duration", 0, "window: keep requests for this long from --start, e.g. 5m (or --requests)")
-	fs.IntVar(&w.Requests, "requests", 0, "window: keep this many requests from --start (or --duration)")
-	fs.IntVar(&w.MaxInputTokens, "max-input-tokens", 0, "drop requests longer than this many tokens (and count them)")
+	w := registerWindowFlags(fs)
 	return func() (Config, Window, error) {
 		if *blockTokens < 0 {
-			return Config{}, w, fmt.Errorf("--block-tokens %d must be at least 1 (or 0 for the format's)", *blockTokens)
+			return Config{}, *w, fmt.Errorf("--block-tokens %d must be at least 1 (or 0 for the format's)", *blockTokens)
 		}
 		f, err := ParseFormat(*format)
 		if err != nil {
-			return Config{}, w, fmt.Errorf("--trace-format: %w", err)
+			return Config{}, *w, fmt.Errorf("--trace-format: %w", err)
 		}
 		cfg := Config{BlockTokens: *blockTokens, Format: f, CapacityTokens: capacities}
 		switch {
 		case gpu.Given && host.Given:
 			cfg.Tiers = &Tiers{GPUTokens: gpu.Tokens, HostTokens: host.Tokens, PoolHoldsOutput: *poolOutput}
 		case gpu.Given || host.Given:
-			return cfg, w, errors.New("--gpu-tokens and --host-tokens go together (--host-tokens 0 for a server without a host tier)")
+			return cfg, *w, errors.New("--gpu-tokens and --host-tokens go together (--host-tokens 0 for a server without a host tier)")
 		case *poolOutput:
-			return cfg, w, errors.New("--pool-holds-output needs --gpu-tokens and --host-tokens")
+			return cfg, *w, errors.New("--pool-holds-output needs --gpu-tokens and --host-tokens")
 		}
-		return cfg, w, w.Validate()
+		return cfg, *w, w.Validate()
 	}
+}
+
+// registerWindowFlags adds the window flags trace analyze and trace size share.
+func registerWindowFlags(fs *flag.FlagSet) *Window {
+	var w Window
+	fs.DurationVar(&w.Start, "start", 0, "window: skip requests before this trace time, e.g. 10m")
+	fs.DurationVar(&w.Duration, "duration", 0, "window: keep requests for this long from --start, e.g. 5m (or --requests)")
+	fs.IntVar(&w.Requests, "requests", 0, "window: keep this many requests from --start (or --duration)")
+	fs.IntVar(&w.MaxInputTokens, "max-input-tokens", 0, "drop requests longer than this many tokens (and count them)")
+	return &w
 }
 
 // RegisterGeneratorFlags adds kvbench trace generate's flags to fs, one per field of
@@ -134,4 +140,110 @@ func (l *TokenList) Set(s string) error {
 	}
 	*l = out
 	return nil
+}
+
+// RegisterSizeFlags adds kvbench trace size's flags to fs. Once fs is parsed, the returned
+// function gives the SizeConfig and Window they ask for; its errors are bad input, one line
+// naming the flag.
+func RegisterSizeFlags(fs *flag.FlagSet) func() (SizeConfig, Window, error) {
+	blockTokens := fs.Int("block-tokens", 0, "tokens per hash id in the trace (0: the format's, 512 as in the public Mooncake traces, Bailian's 16)")
+	format := fs.String("trace-format", string(FormatAuto), "the trace's format: auto (told from its content), mooncake, bailian, burstgpt or azure (docs/traces.md); only a trace that names blocks gives tier shares")
+	hosts := HostSizes{{Tokens: 0}, {Tokens: 1e6}, {Tokens: 3e6}, {Tokens: 1e7}, {Tokens: 3e7}, {Tokens: 1e8}}
+	fs.Var(&hosts, "host", "host-tier sizes, comma-separated: tokens (1e7) or bytes with a unit (8GiB; KiB, MiB, GiB, TiB; needs --bytes-per-token)")
+	var gpu TokenCount
+	fs.Var(&gpu, "gpu-tokens", "GPU prefix-cache size in tokens (required)")
+	bytesPerToken := fs.Int64("bytes-per-token", 0, "bytes the host tier stores per token (needed for sizes in bytes; with it every size is given in bytes too)")
+	poolOutput := fs.Bool("pool-holds-output", false, "the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does")
+	policy := fs.String("policy", PolicyVLLM, "host-tier write policy NAME[:PARAM=V,...]: vllm[:store_threshold=N,max_tracker_size=N], sglang-write-through, sglang-write-through-selective, sglang-write-back (docs/traces.md)")
+	w := registerWindowFlags(fs)
+	return func() (SizeConfig, Window, error) {
+		var cfg SizeConfig
+		if *blockTokens < 0 {
+			return cfg, *w, fmt.Errorf("--block-tokens %d must be at least 1 (or 0 for the format's)", *blockTokens)
+		}
+		f, err := ParseFormat(*format)
+		if err != nil {
+			return cfg, *w, fmt.Errorf("--trace-format: %w", err)
+		}
+		if !gpu.Given {
+			return cfg, *w, errors.New("--gpu-tokens is required (the GPU prefix cache in front of the host tier)")
+		}
+		if *bytesPerToken < 0 {
+			return cfg, *w, fmt.Errorf("--bytes-per-token %d must not be negative", *bytesPerToken)
+		}
+		p, err := ParsePolicy(*policy)
+		if err != nil {
+			return cfg, *w, fmt.Errorf("--policy: %w", err)
+		}
+		cfg = SizeConfig{BlockTokens: *blockTokens, Format: f, GPUTokens: gpu.Tokens, BytesPerToken: *bytesPerToken, PoolHoldsOutput: *poolOutput, Policy: p}
+		for _, h := range hosts {
+			if h.Bytes == 0 { // given in tokens
+				cfg.HostTokens = append(cfg.HostTokens, h.Tokens)
+				continue
+			}
+			if *bytesPerToken == 0 {
+				return cfg, *w, fmt.Errorf("--host %s is in bytes: give --bytes-per-token to turn it into tokens", h.Text)
+			}
+			cfg.HostTokens = append(cfg.HostTokens, h.Bytes / *bytesPerToken)
+		}
+		return cfg, *w, w.Validate()
+	}
+}
+
+// HostSize is one --host size: tokens, or bytes when given with a unit.
+type HostSize struct {
+	Tokens, Bytes int64
+	Text          string
+}
+
+// HostSizes is a flag of comma-separated host-tier sizes; a value replaces the default.
+type HostSizes []HostSize
+
+func (l *HostSizes) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, h := range *l {
+		parts[i] = h.Text
+		if h.Text == "" {
+			parts[i] = strconv.FormatInt(h.Tokens, 10)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set implements flag.Value.
+func (l *HostSizes) Set(s string) error {
+	var out HostSizes
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		h, err := parseHostSize(part)
+		if err != nil {
+			return err
+		}
+		out = append(out, h)
+	}
+	*l = out
+	return nil
+}
+
+func parseHostSize(s string) (HostSize, error) {
+	for _, u := range []struct {
+		suffix string
+		factor float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			x, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+			if err != nil || x <= 0 || x*u.factor > 1e18 {
+				return HostSize{}, fmt.Errorf("%q is not a size in bytes (a number > 0 and a unit, such as 8GiB)", s)
+			}
+			return HostSize{Bytes: int64(x * u.factor), Text: s}, nil
+		}
+	}
+	n, err := ParseTokens(s)
+	if err != nil {
+		return HostSize{}, fmt.Errorf("%q is neither a token count (1e7) nor a size in bytes (8GiB)", s)
+	}
+	return HostSize{Tokens: n, Text: s}, nil
 }

@@ -8,6 +8,8 @@ type lruSet struct {
 	key        []uint64 // slot -> key; slot 0 is the recency list's sentinel
 	prev, next []int32  // recency list: next[0] is the most recent, prev[0] the least
 	free       []int32  // slots freed by evict
+	// onEvict, when set, is told each key evict drops.
+	onEvict func(k uint64)
 }
 
 func newLRUSet(capacity int) *lruSet {
@@ -77,8 +79,29 @@ func (l *lruSet) evict(n int) {
 	for ; n > 0 && l.slot.count > 0; n-- {
 		s := l.prev[0]
 		l.unlink(s)
-		l.slot.remove(l.key[s])
+		k := l.key[s]
+		l.slot.remove(k)
 		l.key[s] = 0
 		l.free = append(l.free, s)
+		if l.onEvict != nil {
+			l.onEvict(k)
+		}
 	}
+}
+
+// evictOldestExcept drops the least recently used key for which keep is false and returns
+// it; false when every key is kept.
+func (l *lruSet) evictOldestExcept(keep func(k uint64) bool) (uint64, bool) {
+	for s := l.prev[0]; s != 0; s = l.prev[s] {
+		k := l.key[s]
+		if keep(k) {
+			continue
+		}
+		l.unlink(s)
+		l.slot.remove(k)
+		l.key[s] = 0
+		l.free = append(l.free, s)
+		return k, true
+	}
+	return 0, false
 }
