@@ -29,8 +29,9 @@ var futureFamilies = func() []string {
 	return out
 }()
 
-// withFutureFamilies serves srv's endpoints, its /metrics with futureFamilies and a family
-// that speaks of no cache appended.
+// withFutureFamilies serves srv's /metrics with futureFamilies and a family that speaks of
+// no cache appended. Requests go to srv itself: a test proxy in the stream's path would be
+// one more thing to fail under load.
 func withFutureFamilies(t *testing.T, srv *sim.Server) string {
 	t.Helper()
 	u, _ := url.Parse(srv.URL())
@@ -87,7 +88,7 @@ func TestCountersAndPreflightListUnreadFamilies(t *testing.T) {
 		t.Fatalf("counters: unread %q, want %q", got, all)
 	}
 
-	rep, stderr, code := runJSON(t, context.Background(), "preflight", "smoke", "--endpoint", front+"/v1")
+	rep, stderr, code := runJSON(t, context.Background(), "preflight", "smoke", "--endpoint", srv.URL()+"/v1", "--metrics", front+"/metrics")
 	if code != cli.ExitOK {
 		t.Fatalf("preflight: exit %d %s", code, stderr)
 	}
@@ -95,14 +96,14 @@ func TestCountersAndPreflightListUnreadFamilies(t *testing.T) {
 		t.Fatalf("preflight JSON unread_families %q, want %q", got, all)
 	}
 
-	text, stderr, code := runCLI(t, "preflight", "smoke", "--endpoint", front+"/v1")
+	text, stderr, code := runCLI(t, "preflight", "smoke", "--endpoint", srv.URL()+"/v1", "--metrics", front+"/metrics")
 	want := fmt.Sprintf("not read by kvbench's model of vllm (%d cache families; verdicts are reached without them): %s and %d more",
 		len(all), strings.Join(all[:6], ", "), len(all)-6)
 	if code != cli.ExitOK || !strings.Contains(text, want) || strings.Contains(text, all[6]) {
 		t.Fatalf("preflight text (exit %d %s) lacks %q or names more:\n%s", code, stderr, want, text)
 	}
 
-	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", front+"/v1", "--out", t.TempDir())
+	rec, stderr, code := runJSON(t, context.Background(), "run", "smoke", "--endpoint", srv.URL()+"/v1", "--metrics", front+"/metrics", "--out", t.TempDir())
 	if code != cli.ExitOK {
 		t.Fatalf("run: exit %d %s", code, stderr)
 	}
