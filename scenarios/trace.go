@@ -69,6 +69,8 @@ type TraceStep struct {
 
 	// Source is where the trace is read from (set by Load, or by the user's --trace).
 	Source TraceSource `toml:"-" json:"-"`
+	// Shard is the part of the window this client replays (the user's --shard; zero: all).
+	Shard trace.Shard `toml:"-" json:"-"`
 }
 
 // IsTrace reports whether st is a trace step.
@@ -235,6 +237,15 @@ func (s *Scenario) UseTrace(path string) {
 	for i := range s.Steps {
 		if st := &s.Steps[i]; st.IsTrace() {
 			st.Source.UserPath = path
+		}
+	}
+}
+
+// UseShard makes every trace step of s replay shard sh of its window (--shard).
+func (s *Scenario) UseShard(sh trace.Shard) {
+	for i := range s.Steps {
+		if st := &s.Steps[i]; st.IsTrace() {
+			st.Shard = sh
 		}
 	}
 }

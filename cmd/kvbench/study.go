@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 
-	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/internal/cli"
 	"github.com/anvil-serving/kvbench/internal/study"
 )
@@ -20,7 +19,11 @@ func runSummarize(_ context.Context, args []string, stdout, _ io.Writer) error {
 	out := fs.String("out", "", "write the study record to FILE (default: print it)")
 	allowMixed := fs.Bool("allow-mixed", false, "merge runs even if their model, runtime or topology differ")
 	allowIncomplete := fs.Bool("allow-incomplete", false, "merge a run that did not finish (interrupted, failed or killed) anyway")
-	return cli.RunOnDirs(fs, args, out, stdout, func(dirs []string) (*record.Study, error) {
+	shards := fs.Bool("shards", false, "join the runs of shards 1..N (--shard K/N) of one trace scenario into one "+study.ShardsSchema+" record of the window instead (docs/traces.md)")
+	return cli.RunOnDirs(fs, args, out, stdout, func(dirs []string) (any, error) {
+		if *shards {
+			return study.ShardsDirs(dirs, *allowIncomplete)
+		}
 		return study.SummarizeDirs(dirs, *out, *allowMixed, *allowIncomplete)
 	})
 }

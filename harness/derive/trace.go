@@ -14,7 +14,7 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 	if tr := st.Trace; tr != nil {
 		s.File, s.SHA256, s.Mode, s.TimeScale, s.Concurrency, s.PromptForm = tr.File, tr.SHA256, tr.Mode, tr.TimeScale, tr.Concurrency, tr.PromptForm
 		s.PlannedRequests, s.DroppedRequests, s.PeakInFlight = tr.PlannedRequests, tr.DroppedRequests, tr.PeakInFlight
-		s.Format = tr.Format
+		s.Format, s.Shard = tr.Format, tr.Shard
 		s.Ideal, s.IdealUnavailable, s.ScrapeIntervalMS = tr.Ideal, tr.IdealUnavailable, tr.ScrapeIntervalMS
 		if tr.TimeScale != nil && tr.SpanSeconds > 0 {
 			rate := float64(tr.PlannedRequests) / (tr.SpanSeconds * *tr.TimeScale)

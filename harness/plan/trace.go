@@ -43,6 +43,9 @@ type TracePlan struct {
 	// PromptForm is how the prompts go on the wire: token_ids or text (the step's "auto"
 	// resolved for the engine).
 	PromptForm string `json:"prompt_form"`
+	// First is the trace time of the window's first request (of every shard: a shard's
+	// open loop counts from it, so each request leaves at its time in the window).
+	First time.Duration `json:"-"`
 	// SampleIDs are the first distinct hash ids of the window, the blocks preflight measures
 	// a text prompt form on.
 	SampleIDs []uint64 `json:"-"`
@@ -53,7 +56,7 @@ const sampleBlocks = 16
 
 // TraceWindow is the window a trace step replays.
 func TraceWindow(st *scenarios.Step) trace.Window {
-	return trace.Window{Start: st.Start.Duration, Duration: st.Duration.Duration, Requests: st.Requests, MaxInputTokens: st.MaxInputTokens}
+	return trace.Window{Start: st.Start.Duration, Duration: st.Duration.Duration, Requests: st.Requests, MaxInputTokens: st.MaxInputTokens, Shard: st.Shard}
 }
 
 // OutputTokens is what a trace request asks for: its output_length, at least 1.
@@ -144,6 +147,7 @@ func ScanTrace(sc *scenarios.Scenario, i int, def *engine.Definition) (*TracePla
 		}
 	}
 	p.Dropped = sel.Dropped()
+	p.First = sel.First()
 	if info, ok := sel.Info(); ok {
 		p.Format = &info
 	}

@@ -29,6 +29,9 @@ type Sweep struct {
 	// Load is what the levels step: users (also when absent, as in older records) or
 	// request_rate.
 	Load string `json:"load,omitempty"`
+	// Shard is the part of the trace window each level replayed (--shard; absent: all of
+	// it): the capacity is this client's share of the load.
+	Shard *TraceShard `json:"shard,omitempty"`
 	// TTFTP90ThresholdMS is the TTFT p90 a level must stay within; null: none was given,
 	// and the sweep reports no capacity.
 	TTFTP90ThresholdMS *float64     `json:"ttft_p90_threshold_ms"`

@@ -28,6 +28,9 @@ type TraceReplay struct {
 	DurationSeconds float64 `json:"window_duration_seconds"`
 	RequestLimit    int     `json:"window_requests"`
 	MaxInputTokens  int     `json:"max_input_tokens"`
+	// Shard is the part of the window this run replayed (--shard K/N; absent: all of it).
+	// Its planned requests are the shard's; its dropped requests the whole window's.
+	Shard *TraceShard `json:"shard,omitempty"`
 	// Mode is open_loop or closed_loop; TimeScale multiplies the open loop's gaps (null in a
 	// closed loop); Concurrency is the closed loop's requests in flight.
 	Mode        string   `json:"mode"`
@@ -175,12 +178,14 @@ type TraceSection struct {
 	File     string `json:"file"`
 	SHA256   string `json:"sha256"`
 	// Format is the trace's format and fields (absent for a record from before formats).
-	Format          *TraceFormat `json:"trace_format,omitempty"`
-	Mode            string       `json:"mode"`
-	TimeScale       *float64     `json:"time_scale"`
-	Concurrency     int          `json:"concurrency,omitempty"`
-	PromptForm      string       `json:"prompt_form"`
-	PlannedRequests int          `json:"planned_requests"`
+	Format *TraceFormat `json:"trace_format,omitempty"`
+	// Shard is the part of the window the run replayed (--shard; absent: all of it).
+	Shard           *TraceShard `json:"shard,omitempty"`
+	Mode            string      `json:"mode"`
+	TimeScale       *float64    `json:"time_scale"`
+	Concurrency     int         `json:"concurrency,omitempty"`
+	PromptForm      string      `json:"prompt_form"`
+	PlannedRequests int         `json:"planned_requests"`
 	// OfferedRequestsPerSecond is an open loop's rate: the window's requests over its trace
 	// time x time_scale; null for a closed loop or a window of one instant.
 	OfferedRequestsPerSecond *float64 `json:"offered_requests_per_second"`
@@ -216,4 +221,11 @@ type TraceSection struct {
 	// WarmCaches is set when the step's requests came back cached beyond the most any cache
 	// could serve of its trace (the ideal's max_hit_rate): it measured earlier caches.
 	WarmCaches *WarmCaches `json:"warm_caches,omitempty"`
+}
+
+// TraceShard is shard Index of Count of a trace window (docs/traces.md, "Sharding"): the
+// Count shards' requests partition the window.
+type TraceShard struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
 }

@@ -385,7 +385,8 @@ func (w Window) MarshalJSON() ([]byte, error) {
 		DurationSeconds float64 `json:"duration_seconds,omitempty"`
 		Requests        int     `json:"requests,omitempty"`
 		MaxInputTokens  int     `json:"max_input_tokens,omitempty"`
-	}{w.Start.Seconds(), w.Duration.Seconds(), w.Requests, w.MaxInputTokens})
+		Shard           *Shard  `json:"shard,omitempty"`
+	}{w.Start.Seconds(), w.Duration.Seconds(), w.Requests, w.MaxInputTokens, w.shardOrNil()})
 }
 
 // blockKeys appends the keys of req's whole blocks: block i's key chains the ids of blocks

@@ -52,6 +52,9 @@ type Request struct {
 	// Messages is the chat as the trace wrote it (AIPerf's messages): a replay sends it as
 	// given, to the chat endpoint. nil for any other line.
 	Messages []Message
+	// Session is a hash of the line's session_id (AIPerf), never 0; 0 for a line without
+	// one. A shard keeps a session's turns together (Shard).
+	Session uint64
 }
 
 // Message is one message of a trace line's chat: a role and its text.
@@ -456,13 +459,24 @@ func (r *Reader) parse(line []byte, req *Request) error {
 			ErrTooManyBlocks, len(ids), req.InputLength, req.InputLength, r.blockTokens, most, r.blockTokens)
 	}
 	r.last, r.lastLine = req.Timestamp, r.line
+	req.Session = 0
 	if present(&w.SessionID) {
+		req.Session = sessionHash(w.SessionID.text)
 		if r.sessions == nil {
 			r.sessions = map[string]time.Duration{}
 		}
 		r.sessions[string(w.SessionID.text)] = req.Timestamp
 	}
 	return nil
+}
+
+// sessionHash is FNV-1a of a session_id's JSON text, 1 where that is 0 (0 is no session).
+func sessionHash(text []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range text {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return max(h, 1)
 }
 
 // arrival is a line's arrival time: its timestamp (Bailian's in seconds, Mooncake's in

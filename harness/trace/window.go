@@ -10,12 +10,14 @@ import (
 // Window selects part of a trace. Requests are considered in trace order from the first
 // one at or after Start; a request longer than MaxInputTokens is dropped (and counted); the
 // window ends at Start+Duration, or once Requests requests have been kept. The zero Window
-// is the whole trace. Timestamps keep their trace time: a replay subtracts Start.
+// is the whole trace. Timestamps keep their trace time: a replay subtracts Start. A Shard
+// keeps its part of the window's requests (the window's limits count the whole window's).
 type Window struct {
 	Start          time.Duration
 	Duration       time.Duration // 0: until the trace ends
 	Requests       int           // 0: no limit
 	MaxInputTokens int           // 0: no limit
+	Shard          Shard         // zero: every request of the window
 }
 
 // ErrEmptyWindow is a window that keeps no request.
@@ -35,7 +37,7 @@ func (w Window) Validate() error {
 	case w.MaxInputTokens < 0:
 		return fmt.Errorf("max_input_tokens %d is negative", w.MaxInputTokens)
 	}
-	return nil
+	return w.Shard.Validate()
 }
 
 // IsWhole reports whether the window keeps the whole trace.
@@ -58,6 +60,9 @@ func (w Window) String() string {
 	if w.MaxInputTokens > 0 {
 		s += fmt.Sprintf(", input <= %d tokens", w.MaxInputTokens)
 	}
+	if !w.Shard.IsWhole() {
+		s += ", shard " + w.Shard.String()
+	}
 	return s
 }
 
@@ -65,6 +70,8 @@ func (w Window) String() string {
 type Selection struct {
 	src     Source
 	window  Window
+	inside  int           // the window's requests read (of every shard)
+	first   time.Duration // the trace time of the window's first request
 	kept    int
 	dropped int
 	done    bool
@@ -82,7 +89,7 @@ func Select(src Source, w Window) *Selection {
 func (s *Selection) Next(req *Request) error {
 	w := s.window
 	for !s.done {
-		if w.Requests > 0 && s.kept >= w.Requests {
+		if w.Requests > 0 && s.inside >= w.Requests {
 			s.done = true
 			break
 		}
@@ -104,10 +111,20 @@ func (s *Selection) Next(req *Request) error {
 			s.dropped++
 			continue
 		}
+		if s.inside == 0 {
+			s.first = req.Timestamp
+		}
+		s.inside++
+		if !w.Shard.keeps(req, s.inside-1) {
+			continue
+		}
 		s.kept++
 		return nil
 	}
 	if s.kept == 0 {
+		if s.inside > 0 {
+			return fmt.Errorf("%w (%s: the shard holds none of the window's %d requests)", ErrEmptyWindow, w, s.inside)
+		}
 		return fmt.Errorf("%w (%s; %d dropped over max_input_tokens)", ErrEmptyWindow, w, s.dropped)
 	}
 	return io.EOF
@@ -124,6 +141,10 @@ func (s *Selection) Info() (Info, bool) {
 
 // Kept is how many requests the selection has handed out.
 func (s *Selection) Kept() int { return s.kept }
+
+// First is the trace time of the window's first request, of every shard: a shard's replay
+// counts its requests' times from it, so the shards together send the window's load.
+func (s *Selection) First() time.Duration { return s.first }
 
 // Dropped is how many requests inside the window were longer than MaxInputTokens.
 func (s *Selection) Dropped() int { return s.dropped }

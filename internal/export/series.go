@@ -56,13 +56,14 @@ var reserved = map[string]bool{
 	"job": true, "instance": true, "scenario": true, "recipe": true, "endpoint": true,
 	"step": true, "request": true, "verdict": true, "gate": true, "status": true,
 	"quantile": true, "version": true, "model": true, "engine": true,
-	"tier": true, "kind": true, "basis": true, "level": true,
+	"tier": true, "kind": true, "basis": true, "level": true, "shard": true,
 	"le": true, // Prometheus's histogram bucket bound, as quantile is a summary's
 }
 
 // Identity returns the labels that tell one run's series from another's: the scenario, the
-// recipe and the endpoint's host:port (never its credentials). An empty one is left out, as
-// Prometheus treats an empty label as absent.
+// recipe, the endpoint's host:port (never its credentials) and, for a run of one shard of its
+// trace (--shard), the shard as K/N, so N shards' pushes do not replace each other. An empty
+// one is left out, as Prometheus treats an empty label as absent.
 func Identity(r *runs.Run) []Label {
 	out := []Label{{"scenario", r.Scenario.Name}}
 	if rec := r.Runtime.Recipe; rec != "" {
@@ -70,6 +71,14 @@ func Identity(r *runs.Run) []Label {
 	}
 	if u, err := url.Parse(r.Scenario.Target.Endpoint); err == nil && u.Host != "" {
 		out = append(out, Label{"endpoint", u.Host})
+	}
+	if len(r.Repetitions) > 0 {
+		for _, st := range r.Repetitions[0].Steps {
+			if sh := st.Trace; sh != nil && sh.Shard != nil {
+				out = append(out, Label{"shard", fmt.Sprintf("%d/%d", sh.Shard.Index, sh.Shard.Count)})
+				break
+			}
+		}
 	}
 	return out
 }

@@ -43,8 +43,15 @@ func SweepFamilies(sw *record.Sweep, extra []Label) ([]*dto.MetricFamily, error)
 	return b.sorted(), nil
 }
 
-// SweepIdentity labels a sweep's series with its scenario.
-func SweepIdentity(sw *record.Sweep) []Label { return []Label{{"scenario", sw.Scenario}} }
+// SweepIdentity labels a sweep's series with its scenario, and its shard (K/N) where its
+// levels replayed one, so N shards' sweeps do not replace each other.
+func SweepIdentity(sw *record.Sweep) []Label {
+	out := []Label{{"scenario", sw.Scenario}}
+	if sh := sw.Shard; sh != nil {
+		out = append(out, Label{"shard", fmt.Sprintf("%d/%d", sh.Index, sh.Count)})
+	}
+	return out
+}
 
 // Sweep is a loaded sweep directory.
 type Sweep struct {

@@ -111,7 +111,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	results := make(chan traceDone, 64)
 	var readErr error
 	go func() {
-		readErr = r.dispatchTrace(ctx, ts, sel, tp.Requests, builder, form, start, smp, &inFlight, &peak, results)
+		readErr = r.dispatchTrace(ctx, ts, sel, tp.Requests, tp.First, builder, form, start, smp, &inFlight, &peak, results)
 		close(results)
 	}()
 
@@ -198,6 +198,9 @@ func (r *runner) traceReplay(ts *scenarios.Step, tp *plan.TracePlan) *record.Tra
 	if ts.Source.NamedByUser() {
 		tr.NamedBy = "command line"
 	}
+	if !ts.Shard.IsWhole() {
+		tr.Shard = &record.TraceShard{Index: ts.Shard.Index, Count: ts.Shard.Count}
+	}
 	if ts.ClosedLoop() {
 		tr.Mode, tr.Concurrency = record.TraceClosedLoop, ts.Concurrency
 	} else {
@@ -227,9 +230,10 @@ const traceWorkersAhead = 16
 // prompt and encodes its body before its turn (just in time: at most the requests in flight
 // and promptsAhead more are held), and this goroutine hands each to a waiting worker at its
 // due time (open loop) or when a slot frees up (closed loop), so that nothing is built,
-// encoded or started between a request's due time and its write. It returns a read error of the trace, after every request it sent has
-// finished.
-func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, b *prompts.BlockBuilder, form string,
+// encoded or started between a request's due time and its write. An open loop's times count
+// from first, the window's first request of every shard (--shard). It returns a read error
+// of the trace, after every request it sent has finished.
+func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *trace.Selection, planned int, first time.Duration, b *prompts.BlockBuilder, form string,
 	start time.Time, smp *sampler, inFlight, peak *atomic.Int64, results chan<- traceDone) error {
 	// A request's first output is when its blocks are all allocated: the sampler reads the
 	// KV usage then (at most once an interval, however many requests there are).
@@ -309,11 +313,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	origin := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var first time.Duration
 	for job := range jobs {
-		if job.index == 0 {
-			first = job.traceTime
-		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():

@@ -130,6 +130,9 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 	}
 	if p.IsTrace() {
 		sw.Load = record.SweepRequestRate
+		if sh := p.Scenario.Steps[p.Step].Shard; !sh.IsWhole() {
+			sw.Shard = &record.TraceShard{Index: sh.Index, Count: sh.Count}
+		}
 	}
 	if p.ThresholdMS > 0 {
 		sw.TTFTP90ThresholdMS = &p.ThresholdMS

@@ -27,6 +27,7 @@ func (t *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&t.Backend, "backend", "", "engine (metric names and evidence): "+strings.Join(engine.Names(), ", ")+" (overrides target.backend)")
 	fs.StringVar(&t.Trace, "trace", "", "the trace the scenario's trace steps replay (overrides step.file; read wherever it lies: a scenario may name only a trace inside its own directory)")
 	fs.StringVar(&t.TraceFormat, "trace-format", "", "the format of the trace steps' trace: auto (told from its content), mooncake, bailian, burstgpt or azure (overrides step.format; docs/traces.md)")
+	fs.StringVar(&t.Shard, "shard", "", "replay shard K/N of each trace step's window: a deterministic 1/N of its requests (by session where the trace names one, else round robin), each at its trace time; N clients with K = 1..N replay the window together (docs/traces.md)")
 	fs.BoolVar(&t.TrustHosts, "trust-hosts", false, "send requests to the hosts the scenario file's target.endpoint and target.metrics name when they are not this machine (loopback); without it such a scenario is refused: name the server with --endpoint instead")
 }
 

@@ -35,6 +35,8 @@ type Overrides struct {
 	// its format.
 	Trace       string
 	TraceFormat string
+	// Shard is the part of each trace step's window to replay ("K/N"; "": all of it).
+	Shard string
 	// TrustHosts sends requests to the hosts the scenario file names.
 	TrustHosts bool
 }
@@ -95,6 +97,16 @@ func Apply(sc *scenarios.Scenario, o Overrides) (*Resolved, error) {
 			return nil, fmt.Errorf("--trace-format %s: %s has no step with kind = \"trace\"", f, sc.Path)
 		}
 		sc.UseTraceFormat(f)
+	}
+	if o.Shard != "" {
+		sh, err := trace.ParseShard(o.Shard)
+		if err != nil {
+			return nil, fmt.Errorf("--shard: %w", err)
+		}
+		if !sc.HasTrace() {
+			return nil, fmt.Errorf("--shard %s: %s has no step with kind = \"trace\"", sh, sc.Path)
+		}
+		sc.UseShard(sh)
 	}
 	for _, u := range append([]string{sc.Target.Endpoint}, sc.Target.Metrics...) {
 		if u != "" && !scenarios.IsHTTPURL(u) {
