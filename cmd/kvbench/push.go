@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	cli.Register(cli.Command{Name: "push", Summary: "push finished runs to a Prometheus Pushgateway (exit 5 when a push fails)", Run: runPush})
+	cli.Register(cli.Command{Name: "push", Summary: "push finished runs and capacity sweeps to a Prometheus Pushgateway (exit 5 when a push fails)", Run: runPush})
 }
 
 // pushError marks err as a failed push: exit 5.
@@ -31,7 +31,7 @@ func pushResult(pushErr, runErr error) error {
 
 func runPush(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	var p export.PushFlags
-	fs := cli.NewFlagSet("push", "RUN_DIR... PUSHGATEWAY_URL [flags]",
+	fs := cli.NewFlagSet("push", "RUN_OR_SWEEP_DIR... PUSHGATEWAY_URL [flags]",
 		"kvbench push results/smoke-20260803T020000Z http://pushgateway:9091\n"+
 			"kvbench push results/nightly/*/*/ http://pushgateway:9091 --push-label cluster=eu1   # every night of the nightly script, oldest first: the last wins", stdout)
 	p.Register(fs, "")
@@ -47,11 +47,11 @@ func runPush(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err := p.Check(); err != nil {
 		return err
 	}
-	loaded, err := cli.LoadRuns(args[:len(args)-1])
+	loaded, sweeps, err := export.LoadDirs(args[:len(args)-1]) // runs and capacity sweeps
 	if err != nil {
 		return err
 	}
-	err = export.PushRuns(ctx, loaded, *allowIncomplete, p.Opts, stdout)
+	err = export.PushRuns(ctx, loaded, sweeps, *allowIncomplete, p.Opts, stdout)
 	if errors.Is(err, export.ErrUnfinished) {
 		return cli.UsageError(err) // refused before anything was pushed
 	}

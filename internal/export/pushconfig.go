@@ -127,14 +127,20 @@ func CheckPushable(r *runs.Run, allow bool) error {
 	return &UnfinishedError{Dir: r.Dir, Status: r.Status, Reason: r.StopReason}
 }
 
-// PushRuns pushes rs in order and writes a line to w for each pushed run, naming the status
-// of one that did not complete. Every run is checked (CheckPushable) before any is pushed, so
-// a refusal pushes nothing. Runs of one grouping key replace each other: the last wins. A
+// PushRuns pushes rs in order, then each capacity sweep of sweeps (its own group: job
+// SweepJob and its identity), and writes a line to w for each pushed, naming the status of
+// one that did not complete. Every run and sweep is checked before any is pushed, so a
+// refusal pushes nothing. Runs of one grouping key replace each other: the last wins. A
 // failed push does not stop the others; the error names each failure.
-func PushRuns(ctx context.Context, rs []*runs.Run, allowIncomplete bool, opts PushOptions, w io.Writer) error {
+func PushRuns(ctx context.Context, rs []*runs.Run, sweeps []Sweep, allowIncomplete bool, opts PushOptions, w io.Writer) error {
 	for _, r := range rs {
 		if err := CheckPushable(r, allowIncomplete); err != nil {
 			return err
+		}
+	}
+	for _, s := range sweeps {
+		if st := s.Record.Status; !allowIncomplete && st != record.StatusCompleted {
+			return &UnfinishedError{Dir: s.Dir, Status: st, Reason: s.Record.StopReason}
 		}
 	}
 	var failed []string
@@ -149,10 +155,31 @@ func PushRuns(ctx context.Context, rs []*runs.Run, allowIncomplete bool, opts Pu
 		}
 		fmt.Fprintf(w, "pushed %s\n", r.Dir)
 	}
+	for _, s := range sweeps {
+		if err := PushSweep(ctx, s.Record, opts); err != nil {
+			failed = append(failed, s.Dir+": "+err.Error())
+			continue
+		}
+		fmt.Fprintf(w, "pushed sweep %s\n", s.Dir)
+	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d push(es) failed: %s", len(failed), len(rs), strings.Join(failed, "; "))
+		return fmt.Errorf("%d of %d push(es) failed: %s", len(failed), len(rs)+len(sweeps), strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// SweepJob is the Pushgateway job of capacity sweeps' series: a sweep's group never
+// replaces a run's.
+const SweepJob = "kvbench_sweep"
+
+// PushSweep replaces a sweep's group (job SweepJob, its identity and opts.Labels) with its
+// series. Errors are redacted.
+func PushSweep(ctx context.Context, sw *record.Sweep, opts PushOptions) error {
+	fams, err := SweepFamilies(sw, nil)
+	if err != nil {
+		return err
+	}
+	return PushFamilies(ctx, fams, SweepJob, append(SweepIdentity(sw), opts.Labels...), opts)
 }
 
 // PushComparison replaces the comparison's group on the Pushgateway with res's series: job

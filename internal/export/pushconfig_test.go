@@ -150,11 +150,11 @@ func TestPushRunsChecksEveryRunFirst(t *testing.T) {
 	stopped.Status, stopped.StopReason = record.StatusInterrupted, "received SIGINT"
 	opts := PushOptions{URL: srv.URL, Timeout: 10 * time.Second}
 	var out strings.Builder
-	err := PushRuns(context.Background(), []*runs.Run{done, stopped}, false, opts, &out)
+	err := PushRuns(context.Background(), []*runs.Run{done, stopped}, nil, false, opts, &out)
 	if !errors.Is(err, ErrUnfinished) || len(gw.sent()) != 0 || out.Len() != 0 {
 		t.Fatalf("an interrupted run among two: %v, pushes %v, output %q", err, gw.sent(), out.String())
 	}
-	if err := PushRuns(context.Background(), []*runs.Run{done, stopped}, true, opts, &out); err != nil {
+	if err := PushRuns(context.Background(), []*runs.Run{done, stopped}, nil, true, opts, &out); err != nil {
 		t.Fatal(err)
 	}
 	if want := "pushed " + done.Dir + "\npushed " + stopped.Dir + " (marked interrupted)\n"; out.String() != want {
@@ -168,7 +168,7 @@ func TestPushRunsChecksEveryRunFirst(t *testing.T) {
 	gw.status = http.StatusServiceUnavailable
 	gw.mu.Unlock()
 	out.Reset()
-	err = PushRuns(context.Background(), []*runs.Run{done, stopped}, true, opts, &out)
+	err = PushRuns(context.Background(), []*runs.Run{done, stopped}, nil, true, opts, &out)
 	if err == nil || !strings.HasPrefix(err.Error(), "2 of 2 push(es) failed: ") || !strings.Contains(err.Error(), "503") || out.Len() != 0 {
 		t.Errorf("a refusing gateway: %v, output %q", err, out.String())
 	}
@@ -224,5 +224,33 @@ func TestOpenMetricsOfRuns(t *testing.T) {
 	}
 	if text, err := OpenMetrics([]*runs.Run{a, a}, nil, nil, false); !errors.Is(err, ErrDuplicate) || text != nil {
 		t.Errorf("the same run twice: %v (%d bytes), want ErrDuplicate and no text", err, len(text))
+	}
+}
+
+// TestPushSweepGroup: a capacity sweep goes to its own job, grouped by its scenario, after
+// the runs; an unfinished sweep refuses the whole push unless allowed.
+func TestPushSweepGroup(t *testing.T) {
+	gw := &recorder{status: http.StatusOK}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	done := load(t, repeatedRun)
+	sw := Sweep{Dir: "results/chat-capacity-sweep", Record: fixtureSweep()}
+	opts := PushOptions{URL: srv.URL, Timeout: 10 * time.Second}
+	var out strings.Builder
+	if err := PushRuns(context.Background(), []*runs.Run{done}, []Sweep{sw}, false, opts, &out); err != nil {
+		t.Fatal(err)
+	}
+	p := gw.sent()
+	if len(p) != 2 || p[1] != "PUT /metrics/job/"+SweepJob+"/scenario/chat-capacity" {
+		t.Fatalf("pushes %v, want the run's, then the sweep's group", p)
+	}
+	if !strings.HasSuffix(out.String(), "pushed sweep results/chat-capacity-sweep\n") {
+		t.Errorf("output %q", out.String())
+	}
+	stopped := *sw.Record
+	stopped.Status, stopped.StopReason = record.StatusInterrupted, "received SIGINT"
+	err := PushRuns(context.Background(), nil, []Sweep{{Dir: sw.Dir, Record: &stopped}}, false, opts, &out)
+	if !errors.Is(err, ErrUnfinished) || len(gw.sent()) != 2 {
+		t.Errorf("an interrupted sweep: %v, pushes %v", err, gw.sent())
 	}
 }
