@@ -29,6 +29,10 @@ type SizeConfig struct {
 	BytesPerToken   int64
 	PoolHoldsOutput bool // as Tiers.PoolHoldsOutput
 	Policy          Policy
+	// Curve, when set, prices each size's host hits and the GPU hits (PrefillSaving);
+	// GPUHourCost, when set, turns its seconds into cost.
+	Curve       *PrefillCurve
+	GPUHourCost *float64
 	// walkAll makes SGLang's writes walk the host tier when every block is on the GPU (a
 	// test holds sglangHost.onGPU to it).
 	walkAll bool
@@ -52,6 +56,10 @@ type SizeReport struct {
 	Sizes []TierSize `json:"sizes"`
 	// Knee is the size KneeRule picks, null when none of the listed sizes qualifies.
 	Knee *Knee `json:"knee"`
+	// Prefill is the curve's pricing, with Curve only.
+	Prefill *PrefillSaving `json:"prefill,omitempty"`
+	// HTML is the page written of the report (--html), when one was.
+	HTML string `json:"html,omitempty"`
 }
 
 // TierSize is one host-tier size's shares (GPU + host + recompute = prompt tokens).
@@ -60,6 +68,12 @@ type TierSize struct {
 	HostBytes  *int64 `json:"host_bytes"` // null without bytes_per_token
 	HostBlocks int64  `json:"host_blocks"`
 	record.IdealShares
+	// PredictedHostShare and MeasuredHostShare are filled by a calibration against a run
+	// (the host share its fitted model predicts, and the one the run measured at its size).
+	PredictedHostShare *float64 `json:"predicted_host_share,omitempty"`
+	MeasuredHostShare  *float64 `json:"measured_host_share,omitempty"`
+	// TierSaving is the prefill time the size's host hits save, with a curve only.
+	*TierSaving
 }
 
 // Knee is the size past which a larger host tier buys little (KneeRule).
@@ -173,6 +187,7 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
 	hosts := make([]hostTier, len(blocks))
 	hostHits := make([]int64, len(blocks))
+	prefill := newPrefillPass(cfg.Curve, cfg.GPUHourCost, len(blocks))
 	counter := newLookupCounter(cfg.Policy)
 	for i, b := range blocks {
 		hosts[i] = newHostTier(cfg.Policy, b, counter)
@@ -208,8 +223,15 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 		if counter != nil {
 			counter.lookup(keys, g)
 		}
+		if prefill != nil {
+			prefill.request(&req, int64(g*bt), bt)
+		}
 		for i, h := range hosts {
-			hostHits[i] += int64(h.lookup(keys, hittable, g))
+			n := h.lookup(keys, hittable, g)
+			hostHits[i] += int64(n)
+			if prefill != nil {
+				prefill.hits(i, n)
+			}
 		}
 		extra := 0
 		if cfg.PoolHoldsOutput {
@@ -231,14 +253,21 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 	}
 	share := func(tokens int64) float64 { return float64(tokens) / float64(r.PromptTokens) }
 	byBlocks := map[int64]record.IdealShares{}
+	saved := map[int64]*TierSaving{}
 	for i, b := range blocks {
+		if prefill != nil {
+			saved[b] = prefill.tier(i)
+		}
 		s := record.IdealShares{GPUHitTokens: gpuHits * int64(bt), HostHitTokens: hostHits[i] * int64(bt), StoredTokens: hosts[i].storedBlocks() * int64(bt)}
 		s.RecomputeTokens = r.PromptTokens - s.GPUHitTokens - s.HostHitTokens
 		s.GPUShare, s.HostShare, s.RecomputeShare = share(s.GPUHitTokens), share(s.HostHitTokens), share(s.RecomputeTokens)
 		byBlocks[b] = s
 	}
 	for _, h := range cfg.HostTokens {
-		r.Sizes = append(r.Sizes, TierSize{HostTokens: h, HostBytes: r.bytes(h), HostBlocks: h / int64(bt), IdealShares: byBlocks[h/int64(bt)]})
+		r.Sizes = append(r.Sizes, TierSize{HostTokens: h, HostBytes: r.bytes(h), HostBlocks: h / int64(bt), IdealShares: byBlocks[h/int64(bt)], TierSaving: saved[h/int64(bt)]})
+	}
+	if prefill != nil {
+		r.Prefill = prefill.saving()
 	}
 	r.Knee = r.knee(func(t TierSize) float64 { return byBlocks[2*t.HostBlocks].HostShare })
 	return r, nil
