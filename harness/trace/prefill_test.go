@@ -127,3 +127,25 @@ func TestSizePricesHostHitsByTheCurve(t *testing.T) {
 }
 
 func ptrInt(v int) *int { return &v }
+
+// TestSizeTextShowsTheSaving: the table gains the curve's columns and says how it priced.
+func TestSizeTextShowsTheSaving(t *testing.T) {
+	cost := 2.0
+	r := sizeText(t, prefillTrace, SizeConfig{BlockTokens: 500, HostTokens: []int64{0, 1e6}, Curve: handCurve(t), GPUHourCost: &cost})
+	share := 0.25
+	r.Sizes[1].PredictedHostShare = &share // as a calibration fills it
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	for _, want := range []string{"predicted host", "prefill s saved/h", "cost saved/h", "3.3", "0.0018", "25.00%",
+		"1 of 3 requests lay outside the measured sizes", "clamped, not extrapolated", "ignores queueing, batching"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "measured host") {
+		t.Errorf("a measured column without measurements:\n%s", text)
+	}
+}

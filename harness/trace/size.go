@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -358,13 +359,22 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 		}
 	}
 	bytes := units.Scale(units.ByteSize, byteValues...) // one prefix for the column
-	rows := [][]string{append(head, "GPU share", "host share", "recompute", "stored tokens")}
+	head = append(head, "GPU share", "host share", "recompute", "stored tokens")
+	cols := r.extraColumns()
+	for _, c := range cols {
+		head = append(head, c.head)
+	}
+	rows := [][]string{head}
 	for _, s := range r.Sizes {
 		row := []string{thousands(s.HostTokens)}
 		if s.HostBytes != nil {
 			row = append(row, bytes.Format(float64(*s.HostBytes)))
 		}
-		rows = append(rows, append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens)))
+		row = append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens))
+		for _, c := range cols {
+			row = append(row, c.cell(s))
+		}
+		rows = append(rows, row)
 	}
 	writeTable(&b, rows)
 	if k := r.Knee; k != nil {
@@ -372,6 +382,73 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	} else {
 		b.WriteString("  knee: none among these sizes (doubling the largest still adds a point of host share or more)\n")
 	}
+	r.writePrefill(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// sizeColumn is a column of the size table that only some reports have.
+type sizeColumn struct {
+	head string
+	cell func(TierSize) string
+}
+
+// extraColumns are the calibration's and the curve's columns, where the report has them.
+func (r *SizeReport) extraColumns() []sizeColumn {
+	var predicted, measured bool
+	for _, s := range r.Sizes {
+		predicted, measured = predicted || s.PredictedHostShare != nil, measured || s.MeasuredHostShare != nil
+	}
+	share := func(p *float64) string {
+		if p == nil {
+			return units.NotApplicable
+		}
+		return percent(*p)
+	}
+	var cols []sizeColumn
+	if predicted {
+		cols = append(cols, sizeColumn{"predicted host", func(s TierSize) string { return share(s.PredictedHostShare) }})
+	}
+	if measured {
+		cols = append(cols, sizeColumn{"measured host", func(s TierSize) string { return share(s.MeasuredHostShare) }})
+	}
+	if r.Prefill == nil {
+		return cols
+	}
+	perHour := func(p *float64) string {
+		if p == nil {
+			return "n/a"
+		}
+		return units.Sec(*p)
+	}
+	cols = append(cols, sizeColumn{"prefill s saved/h", func(s TierSize) string { return perHour(s.PrefillSecondsSavedPerHour) }})
+	if r.Prefill.GPUHourCost != nil {
+		cols = append(cols, sizeColumn{"cost saved/h", func(s TierSize) string {
+			if s.CostSavedPerHour == nil {
+				return "n/a"
+			}
+			return strconv.FormatFloat(*s.CostSavedPerHour, 'f', 4, 64)
+		}})
+	}
+	return cols
+}
+
+// writePrefill says how the curve priced the sizes, and what the GPU hits save.
+func (r *SizeReport) writePrefill(b *strings.Builder) {
+	p := r.Prefill
+	if p == nil {
+		return
+	}
+	pts := p.Curve.Points
+	fmt.Fprintf(b, "  prefill saved: host-tier tokens priced at each request's prompt size by reload curve %q of %s (%d points, %s to %s tokens; recompute less reload time, linear between points)\n",
+		p.Curve.ID, p.Curve.Run, len(pts), thousands(int64(pts[0].PromptTokens)), thousands(int64(pts[len(pts)-1].PromptTokens)))
+	fmt.Fprintf(b, "  %s of %s requests lay outside the measured sizes: priced as the nearest end point, per token (clamped, not extrapolated)\n",
+		thousands(int64(p.ClampedRequests)), thousands(int64(r.Requests)))
+	if p.GPUPrefillSecondsSavedPerHour == nil {
+		fmt.Fprintf(b, "  per hour: n/a, the requests span no trace time (one instant); over the window the GPU hits save %s s\n", units.Sec(p.GPUPrefillSecondsSaved))
+	} else {
+		fmt.Fprintf(b, "  per hour of trace time (%s s of it): the GPU hits save %s s of prefill at every size (an upper bound: the curve times no GPU hit)\n",
+			units.Sec(p.TraceSeconds), units.Sec(*p.GPUPrefillSecondsSavedPerHour))
+	}
+	b.WriteString("  the estimate ignores queueing, batching, concurrency and reloads that overlap other work (docs/traces.md)\n")
 }
