@@ -19,7 +19,10 @@ const PrefillGPUHitRule = "a reload curve times no GPU hit: a GPU hit is taken t
 // time to first output of recomputing the prompt (the cold twin) and of reloading it from
 // the host tier (the replay). Between two measured sizes each time is linear in the size.
 type PrefillCurve struct {
-	Run    string         `json:"run"` // the run directory it was read from
+	Run string `json:"run"` // the run directory it was read from
+	// Model and Engine are the curve run's, to tell whether it measured the server sized.
+	Model  string         `json:"model,omitempty"`
+	Engine string         `json:"engine,omitempty"`
 	ID     string         `json:"curve"`
 	Points []PrefillPoint `json:"points"` // by prompt size, at least two
 }
