@@ -110,15 +110,15 @@ type TierSaving struct {
 
 // prefillPass accumulates a PrefillCurve's pricing over the requests of a Size pass.
 type prefillPass struct {
-	curve         *PrefillCurve
-	cost          *float64
-	hostMS        []float64 // per host tier of the pass
-	clamped       []int
-	gpuMS         float64
-	clampedAll    int
-	first, last   time.Duration
-	host, blockMS float64 // the current request's host rate, per block
-	outside       bool
+	curve       *PrefillCurve
+	cost        *float64
+	hostMS      []float64 // per host tier of the pass
+	clamped     []int
+	gpuMS       float64
+	clampedAll  int
+	first, last time.Duration
+	blockMS     float64 // the current request's host-hit saving per block
+	outside     bool    // the current request lies outside the curve
 }
 
 func newPrefillPass(c *PrefillCurve, cost *float64, tiers int) *prefillPass {
