@@ -149,3 +149,39 @@ func TestSizeTextShowsTheSaving(t *testing.T) {
 		t.Errorf("a measured column without measurements:\n%s", text)
 	}
 }
+
+// TestSizePricingOnePassMatchesAlone: in one pass of many sizes each size is priced as a pass
+// of that size alone prices it, request by request.
+func TestSizePricingOnePassMatchesAlone(t *testing.T) {
+	cfg := DefaultGeneratorConfig()
+	cfg.Seed, cfg.Requests, cfg.Scale, cfg.BlockTokens = 1, 300, 1.0/16, 16
+	text := generateText(t, cfg)
+	f := func(v float64) *float64 { return &v }
+	curve, err := NewPrefillCurve("run", record.ReloadCurve{ID: "c", Points: []record.CurvePoint{
+		{Tokens: 256, ReplayTTFTMS: f(60), TwinTTFTMS: f(40), Counted: true},
+		{Tokens: 1024, ReplayTTFTMS: f(70), TwinTTFTMS: f(200), Counted: true},
+		{Tokens: 4096, ReplayTTFTMS: f(110), TwinTTFTMS: f(900), Counted: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []int64{0, 512, 4096, 32768, 1 << 20}
+	for _, p := range []string{"vllm", "vllm:store_threshold=2", "sglang-write-back"} {
+		all := sizeText(t, text, SizeConfig{BlockTokens: 16, GPUTokens: 2048, HostTokens: hosts, Policy: policy(t, p), Curve: curve})
+		var priced bool
+		for i, h := range hosts {
+			alone := sizeText(t, text, SizeConfig{BlockTokens: 16, GPUTokens: 2048, HostTokens: []int64{h}, Policy: policy(t, p), Curve: curve})
+			got, want := all.Sizes[i].TierSaving, alone.Sizes[0].TierSaving
+			if got.PrefillSecondsSaved != want.PrefillSecondsSaved || got.ClampedRequests != want.ClampedRequests {
+				t.Errorf("%s host %d: one pass %+v, alone %+v", p, h, got, want)
+			}
+			priced = priced || got.PrefillSecondsSaved != 0
+			if all.Prefill.GPUPrefillSecondsSaved != alone.Prefill.GPUPrefillSecondsSaved {
+				t.Errorf("%s host %d: GPU saving %g, alone %g", p, h, all.Prefill.GPUPrefillSecondsSaved, alone.Prefill.GPUPrefillSecondsSaved)
+			}
+		}
+		if !priced || all.Prefill.GPUPrefillSecondsSaved == 0 {
+			t.Errorf("%s: nothing priced: the trace does not exercise the curve", p)
+		}
+	}
+}
