@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/anvil-serving/kvbench/harness/runs"
+	"github.com/anvil-serving/kvbench/harness/tierplan"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/traceimport"
 	"github.com/anvil-serving/kvbench/internal/cli"
@@ -45,7 +46,7 @@ func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case "analyze":
 		return runTraceFile(ctx, "analyze", trace.AnalyzeExamples, trace.AnalyzeJob, args[1:], stdout)
 	case "size":
-		return runTraceFile(ctx, "size", trace.SizeExamples, trace.SizeJob, args[1:], stdout)
+		return runTraceFile(ctx, "size", trace.SizeExamples, tierplan.SizeJob, args[1:], stdout)
 	case "generate":
 		return runTraceGenerate(args[1:], stdout)
 	case "import":

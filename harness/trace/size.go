@@ -52,6 +52,9 @@ type SizeReport struct {
 	Sizes []TierSize `json:"sizes"`
 	// Knee is the size KneeRule picks, null when none of the listed sizes qualifies.
 	Knee *Knee `json:"knee"`
+	// From is where --from found each figure; Calibration is --calibrate's fit.
+	From        *SizeFrom    `json:"from,omitempty"`
+	Calibration *Calibration `json:"calibration,omitempty"`
 }
 
 // TierSize is one host-tier size's shares (GPU + host + recompute = prompt tokens).
@@ -60,6 +63,12 @@ type TierSize struct {
 	HostBytes  *int64 `json:"host_bytes"` // null without bytes_per_token
 	HostBlocks int64  `json:"host_blocks"`
 	record.IdealShares
+	// Deployed marks the run's own size (--from), MeasuredHostShare what the run measured
+	// there, and PredictedHostShare the calibrated policy's host share (--calibrate; the
+	// shares above are the unfitted policy's).
+	Deployed           bool     `json:"deployed,omitempty"`
+	MeasuredHostShare  *float64 `json:"measured_host_share,omitempty"`
+	PredictedHostShare *float64 `json:"predicted_host_share,omitempty"`
 }
 
 // Knee is the size past which a larger host tier buys little (KneeRule).
@@ -302,6 +311,14 @@ func SizeFile(ctx context.Context, path string, w Window, cfg SizeConfig) (*Size
 	return r, nil
 }
 
+// optPercent is a share that may be absent ("-").
+func optPercent(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return percent(*v)
+}
+
 // WriteText writes the report as the table `kvbench trace size` prints.
 func (r *SizeReport) WriteText(w io.Writer) error {
 	var b strings.Builder
@@ -314,6 +331,12 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  %s requests (%s), %s dropped over max_input_tokens, %s prompt tokens, blocks of %d tokens\n",
 		thousands(int64(r.Requests)), window, thousands(int64(r.DroppedRequests)), thousands(r.PromptTokens), r.BlockTokens)
+	if r.From != nil {
+		r.From.writeText(&b)
+	}
+	if r.Calibration != nil {
+		r.Calibration.writeText(&b)
+	}
 	fmt.Fprintf(&b, "\nhost-tier sizes: GPU %s tokens, policy %s (ideal: whole blocks, prefix hits; see docs/traces.md)\n", thousands(r.GPUTokens), r.Policy)
 	if r.PoolHoldsOutput {
 		b.WriteString("  the GPU pool also holds each request's partial block and output while it runs\n")
@@ -330,12 +353,22 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	}
 	bytes := units.Scale(units.ByteSize, byteValues...) // one prefix for the column
 	rows := [][]string{append(head, "GPU share", "host share", "recompute", "stored tokens")}
+	if r.Calibration != nil {
+		rows[0] = append(rows[0], "predicted host", "measured host")
+	}
 	for _, s := range r.Sizes {
 		row := []string{thousands(s.HostTokens)}
+		if s.Deployed {
+			row[0] += " (deployed)"
+		}
 		if s.HostBytes != nil {
 			row = append(row, bytes.Format(float64(*s.HostBytes)))
 		}
-		rows = append(rows, append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens)))
+		row = append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens))
+		if r.Calibration != nil {
+			row = append(row, optPercent(s.PredictedHostShare), optPercent(s.MeasuredHostShare))
+		}
+		rows = append(rows, row)
 	}
 	writeTable(&b, rows)
 	if k := r.Knee; k != nil {
