@@ -19,7 +19,7 @@ func init() {
 }
 
 const traceUsage = `Usage: kvbench trace analyze FILE [flags]
-       kvbench trace size FILE --gpu-tokens N [--host 0,8GiB,... --bytes-per-token B] [flags]
+       kvbench trace size (FILE --gpu-tokens N | [FILE] --from RUN | --calibrate RUN) [--host 0,8GiB,...] [flags]
        kvbench trace generate [flags] [-o FILE]
        kvbench trace import LOG (--endpoint URL | --tokenizer URL) -o FILE [flags]
 

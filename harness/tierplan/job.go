@@ -9,40 +9,57 @@ import (
 	"github.com/anvil-serving/kvbench/harness/trace"
 )
 
-// SizeJob registers kvbench trace size's flags with --from and --calibrate, and gives its
-// job over the arguments left after them: TRACE, which --from and --calibrate make optional.
+// SizeFlags are kvbench trace size's flags with --from and --calibrate.
+type SizeFlags struct {
+	*trace.SizeFlags
+	from, calibrate *string
+}
+
+// RegisterSizeFlags adds kvbench trace size's flags, --from and --calibrate to fs.
+func RegisterSizeFlags(fs *flag.FlagSet) *SizeFlags {
+	f := &SizeFlags{SizeFlags: trace.NewSizeFlags(fs)}
+	f.from = fs.String("from", "", "take the trace, its window and block size, the GPU pool, bytes per token, the deployed host tier and the engine's policy from the trace step of the run in `RUN_DIR` (a flag given wins; FILE, optional, replaces the run's trace)")
+	f.calibrate = fs.String("calibrate", "", "as --from, and fit the policy to the host share the run in `RUN_DIR` measured at its deployed size: each size also gets the fitted policy's predicted_host_share (sizes default to 0 and 1/4 to 8 times the deployed one)")
+	return f
+}
+
+// SizeJob registers kvbench trace size's flags (RegisterSizeFlags) and gives its job over
+// the arguments left after them.
 func SizeJob(fs *flag.FlagSet) func(args []string) (trace.FileJob, error) {
-	flags := trace.NewSizeFlags(fs)
-	from := fs.String("from", "", "`RUN_DIR`: take the trace, its window and block size, the GPU pool, bytes per token, the deployed host tier and the engine's policy from this run's trace step (a flag given wins; TRACE replaces the run's trace)")
-	calibrate := fs.String("calibrate", "", "`RUN_DIR`: --from, and fit the policy to the host share the run measured at its deployed size; every size also gets the fitted policy's predicted_host_share")
+	f := RegisterSizeFlags(fs)
 	return func(args []string) (trace.FileJob, error) {
-		dir := *from
-		if *calibrate != "" {
-			if dir != "" && dir != *calibrate {
-				return trace.FileJob{}, fmt.Errorf("--from %s and --calibrate %s name different runs (--calibrate implies --from)", dir, *calibrate)
-			}
-			dir = *calibrate
-		}
-		if len(args) > 1 || (dir == "" && len(args) != 1) {
-			return trace.FileJob{}, fmt.Errorf("want one trace file (optional with --from or --calibrate), got %d arguments", len(args))
-		}
-		var p *Plan
-		var err error
-		if dir == "" {
-			p = &Plan{Path: args[0], Deployed: -1}
-			p.Config, p.Window, err = flags.Config()
-		} else {
-			traceArg := ""
-			if len(args) == 1 {
-				traceArg = args[0]
-			}
-			p, err = NewPlan(flags, dir, traceArg, *calibrate != "")
-		}
+		p, err := f.Plan(args)
 		if err != nil {
 			return trace.FileJob{}, err
 		}
 		return trace.FileJob{Schema: trace.SizeSchema, Run: func(ctx context.Context) (trace.Report, error) { return p.Run(ctx) }}, nil
 	}
+}
+
+// Plan plans the call over the arguments left after the flags: FILE, which --from and
+// --calibrate make optional.
+func (f *SizeFlags) Plan(args []string) (*Plan, error) {
+	dir := *f.from
+	if *f.calibrate != "" {
+		if dir != "" && dir != *f.calibrate {
+			return nil, fmt.Errorf("--from %s and --calibrate %s name different runs (--calibrate implies --from)", dir, *f.calibrate)
+		}
+		dir = *f.calibrate
+	}
+	if len(args) > 1 || (dir == "" && len(args) != 1) {
+		return nil, fmt.Errorf("want one trace file, got %d arguments (with --from or --calibrate it is optional)", len(args))
+	}
+	if dir == "" {
+		p := &Plan{Path: args[0], Deployed: -1}
+		var err error
+		p.Config, p.Window, err = f.Config()
+		return p, err
+	}
+	traceArg := ""
+	if len(args) == 1 {
+		traceArg = args[0]
+	}
+	return NewPlan(f.SizeFlags, dir, traceArg, *f.calibrate != "")
 }
 
 // Plan is one kvbench trace size call: the trace, window and configuration, and with a run
@@ -72,7 +89,7 @@ type fit struct {
 }
 
 // NewPlan reads the run in dir and fills the configuration from it where the flags were not
-// given; traceArg ("" for the run's own trace) replaces the run's trace. With calibrate it
+// given; traceArg (FILE; "" for the run's own trace) replaces the run's trace. With calibrate it
 // also plans the fit, and the trace must be the one the run replayed.
 func NewPlan(flags *trace.SizeFlags, dir, traceArg string, calibrate bool) (*Plan, error) {
 	opt := "--from"

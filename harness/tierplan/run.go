@@ -225,7 +225,7 @@ var ErrTraceChanged = errors.New("the trace changed since the run")
 // TracePath is the trace to read: arg when given, else the run's, whose sha256 is checked;
 // with verify, arg's too.
 func (r *Run) TracePath(arg string, verify bool) (path, source string, err error) {
-	path, source = arg, "command line (TRACE)"
+	path, source = arg, "command line (FILE)"
 	if arg == "" {
 		path, source, verify = r.TraceFile, "the run's record, sha256 verified", true
 	}
@@ -235,7 +235,7 @@ func (r *Run) TracePath(arg string, verify bool) (path, source string, err error
 	sum, err := fileSHA256(path)
 	if err != nil {
 		if arg == "" {
-			return "", "", fmt.Errorf("the trace the run replayed: %w (give the trace as TRACE)", err)
+			return "", "", fmt.Errorf("the trace the run replayed: %w (give the trace as FILE)", err)
 		}
 		return "", "", err
 	}
