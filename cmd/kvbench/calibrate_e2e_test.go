@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/derive"
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/tierplan"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/internal/cli"
@@ -180,5 +182,80 @@ func TestCalibrateRefusals(t *testing.T) {
 	_, stderr, code = runCLI(t, "trace", "size", "--from", runDir)
 	if code != cli.ExitUsage || !strings.Contains(stderr, "trace changed since the run") {
 		t.Errorf("--from after the trace changed: exit %d: %s", code, stderr)
+	}
+}
+
+// startTierSim starts the embedded engine replayAtHostTier replays on: a 128-block GPU
+// pool, hostBlocks blocks of host tier, store_threshold 2.
+func startTierSim(t *testing.T, hostBlocks int) *sim.Server {
+	t.Helper()
+	return startSim(t, sim.Options{Profile: "tiny", Speed: 50, Override: func(p *sim.Profile) {
+		p.NumGPUBlocks, p.MaxModelLen, p.StoreBytesPerToken, p.StoreThreshold = 128, 128*16, 2048, 2
+		p.CPUOffloadGiB = float64(hostBlocks*16*2048) / (1 << 30)
+	}})
+}
+
+// TestSweepEndpoints is issue 31's item 6: a sweep over three servers, one host-tier size
+// each, replays the trace on each, calibrates the model at the first and records measured
+// beside predicted at every size, each prediction within 2 points.
+func TestSweepEndpoints(t *testing.T) {
+	dir := t.TempDir()
+	file := calibrationTrace(t, dir, 300)
+	sc := traceScenario(t, dir, filepath.Base(file), "concurrency = 1")
+	var urls []string
+	for _, blocks := range []int{320, 160, 1280} {
+		urls = append(urls, startTierSim(t, blocks).URL()+"/v1")
+	}
+	out := t.TempDir()
+	stdout, stderr, code := runCLI(t, "sweep", sc, "--endpoints", strings.Join(urls, ","), "--out", out, "--format", "json")
+	if code != cli.ExitOK {
+		t.Fatalf("sweep exit %d: %s", code, stderr)
+	}
+	var sw record.Sweep
+	if err := json.Unmarshal([]byte(stdout), &sw); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	f := sw.HostTier
+	if sw.Load != record.SweepHostTier || len(sw.Levels) != 3 || f == nil || f.Unavailable != "" {
+		t.Fatalf("sweep: load %s, %d levels, fit %+v", sw.Load, len(sw.Levels), f)
+	}
+	if f.Policy != "vllm:store_threshold=2" || !f.Fits || f.MaxErrorPoints == nil || *f.MaxErrorPoints > 2 || f.CalibratedFrom != sw.Levels[0].Run {
+		t.Errorf("fit %+v (max error %v)", f, f.MaxErrorPoints)
+	}
+	for i, l := range sw.Levels {
+		want := int64([]int{320, 160, 1280}[i] * 16)
+		if l.HostTokens == nil || *l.HostTokens != want || l.PredictedHostShare == nil || l.Tiers.Host == nil || l.Endpoint != urls[i] {
+			t.Fatalf("level %d: %+v", i, l)
+		}
+		t.Logf("host %d tokens: measured %.4f predicted %.4f", want, *l.Tiers.Host, *l.PredictedHostShare)
+	}
+	// The directory reads back as the sweep printed, and its text names the fit.
+	dirs, _ := filepath.Glob(filepath.Join(out, "*-sweep-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("sweep directories %v", dirs)
+	}
+	back, err := runs.LoadSweep(dirs[0])
+	if err != nil || back.HostTier == nil || back.HostTier.Policy != f.Policy {
+		t.Fatalf("sweep read back: %+v %v", back, err)
+	}
+	var text bytes.Buffer
+	if err := derive.WriteSweep(&text, back); err != nil || !strings.Contains(text.String(), "host-tier model: vllm:store_threshold=2 calibrated at "+f.CalibratedFrom) {
+		t.Errorf("sweep text (%v):\n%s", err, text.String())
+	}
+	// Killed before sweep.json: the levels rebuilt keep their servers and tiers.
+	if err := os.Remove(filepath.Join(dirs[0], runs.SweepFile)); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt, err := runs.LoadSweep(dirs[0])
+	if err != nil || rebuilt.Load != record.SweepHostTier || len(rebuilt.Levels) != 3 {
+		t.Fatalf("rebuilt sweep: %+v %v", rebuilt, err)
+	}
+	for _, l := range rebuilt.Levels {
+		if l.Endpoint == "" || l.HostTokens == nil || l.Tiers.Host == nil {
+			t.Errorf("rebuilt level %+v", l)
+		}
+	}
+	if _, stderr, code := runCLI(t, "sweep", sc, "--endpoints", urls[0], "--out", out); code != cli.ExitUsage || !strings.Contains(stderr, "at least two") {
+		t.Errorf("one endpoint: exit %d %s", code, stderr)
 	}
 }

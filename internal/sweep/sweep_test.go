@@ -206,3 +206,35 @@ func TestRunWritesTheRecordAsLevelsEnd(t *testing.T) {
 		t.Errorf("final record: %v\n%s", err, data)
 	}
 }
+
+// TestHostTierPlan: --endpoints needs a trace step, two servers or more and a level to
+// calibrate at, and replaces the load flags and the target; each level goes to its own
+// server and reads that server's /metrics.
+func TestHostTierPlan(t *testing.T) {
+	sc := chat(t)
+	if _, err := NewHostTierPlan(sc, "", "http://a:1/v1,http://b:1/v1", 1); err == nil || !strings.Contains(err.Error(), "not a trace step") {
+		t.Errorf("a conversation: %v", err)
+	}
+	tr := &scenarios.Scenario{Name: "t", Path: "t.toml", Steps: []scenarios.Step{{ID: "load", Kind: "trace"}}}
+	for _, c := range []struct {
+		endpoints string
+		level     int
+		want      string
+	}{
+		{"http://a:1/v1", 1, "at least two"},
+		{"http://a:1/v1,ftp://b", 1, "not an http(s) URL"},
+		{"http://a:1/v1,http://b:1/v1", 3, "levels 1 to 2"},
+	} {
+		if _, err := NewHostTierPlan(tr, "", c.endpoints, c.level); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s level %d: %v, want %q", c.endpoints, c.level, err, c.want)
+		}
+	}
+	p, err := NewHostTierPlan(tr, "", "http://a:1/v1, http://b:2/v1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level, _ := p.Level(1)
+	if p.Levels() != 2 || p.CalibrateLevel != 1 || level.Target.Endpoint != "http://b:2/v1" || len(level.Target.Metrics) != 1 || level.Target.Metrics[0] != "http://b:2/metrics" {
+		t.Errorf("plan %+v, level 2 target %+v", p, level.Target)
+	}
+}
