@@ -201,7 +201,8 @@ func (r *Run) Candidates() ([]trace.Policy, string) {
 }
 
 // Measured is the host share the run measured, for a calibration: an error says why the run
-// cannot calibrate (its counters invalid, requests failed, the replay stopped).
+// cannot calibrate (its counters invalid, requests failed, the replay stopped, caches
+// warmed before it).
 func (r *Run) Measured() (float64, error) {
 	s := r.Section
 	switch {
@@ -209,6 +210,8 @@ func (r *Run) Measured() (float64, error) {
 		return 0, fmt.Errorf("--calibrate %s: step %s's counters are not valid (%s): no measured host share to fit", r.Dir, r.Step, strings.Join(s.InvalidReasons, "; "))
 	case s.Interrupted || s.FailedRequests > 0 || s.Requests != s.PlannedRequests:
 		return 0, fmt.Errorf("--calibrate %s: step %s sent %d of %d requests, %d failed: the measurement is not the window's", r.Dir, r.Step, s.Requests, s.PlannedRequests, s.FailedRequests)
+	case s.WarmCaches != nil:
+		return 0, fmt.Errorf("--calibrate %s: step %s was served from caches warmed before it (warm_caches): its host share is not the trace's", r.Dir, r.Step)
 	case s.Tiers.Host == nil:
 		return 0, fmt.Errorf("--calibrate %s: step %s measured no host share (tiers.host_share is null: the server's counters do not split the tiers)", r.Dir, r.Step)
 	case s.Ideal == nil:
