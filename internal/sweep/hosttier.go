@@ -18,6 +18,7 @@ import (
 
 // Flags are kvbench sweep's own flags: the step and its levels, and the threshold.
 type Flags struct {
+	fs                                 *flag.FlagSet
 	users, timeScales, step, endpoints *string
 	threshold                          *float64
 	calibrateLevel                     *int
@@ -26,6 +27,7 @@ type Flags struct {
 // RegisterFlags adds kvbench sweep's own flags to fs.
 func RegisterFlags(fs *flag.FlagSet) *Flags {
 	return &Flags{
+		fs:             fs,
 		users:          fs.String("users", "", "conversation step: user counts to run, ascending, comma-separated (e.g. 8,16,32,64)"),
 		timeScales:     fs.String("time-scales", "", "trace step (open loop): time_scale values to run, descending, so each level offers a higher request rate (e.g. 1,0.5,0.25)"),
 		threshold:      fs.Float64("ttft-p90-ms", 0, "TTFT p90 (ms) a level must stay within to count toward capacity; 0: report levels only"),
@@ -39,6 +41,11 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 // given, which --endpoints replaces.
 func (f *Flags) Plan(sc *scenarios.Scenario, targetGiven bool) (*Plan, error) {
 	if *f.endpoints == "" {
+		levelGiven := false
+		f.fs.Visit(func(fl *flag.Flag) { levelGiven = levelGiven || fl.Name == "calibrate-level" })
+		if levelGiven {
+			return nil, errors.New("--calibrate-level names a level of a host-tier sweep: give it with --endpoints")
+		}
 		return NewPlan(sc, *f.step, *f.users, *f.timeScales, *f.threshold)
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -236,5 +237,31 @@ func TestHostTierPlan(t *testing.T) {
 	level, _ := p.Level(1)
 	if p.Levels() != 2 || p.CalibrateLevel != 1 || level.Target.Endpoint != "http://b:2/v1" || len(level.Target.Metrics) != 1 || level.Target.Metrics[0] != "http://b:2/metrics" {
 		t.Errorf("plan %+v, level 2 target %+v", p, level.Target)
+	}
+}
+
+// TestFlagsRefuseMixes: --endpoints runs one load on its own servers, and --calibrate-level
+// belongs to it.
+func TestFlagsRefuseMixes(t *testing.T) {
+	tr := &scenarios.Scenario{Name: "t", Path: "t.toml", Steps: []scenarios.Step{{ID: "load", Kind: "trace"}}}
+	two := "--endpoints=http://a:1/v1,http://b:1/v1"
+	for _, c := range []struct {
+		args        []string
+		targetGiven bool
+		want        string
+	}{
+		{[]string{two, "--time-scales", "1,0.5"}, false, "without --users or --time-scales"},
+		{[]string{two, "--ttft-p90-ms", "100"}, false, "runs one load"},
+		{[]string{two}, true, "without --endpoint or --metrics"},
+		{[]string{"--calibrate-level", "2", "--time-scales", "1"}, false, "give it with --endpoints"},
+	} {
+		fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+		f := RegisterFlags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Plan(tr, c.targetGiven); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
 	}
 }
