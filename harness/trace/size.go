@@ -353,8 +353,12 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	}
 	bytes := units.Scale(units.ByteSize, byteValues...) // one prefix for the column
 	rows := [][]string{append(head, "GPU share", "host share", "recompute", "stored tokens")}
+	measured := slices.ContainsFunc(r.Sizes, func(s TierSize) bool { return s.MeasuredHostShare != nil })
 	if r.Calibration != nil {
-		rows[0] = append(rows[0], "predicted host", "measured host")
+		rows[0] = append(rows[0], "predicted host")
+	}
+	if measured {
+		rows[0] = append(rows[0], "measured host")
 	}
 	for _, s := range r.Sizes {
 		row := []string{thousands(s.HostTokens)}
@@ -366,7 +370,10 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 		}
 		row = append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens))
 		if r.Calibration != nil {
-			row = append(row, optPercent(s.PredictedHostShare), optPercent(s.MeasuredHostShare))
+			row = append(row, optPercent(s.PredictedHostShare))
+		}
+		if measured {
+			row = append(row, optPercent(s.MeasuredHostShare))
 		}
 		rows = append(rows, row)
 	}
