@@ -1,0 +1,87 @@
+package runner
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anvil-serving/kvbench/harness/metrics"
+)
+
+// countingMetrics counts the scrapes of the fake it wraps.
+type countingMetrics struct {
+	inner MetricsSource
+	n     atomic.Int64
+}
+
+func (c *countingMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
+	c.n.Add(1)
+	return c.inner.Snapshot(ctx)
+}
+
+// TestStepObserversShareOneScrape: a step whose scraper reads at the sampler's interval
+// scrapes /metrics once per reading, the sampler taking the scraper's gauges, and a kick at
+// a request's first output adds no scrape.
+func TestStepObserversShareOneScrape(t *testing.T) {
+	fake := newFakeMetrics()
+	fake.gauges[metrics.KVUsage] = 0.25
+	fake.scraped = make(chan struct{}, 1)
+	src := &countingMetrics{inner: fake}
+	ctx := context.Background()
+	before, err := fake.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	scr, smp := startStepObservers(ctx, src, 10*time.Millisecond, 10*time.Millisecond, now, now, before, true)
+	<-fake.scraped // the before reading's
+	for src.n.Load() < 4 {
+		smp.sampleNow()
+		select {
+		case <-fake.scraped:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no scrape in 30s")
+		}
+	}
+	samples := smp.finish()
+	series, errs := scr.finish()
+	if errs != 0 {
+		t.Fatalf("%d scrape errors", errs)
+	}
+	if got, want := src.n.Load(), int64(len(series)); got != want {
+		t.Fatalf("%d scrapes for %d series points: the sampler scraped on its own", got, want)
+	}
+	// The fourth reading had begun, so three were taken.
+	if samples.Count < 3 || samples.Count > len(series) || len(samples.Series) != samples.Count {
+		t.Fatalf("%d samples (%d in the series) from %d readings", samples.Count, len(samples.Series), len(series))
+	}
+	if samples.PeakKVUsage == nil || *samples.PeakKVUsage != 0.25 || samples.IntervalMS != 10 {
+		t.Fatalf("samples %+v", samples)
+	}
+}
+
+// TestStepObserversOwnIntervals: a sampler at another interval than the scraper's keeps its
+// own readings.
+func TestStepObserversOwnIntervals(t *testing.T) {
+	fake := newFakeMetrics()
+	src := &countingMetrics{inner: fake}
+	ctx := context.Background()
+	before, err := fake.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	scr, smp := startStepObservers(ctx, src, time.Hour, 10*time.Millisecond, now, now, before, true)
+	for i := 0; src.n.Load() < 2; i++ {
+		if i > 3000 {
+			t.Fatal("the sampler did not scrape on its own in 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	samples := smp.finish()
+	series, _ := scr.finish()
+	if samples.Count < 2 || len(series) != 1 {
+		t.Fatalf("%d samples, %d series points", samples.Count, len(series))
+	}
+}
