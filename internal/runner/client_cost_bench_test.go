@@ -51,8 +51,9 @@ const (
 // sim` (costProfile) in a process of its own, and this process replaying costRequests
 // completions at costStreams in flight through a trace step (closed loop), with the
 // counters scraped from the sim's /metrics and every request journaled to a run directory.
-// It reports the client's CPU per 1k output tokens and its TTFT error (measured time to
-// first output minus the sim's configured 50 ms), median and p99. Run with -benchtime=1x
+// It reports the client's CPU per 1k output tokens, its TTFT error (measured time to first
+// output minus the sim's configured 50 ms), median and p99, and the socket reads that
+// brought tokens per token. Run with -benchtime=1x
 // (docs/traces.md, "Client cost", has the figures and the Python aiohttp comparison);
 // skipped under -short.
 func BenchmarkClientCostSim(b *testing.B) {
@@ -84,13 +85,15 @@ func BenchmarkClientCostSim(b *testing.B) {
 			b.Fatal("the step measured no client CPU per output token")
 		}
 		var ttftErr []float64
-		tokens := 0
+		tokens, chunks, batched := 0, 0, 0
 		for _, q := range out.Steps[0].Requests {
 			if q.Result.TimeToFirstOutputMS == nil {
 				b.Fatalf("request %d has no time to first output", q.IndexInStep)
 			}
 			ttftErr = append(ttftErr, *q.Result.TimeToFirstOutputMS-costTTFTMS)
 			tokens += q.Result.OutputTokens
+			chunks += q.Result.GeneratedChunks
+			batched += q.Result.BatchedChunks
 		}
 		if tokens != costRequests*costOutputTokens {
 			b.Fatalf("%d output tokens, want %d", tokens, costRequests*costOutputTokens)
@@ -100,6 +103,9 @@ func BenchmarkClientCostSim(b *testing.B) {
 		b.ReportMetric(*p.P50, "TTFT-error-p50-ms")
 		b.ReportMetric(*p.P99, "TTFT-error-p99-ms")
 		b.ReportMetric(float64(len(sec.Series)), "scrape-intervals")
+		// A client that falls behind finds several chunks per socket read and pays less per
+		// token: the figure compares clients only where both read about once a token.
+		b.ReportMetric(float64(chunks-batched)/float64(chunks), "reads/token")
 	}
 }
 
