@@ -72,16 +72,20 @@ func waitIdle(ctx context.Context, src MetricsSource, timeout time.Duration) (me
 // sampler reads the KV usage and running gauges at an interval while requests run, keeping
 // the series and the peaks (block occupancy is a pool-wide gauge, so it is sampled, not diffed).
 type sampler struct {
-	src      MetricsSource // nil: a scraper feeds it (startStepObservers)
+	src      MetricsSource
 	interval time.Duration
 	origin   time.Time
+	// fed: a scraper reading at the same interval feeds it (startStepObservers), so it has
+	// no ticker and reads on a kick only where no reading came for an interval.
+	fed bool
 
-	mu       sync.Mutex
-	samples  record.Samples
-	finished bool // finish returned the samples: later readings are not theirs
-	kick     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	mu          sync.Mutex
+	samples     record.Samples
+	lastReading time.Time // of either source
+	finished    bool      // finish returned the samples: later readings are not theirs
+	kick        chan struct{}
+	stop        chan struct{}
+	done        chan struct{}
 }
 
 func startSampler(ctx context.Context, src MetricsSource, interval time.Duration, origin time.Time) *sampler {
@@ -98,23 +102,29 @@ func newSampler(src MetricsSource, interval time.Duration, origin time.Time) *sa
 
 // startStepObservers starts the scraper of a step whose requests overlap (its counters'
 // series) and the sampler of its gauges. When both read at the same interval the sampler
-// takes the scraper's readings instead of scraping on its own: /metrics is read and parsed
-// once an interval, not twice or three times (a kick per request's first output) for the
+// takes the scraper's readings instead of ticking on its own, and a kick reads only where
+// neither read for an interval (the step's first requests, a step shorter than the
+// interval): /metrics is read and parsed once an interval, not up to three times for the
 // same figures; at 64 streams those extra scrapes cost the client a twentieth of its CPU.
 func startStepObservers(ctx context.Context, src MetricsSource, scrapeEvery, sampleEvery time.Duration, start, origin time.Time,
 	before metrics.Snapshot, ok bool) (*scraper, *sampler) {
 	if scrapeEvery != sampleEvery {
 		return startScraper(ctx, src, scrapeEvery, start, before, ok, nil), startSampler(ctx, src, sampleEvery, origin)
 	}
-	smp := newSampler(nil, sampleEvery, origin)
-	close(smp.done) // no loop of its own
+	smp := newSampler(src, sampleEvery, origin)
+	smp.fed = true
+	go smp.loop(ctx)
 	return startScraper(ctx, src, scrapeEvery, start, before, ok, smp), smp
 }
 
 func (s *sampler) loop(ctx context.Context) {
 	defer close(s.done)
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if !s.fed {
+		t := time.NewTicker(s.interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	var lastKick time.Time
 	for {
 		select {
@@ -122,12 +132,16 @@ func (s *sampler) loop(ctx context.Context) {
 			return
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-tick:
 		case <-s.kick:
 			// At most one kicked reading per interval: with many streams a kick comes
 			// with every request's first output, and a scrape per request would cost the
 			// client more than the streams do. A tick never suppresses a kick: the
-			// reading at a request's first output is its peak.
+			// reading at a request's first output is its peak. Fed, the scraper's
+			// reading every interval does.
+			if s.fed && time.Since(s.readAt()) < s.interval {
+				continue
+			}
 			if !lastKick.IsZero() && time.Since(lastKick) < s.interval {
 				continue
 			}
@@ -144,6 +158,7 @@ func (s *sampler) take(snap metrics.Snapshot, err error) {
 	if s.finished {
 		return
 	}
+	s.lastReading = time.Now()
 	if err != nil {
 		s.samples.Errors++
 		return
@@ -163,14 +178,18 @@ func (s *sampler) take(snap metrics.Snapshot, err error) {
 	s.samples.Series = append(s.samples.Series, smp)
 }
 
+// readAt is when the latest reading was taken; zero before any.
+func (s *sampler) readAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastReading
+}
+
 // sampleNow asks for a reading at once without waiting for it, unless another kick was read
-// less than an interval ago. The runner calls it at a request's first output, when its blocks
-// are allocated: a request shorter than the interval still gets a reading at its peak. A
-// sampler fed by a scraper has its reading every interval and takes no kick.
+// less than an interval ago (or, fed, any reading). The runner calls it at a request's first
+// output, when its blocks are allocated: a request shorter than the interval still gets a
+// reading at its peak.
 func (s *sampler) sampleNow() {
-	if s.src == nil {
-		return
-	}
 	select {
 	case s.kick <- struct{}{}:
 	default:

@@ -21,8 +21,7 @@ func (c *countingMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error
 }
 
 // TestStepObserversShareOneScrape: a step whose scraper reads at the sampler's interval
-// scrapes /metrics once per reading, the sampler taking the scraper's gauges, and a kick at
-// a request's first output adds no scrape.
+// scrapes /metrics once per reading, the sampler taking the scraper's gauges.
 func TestStepObserversShareOneScrape(t *testing.T) {
 	fake := newFakeMetrics()
 	fake.gauges[metrics.KVUsage] = 0.25
@@ -33,11 +32,10 @@ func TestStepObserversShareOneScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-fake.scraped // the before reading's
 	now := time.Now()
 	scr, smp := startStepObservers(ctx, src, 10*time.Millisecond, 10*time.Millisecond, now, now, before, true)
-	<-fake.scraped // the before reading's
 	for src.n.Load() < 4 {
-		smp.sampleNow()
 		select {
 		case <-fake.scraped:
 		case <-time.After(30 * time.Second):
@@ -58,6 +56,41 @@ func TestStepObserversShareOneScrape(t *testing.T) {
 	}
 	if samples.PeakKVUsage == nil || *samples.PeakKVUsage != 0.25 || samples.IntervalMS != 10 {
 		t.Fatalf("samples %+v", samples)
+	}
+}
+
+// TestStepObserversKickWithoutReading: a fed sampler reads on a kick where no reading came
+// for an interval (a step shorter than it still gets its sample), and not again while one is
+// that recent.
+func TestStepObserversKickWithoutReading(t *testing.T) {
+	fake := newFakeMetrics()
+	fake.gauges[metrics.KVUsage] = 0.5
+	fake.scraped = make(chan struct{}, 1)
+	src := &countingMetrics{inner: fake}
+	ctx := context.Background()
+	before, err := fake.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-fake.scraped
+	now := time.Now()
+	scr, smp := startStepObservers(ctx, src, time.Hour, time.Hour, now, now, before, true)
+	smp.sampleNow()
+	select {
+	case <-fake.scraped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the kick read nothing in 30s")
+	}
+	for range 5 {
+		smp.sampleNow()
+	}
+	samples := smp.finish()
+	series, _ := scr.finish() // its one reading, at the end
+	if samples.Count != 1 || samples.PeakKVUsage == nil || *samples.PeakKVUsage != 0.5 {
+		t.Fatalf("samples %+v", samples)
+	}
+	if got := src.n.Load(); got != 2 || len(series) != 1 {
+		t.Fatalf("%d scrapes, %d series points; want the kick's and the scraper's last", got, len(series))
 	}
 }
 
