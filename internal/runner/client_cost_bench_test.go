@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/anvil-serving/kvbench/harness/derive"
+	"github.com/anvil-serving/kvbench/harness/metrics"
 	"github.com/anvil-serving/kvbench/harness/plan"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/scenarios"
@@ -53,7 +55,7 @@ const (
 // counters scraped from the sim's /metrics and every request journaled to a run directory.
 // It reports the client's CPU per 1k output tokens, its TTFT error (measured time to first
 // output minus the sim's configured 50 ms), median and p99, and the socket reads that
-// brought tokens per token. Run with -benchtime=1x
+// brought tokens per token; and how often the run read /metrics. Run with -benchtime=1x
 // (docs/traces.md, "Client cost", has the figures and the Python aiohttp comparison);
 // skipped under -short.
 func BenchmarkClientCostSim(b *testing.B) {
@@ -72,6 +74,8 @@ func BenchmarkClientCostSim(b *testing.B) {
 	gen.Output = trace.Length{Mean: costOutputTokens}
 	for range b.N {
 		cfg := costConfig(b, gen, root)
+		scrapes := &countingMetrics{inner: cfg.Metrics}
+		cfg.Metrics = scrapes
 		out, err := Run(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -103,6 +107,7 @@ func BenchmarkClientCostSim(b *testing.B) {
 		b.ReportMetric(*p.P50, "TTFT-error-p50-ms")
 		b.ReportMetric(*p.P99, "TTFT-error-p99-ms")
 		b.ReportMetric(float64(len(sec.Series)), "scrape-intervals")
+		b.ReportMetric(float64(scrapes.n.Load()), "metrics-scrapes")
 		// A client that falls behind finds several chunks per socket read and pays less per
 		// token: the figure compares clients only where both read about once a token.
 		b.ReportMetric(float64(chunks-batched)/float64(chunks), "reads/token")
@@ -145,4 +150,15 @@ concurrency = %d
 	}
 	return Config{Scenario: sc, Plan: p, Chat: t.Client, Completions: t.Client, Metrics: t.Metrics, Engine: t.Engine.Def,
 		Sinks: runDir(b), BlockSize: 16, NoProbes: true}
+}
+
+// countingMetrics counts the scrapes of the source it wraps.
+type countingMetrics struct {
+	inner MetricsSource
+	n     atomic.Int64
+}
+
+func (c *countingMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
+	c.n.Add(1)
+	return c.inner.Snapshot(ctx)
 }

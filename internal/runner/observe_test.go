@@ -2,23 +2,11 @@ package runner
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/metrics"
 )
-
-// countingMetrics counts the scrapes of the fake it wraps.
-type countingMetrics struct {
-	inner MetricsSource
-	n     atomic.Int64
-}
-
-func (c *countingMetrics) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
-	c.n.Add(1)
-	return c.inner.Snapshot(ctx)
-}
 
 // TestStepObserversShareOneScrape: a step whose scraper reads at the sampler's interval
 // scrapes /metrics once per reading, the sampler taking the scraper's gauges.
