@@ -288,7 +288,7 @@ const (
 )
 
 // objectNames are the usual object names, each with its JSON literal: built per chunk, the
-// literals cost an allocation each, a twentieth of the client's CPU at 64 streams.
+// literals cost two string concatenations a token, 4% of the client's CPU at 64 streams.
 var objectNames = [...]struct{ name, literal string }{
 	{chunkObject, `"` + chunkObject + `"`},
 	{textObject, `"` + textObject + `"`},
