@@ -71,16 +71,18 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 }
 
 // withPrompt is req with its prompt in PromptTokenIDs or PromptText, decoded from its body
-// where the runner sent it encoded, else copied (the runner reuses the buffer).
+// where the runner sent it encoded.
 func withPrompt(req client.CompletionRequest) client.CompletionRequest {
 	if req.Body == nil {
-		req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs)
-		return req
+		if req.PromptJSON == nil {
+			return req
+		}
+		req.Body, _ = client.EncodeCompletion(req)
 	}
 	var body struct {
 		Prompt json.RawMessage `json:"prompt"`
 	}
-	if json.Unmarshal(req.Body, &body) == nil && json.Unmarshal(body.Prompt, &req.PromptTokenIDs) != nil {
+	if json.Unmarshal(req.Body.Bytes(), &body) == nil && json.Unmarshal(body.Prompt, &req.PromptTokenIDs) != nil {
 		_ = json.Unmarshal(body.Prompt, &req.PromptText)
 	}
 	return req
