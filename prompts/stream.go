@@ -12,21 +12,17 @@ import (
 // how much of each it takes, not its bytes. Its JSON value (a list of token ids, or the text
 // as a JSON string) is written from a cache of encoded blocks shared by every request of a
 // builder, as the request body goes out, so that a request in flight costs a few bytes a
-// block rather than its encoded prompt (about 80 KB for 12k token ids). Building one warms
-// the cache with its blocks, so that a request written soon after finds them encoded: the
-// encoding is done ahead of the send time, and only a block evicted meanwhile is encoded
-// again as it is written, to the same bytes (a block is a function of the seed and its key).
+// block rather than its encoded prompt (about 80 KB for 12k token ids). Building one encodes
+// its blocks ahead of the send time and pins them until the prompt is first read through,
+// so that writing it encodes nothing whatever the cache evicted meanwhile; a second read (a
+// retry) takes them from the cache, encoding again, to the same bytes, a block evicted since
+// (a block is a function of the seed and its key).
 
 // Prompt forms of a StreamedPrompt.
 const (
 	formTokenIDs = iota
 	formText
 )
-
-// encodedCacheFactor sizes the cache of encoded blocks against CacheBlocks: the blocks built
-// between a request's building and its writing (a few requests' worth) rarely evict one
-// another from it.
-const encodedCacheFactor = 2
 
 // StreamedPrompt is a block-exact prompt that writes its JSON value as it is read (see
 // above). It is safe for concurrent use, as are its readers, each its own.
@@ -35,6 +31,8 @@ type StreamedPrompt struct {
 	form   int
 	blocks []streamedBlock
 	size   int
+	// pins holds the blocks as built until the prompt is first read through (nil since).
+	pins atomic.Pointer[[]*encodedBlock]
 }
 
 // streamedBlock is a block of a streamed prompt: its key and the bytes of its encoded form
@@ -66,9 +64,11 @@ func (b *BlockBuilder) streamedPrompt(form int, hashIDs []uint64, inputTokens in
 		p.size = 2 // the quotes: text blocks are joined as they are
 	}
 	bt := b.cfg.BlockTokens
+	pins := make([]*encodedBlock, n)
 	for i := range n {
 		k := b.key(hashIDs, request, i)
 		enc := b.encoded.get(k, form)
+		pins[i] = enc
 		taken := len(enc.data)
 		if tokens := inputTokens - i*bt; tokens < bt {
 			taken = enc.cut(tokens)
@@ -76,6 +76,7 @@ func (b *BlockBuilder) streamedPrompt(form int, hashIDs []uint64, inputTokens in
 		p.blocks[i] = streamedBlock{key: k, bytes: taken}
 		p.size += taken
 	}
+	p.pins.Store(&pins)
 	return p, nil
 }
 
@@ -83,15 +84,16 @@ func (b *BlockBuilder) streamedPrompt(form int, hashIDs []uint64, inputTokens in
 func (p *StreamedPrompt) Len() int { return p.size }
 
 // NewReader returns a reader of the prompt's JSON value from its start.
-func (p *StreamedPrompt) NewReader() io.Reader { return &promptReader{p: p} }
+func (p *StreamedPrompt) NewReader() io.Reader { return &promptReader{p: p, pins: p.pins.Load()} }
 
 // promptReader reads a streamed prompt's JSON value: the opening bracket or quote, each
 // block's bytes (token-id blocks after a comma), the closing one.
 type promptReader struct {
 	p       *StreamedPrompt
-	next    int    // the block after the one being read
-	pending []byte // bytes of the current piece not yet read
-	comma   bool   // the comma before block next was read
+	pins    *[]*encodedBlock // the prompt's pinned blocks; nil: take them from the cache
+	next    int              // the block after the one being read
+	pending []byte           // bytes of the current piece not yet read
+	comma   bool             // the comma before block next was read
 	opened  bool
 	closed  bool
 }
@@ -135,10 +137,19 @@ func (r *promptReader) advance() bool {
 		}
 		r.comma = false
 		b := p.blocks[r.next]
+		var enc *encodedBlock
+		if r.pins != nil {
+			enc = (*r.pins)[r.next]
+		} else {
+			enc = p.cache.get(b.key, p.form)
+		}
 		r.next++
-		r.pending = p.cache.get(b.key, p.form).data[:b.bytes]
+		r.pending = enc.data[:b.bytes]
 	case !r.closed:
 		r.closed = true
+		// Read through: the bytes are on their way, and a request in flight keeps no block.
+		r.pins = nil
+		p.pins.Store(nil)
 		r.pending = idsClose
 		if p.form == formText {
 			r.pending = textQuote
@@ -167,7 +178,7 @@ type encodedBlock struct {
 
 func newEncodedBlocks(cfg BlockConfig) *encodedBlocks {
 	n := 1
-	for n < cfg.CacheBlocks*encodedCacheFactor {
+	for n < cfg.CacheBlocks {
 		n *= 2
 	}
 	return &encodedBlocks{cfg: cfg, slots: make([]atomic.Pointer[encodedBlock], n), mask: uint64(n - 1)}
@@ -181,17 +192,9 @@ func (c *encodedBlocks) get(k blockKey, form int) *encodedBlock {
 	}
 	e := &encodedBlock{key: k, form: form}
 	if form == formText {
-		e.data = appendTextBlock(nil, c.cfg, k)
+		e.data = appendTextBlock(make([]byte, 0, 6*c.cfg.BlockTokens), c.cfg, k)
 	} else {
-		tokens := fillTokenBlock(make([]int32, c.cfg.BlockTokens), c.cfg, k)
-		data := make([]byte, 0, 6*len(tokens))
-		for i, t := range tokens {
-			if i > 0 {
-				data = append(data, ',')
-			}
-			data = strconv.AppendInt(data, int64(t), 10)
-		}
-		e.data = data
+		e.data = appendTokenIDsJSON(make([]byte, 0, 6*c.cfg.BlockTokens), c.cfg, k)
 	}
 	slot.Store(e)
 	return e
@@ -226,6 +229,25 @@ func fillTokenBlock(dst []int32, cfg BlockConfig, k blockKey) []int32 {
 		dst[i] = cfg.MinTokenID + int32((r&0xffffffff)*span>>32)
 		if i+1 < len(dst) {
 			dst[i+1] = cfg.MinTokenID + int32((r>>32)*span>>32)
+		}
+	}
+	return dst
+}
+
+// appendTokenIDsJSON appends block k's token ids, joined by commas, to dst: the ids
+// fillTokenBlock draws, drawn the same way.
+func appendTokenIDsJSON(dst []byte, cfg BlockConfig, k blockKey) []byte {
+	var src rand.PCG
+	seedBlock(&src, cfg.Seed, k)
+	span := uint64(cfg.MaxTokenID - cfg.MinTokenID)
+	for i := 0; i < cfg.BlockTokens; i += 2 {
+		r := src.Uint64()
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(cfg.MinTokenID+int32((r&0xffffffff)*span>>32)), 10)
+		if i+1 < cfg.BlockTokens {
+			dst = strconv.AppendInt(append(dst, ','), int64(cfg.MinTokenID+int32((r>>32)*span>>32)), 10)
 		}
 	}
 	return dst

@@ -198,7 +198,11 @@ func SentFields(req ChatRequest) (json.RawMessage, error) {
 // brought each event (events that share one have no measurable gap between them).
 
 const (
-	eventBufferBytes = 16 << 10
+	// eventBufferBytes holds a burst of chunks (vLLM's are about 300 bytes), and a stream
+	// holds it as long as it is open, so that 2,000 slow streams cost 8 MB: a longer line
+	// grows it, and a longer burst takes more reads of the body, which the socket's own
+	// buffer hands up as one arrival (arrival.go).
+	eventBufferBytes = 4 << 10
 	maxEventBytes    = 64 << 20 // a longer line is not a chunk kvbench can use
 )
 
