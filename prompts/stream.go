@@ -15,8 +15,8 @@ import (
 // block rather than its encoded prompt (about 80 KB for 12k token ids). Building one encodes
 // its blocks ahead of the send time and pins them until the prompt is first read through,
 // so that writing it encodes nothing whatever the cache evicted meanwhile; a second read (a
-// retry) takes them from the cache, encoding again, to the same bytes, a block evicted since
-// (a block is a function of the seed and its key).
+// retry) takes them from the cache, where a block evicted since is encoded again to the same
+// bytes (a block is a function of the seed and its key).
 
 // Prompt forms of a StreamedPrompt.
 const (
