@@ -56,6 +56,8 @@ type BlockBuilder struct {
 	ids   []idBlock
 	texts []textBlock
 	mask  uint64
+	// encoded is shared with the readers of the builder's streamed prompts.
+	encoded *encodedBlocks
 }
 
 // blockKey names a block: a trace's hash id, or block Index of request Request when the
@@ -101,7 +103,7 @@ func NewBlockBuilder(cfg BlockConfig) (*BlockBuilder, error) {
 	for n < cfg.CacheBlocks {
 		n *= 2
 	}
-	return &BlockBuilder{cfg: cfg, ids: make([]idBlock, n), texts: make([]textBlock, n), mask: uint64(n - 1)}, nil
+	return &BlockBuilder{cfg: cfg, ids: make([]idBlock, n), texts: make([]textBlock, n), mask: uint64(n - 1), encoded: newEncodedBlocks(cfg)}, nil
 }
 
 // BlockTokens is the builder's block size.
@@ -162,26 +164,27 @@ func (b *BlockBuilder) key(hashIDs []uint64, request uint64, i int) blockKey {
 	return blockKey{private: true, id: request, index: i}
 }
 
-// seed sets src to the block's random stream: a function of the seed and the key alone.
-func (b *BlockBuilder) seed(src *rand.PCG, k blockKey) {
+// seedBlock sets src to block k's random stream: a function of the seed and the key alone.
+func seedBlock(src *rand.PCG, seed uint64, k blockKey) {
 	stream := mix64(k.id)
 	if k.private {
 		stream = mix64(stream ^ 0x70726976617465 ^ uint64(k.index)) // "private"
 	}
-	src.Seed(b.cfg.Seed, stream)
+	src.Seed(seed, stream)
 }
 
-func (b *BlockBuilder) slot(k blockKey) uint64 {
+// blockSlot is k's slot in a direct-mapped cache, before masking to the cache's size.
+func blockSlot(k blockKey) uint64 {
 	h := mix64(k.id ^ uint64(k.index)<<32)
 	if k.private {
 		h = ^h
 	}
-	return h & b.mask
+	return h
 }
 
 // tokenBlock returns the block's BlockTokens token ids, from the cache or built now.
 func (b *BlockBuilder) tokenBlock(k blockKey) []int32 {
-	e := &b.ids[b.slot(k)]
+	e := &b.ids[blockSlot(k)&b.mask]
 	if e.valid && e.key == k {
 		return e.tokens
 	}
@@ -189,38 +192,18 @@ func (b *BlockBuilder) tokenBlock(k blockKey) []int32 {
 	if cap(e.tokens) < bt {
 		e.tokens = make([]int32, bt)
 	}
-	tokens := e.tokens[:bt]
-	var src rand.PCG
-	b.seed(&src, k)
-	span := uint64(b.cfg.MaxTokenID - b.cfg.MinTokenID)
-	for i := 0; i < bt; i += 2 {
-		r := src.Uint64()
-		tokens[i] = b.cfg.MinTokenID + int32((r&0xffffffff)*span>>32)
-		if i+1 < bt {
-			tokens[i+1] = b.cfg.MinTokenID + int32((r>>32)*span>>32)
-		}
-	}
+	tokens := fillTokenBlock(e.tokens[:bt], b.cfg, k)
 	e.valid, e.key, e.tokens = true, k, tokens
 	return tokens
 }
 
 // textBlock returns the block's BlockTokens words, from the cache or built now.
 func (b *BlockBuilder) textBlock(k blockKey) []byte {
-	e := &b.texts[b.slot(k)]
+	e := &b.texts[blockSlot(k)&b.mask]
 	if e.valid && e.key == k {
 		return e.text
 	}
-	var src rand.PCG
-	b.seed(&src, k)
-	text := e.text[:0]
-	var r uint64
-	for i := range b.cfg.BlockTokens {
-		if i%8 == 0 {
-			r = src.Uint64()
-		}
-		text = append(text, blockWords[r&0xff]...)
-		r >>= 8
-	}
+	text := appendTextBlock(e.text[:0], b.cfg, k)
 	e.valid, e.key, e.text = true, k, text
 	return text
 }

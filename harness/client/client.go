@@ -201,6 +201,9 @@ type ChatRequest struct {
 	// CachedTokensDetails sends SGLang's "return_cached_tokens_details": true, which makes
 	// the server report the request's cached tokens per tier (Result.CachedTokensDetails).
 	CachedTokensDetails bool
+	// Body, when set, is the request as EncodeChat rendered it, sent as it is, and Messages
+	// may be left empty (CompletionRequest.Body).
+	Body *Body
 	// KeepOutput keeps what comparing two outputs needs: the whole generated text
 	// (reasoning and content, in order) and the generated token ids the chunks carry
 	// (choices[].token_ids, which vLLM sends when the body asks with return_token_ids), each
@@ -209,13 +212,16 @@ type ChatRequest struct {
 }
 
 // CompletionRequest is one streamed completion (POST /v1/completions): a prompt sent as it
-// is, without a chat template. Exactly one of PromptTokenIDs and PromptText is set; token ids
-// reach the server's prefix cache exactly as sent (docs/traces.md, "Block-exact prompts").
-// The other fields are ChatRequest's.
+// is, without a chat template. Exactly one of PromptTokenIDs, PromptText and PromptJSON is
+// set; token ids reach the server's prefix cache exactly as sent (docs/traces.md,
+// "Block-exact prompts"). The other fields are ChatRequest's.
 type CompletionRequest struct {
 	Model          string
 	PromptTokenIDs []int32
 	PromptText     string
+	// PromptJSON is a prompt that writes its JSON value (token ids or text) as the body is
+	// sent: a block-exact prompt held by its block list (prompts.StreamedPrompt).
+	PromptJSON JSONPrompt
 
 	MaxTokens           int
 	Temperature         float32
@@ -227,7 +233,7 @@ type CompletionRequest struct {
 	// Body, when set, is the request as EncodeCompletion rendered it, sent as it is, and
 	// the prompt fields may be left empty: a caller encodes ahead, so that no encoding
 	// delays a request due now, and drops the prompt it no longer needs.
-	Body []byte
+	Body *Body
 }
 
 // TierTokens is SGLang's sglext.cached_tokens_details: the record's type.
@@ -290,12 +296,15 @@ var (
 // decoding, and once at the end (done). Nothing calls it while the server is prefilling.
 func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(Progress)) Result {
 	start := time.Now()
-	if req.Model == "" || len(req.Messages) == 0 {
+	if req.Model == "" || (req.Body == nil && len(req.Messages) == 0) {
 		return invalidRequest(start, req.Model, "chat request needs a model and at least one message")
 	}
-	body, err := encodeChatRequest(req)
-	if err != nil {
-		return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.chat.where, err)))
+	body := req.Body
+	if body == nil {
+		var err error
+		if body, err = EncodeChat(req); err != nil {
+			return invalidRequest(start, req.Model, c.redact(fmt.Sprintf("%s: %v", c.chat.where, err)))
+		}
 	}
 	return c.streamRequest(ctx, start, c.chat, req.Model, body, req.Timeout, req.KeepOutput, progress)
 }
@@ -305,7 +314,7 @@ func (c *Client) StreamChat(ctx context.Context, req ChatRequest, progress func(
 // stream reader, bounds, timings and failure kinds.
 func (c *Client) StreamCompletion(ctx context.Context, req CompletionRequest, progress func(Progress)) Result {
 	start := time.Now()
-	if req.Model == "" || (req.Body == nil && len(req.PromptTokenIDs) == 0 && req.PromptText == "") {
+	if req.Model == "" || (req.Body == nil && len(req.PromptTokenIDs) == 0 && req.PromptText == "" && req.PromptJSON == nil) {
 		return invalidRequest(start, req.Model, "completion request needs a model and a prompt")
 	}
 	body := req.Body
@@ -326,7 +335,7 @@ func invalidRequest(start time.Time, model, why string) Result {
 
 // streamRequest posts body to the streaming route at and reads its stream into a Result,
 // timed from start; keepOutput keeps the whole output (ChatRequest.KeepOutput).
-func (c *Client) streamRequest(ctx context.Context, start time.Time, at streamEndpoint, model string, body []byte,
+func (c *Client) streamRequest(ctx context.Context, start time.Time, at streamEndpoint, model string, body *Body,
 	timeout time.Duration, keepOutput bool, progress func(Progress)) Result {
 	res := Result{StartedAt: start.UTC(), Model: model, OutputTokensSource: OutputTokensFromCountedChunks}
 	if progress == nil {
@@ -351,10 +360,10 @@ func (c *Client) streamRequest(ctx context.Context, start time.Time, at streamEn
 
 // stream sends a streaming request and reads its stream into acc.
 func (c *Client) stream(ctx, reqCtx context.Context, cancelCause context.CancelCauseFunc, headers *time.Timer,
-	acc *streamAccumulator, at streamEndpoint, body []byte, progress func(Progress)) {
+	acc *streamAccumulator, at streamEndpoint, body *Body, progress func(Progress)) {
 	res, where := acc.res, at.where
 	var conn net.Conn // the connection the request went on, whose reads are timed
-	httpReq, err := http.NewRequestWithContext(traceConn(reqCtx, &conn), http.MethodPost, at.url, bytes.NewReader(body))
+	httpReq, err := http.NewRequestWithContext(traceConn(reqCtx, &conn), http.MethodPost, at.url, body.NewReader())
 	if err != nil {
 		res.ErrorKind = ErrorKindInvalidRequest
 		res.Error = c.redact(fmt.Sprintf("%s: %v", where, err))
@@ -362,6 +371,9 @@ func (c *Client) stream(ctx, reqCtx context.Context, cancelCause context.CancelC
 		progress(doneProgress(res))
 		return
 	}
+	// The body is written as it is read: its length is known, and a retry reads it afresh.
+	httpReq.ContentLength = body.Len()
+	httpReq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.NewReader()), nil }
 	httpReq.Header = c.chatHeader.Clone()
 	resp, err := c.httpClient.Do(httpReq)
 	headers.Stop()

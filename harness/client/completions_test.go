@@ -124,8 +124,8 @@ func TestEncodeCompletion(t *testing.T) {
 			want = append(want[:len(want)-1], `,"top_k":3}`...)
 		}
 		got, err := EncodeCompletion(req)
-		if err != nil || string(got) != string(want) {
-			t.Errorf("%+v:\n got %s %v\nwant %s", req, got, err, want)
+		if err != nil || string(got.Bytes()) != string(want) || got.Len() != int64(len(want)) {
+			t.Errorf("%+v:\n got %s %v\nwant %s", req, got.Bytes(), err, want)
 		}
 	}
 
@@ -137,7 +137,7 @@ func TestEncodeCompletion(t *testing.T) {
 	})
 	c := New(Config{BaseURL: srv.URL + "/v1"})
 	body := []byte(`{"model":"m","prompt":[7],"stream":true}`)
-	if res := c.StreamCompletion(context.Background(), CompletionRequest{Model: "m", Body: body}, nil); res.Failed() || string(sent) != string(body) {
+	if res := c.StreamCompletion(context.Background(), CompletionRequest{Model: "m", Body: RawBody(body)}, nil); res.Failed() || string(sent) != string(body) {
 		t.Errorf("sent %s (%s), want the body encoded ahead", sent, res.Error)
 	}
 }

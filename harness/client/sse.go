@@ -56,13 +56,14 @@ type completionTail struct {
 
 // EncodeCompletion renders req's JSON body as StreamCompletion sends it: a caller that
 // encodes ahead of the send time puts it in req.Body. A prompt of token ids is written as a
-// JSON list of integers, a text prompt as a JSON string; then ExtraBody's members.
-func EncodeCompletion(req CompletionRequest) ([]byte, error) {
+// JSON list of integers, a text prompt as a JSON string, a JSONPrompt as it writes itself
+// when the body is sent; then ExtraBody's members.
+func EncodeCompletion(req CompletionRequest) (*Body, error) {
 	return encodeCompletionRequest(req)
 }
 
 // encodeCompletionRequest renders req's JSON body (EncodeCompletion).
-func encodeCompletionRequest(req CompletionRequest) ([]byte, error) {
+func encodeCompletionRequest(req CompletionRequest) (*Body, error) {
 	head, err := json.Marshal(completionHead{Model: req.Model})
 	if err != nil {
 		return nil, err
@@ -80,38 +81,70 @@ func encodeCompletionRequest(req CompletionRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 0, len(head)+len(tail)+len(`,"prompt":`)+7*len(req.PromptTokenIDs)+len(req.PromptText)+16)
-	body = append(body, head[:len(head)-1]...)
+	forms := 0
+	for _, set := range []bool{len(req.PromptTokenIDs) > 0, req.PromptText != "", req.PromptJSON != nil} {
+		if set {
+			forms++
+		}
+	}
+	if forms > 1 {
+		return nil, errors.New("a completion prompt is token ids, text or a JSON prompt, not more than one")
+	}
+	body := &Body{}
+	before := make([]byte, 0, len(head)+len(`,"prompt":`)+7*len(req.PromptTokenIDs)+len(req.PromptText)+16)
+	before = append(before, head[:len(head)-1]...)
 	switch {
-	case len(req.PromptTokenIDs) > 0 && req.PromptText != "":
-		return nil, errors.New("a completion prompt is token ids or text, not both")
 	case len(req.PromptTokenIDs) > 0:
-		body = append(body, `,"prompt":[`...)
+		before = append(before, `,"prompt":[`...)
 		for i, id := range req.PromptTokenIDs {
 			if id < 0 {
 				return nil, fmt.Errorf("token id %d at %d is negative", id, i)
 			}
 			if i > 0 {
-				body = append(body, ',')
+				before = append(before, ',')
 			}
-			body = strconv.AppendInt(body, int64(id), 10)
+			before = strconv.AppendInt(before, int64(id), 10)
 		}
-		body = append(body, ']')
+		before = append(before, ']')
 	case req.PromptText != "":
 		prompt, err := json.Marshal(req.PromptText)
 		if err != nil {
 			return nil, err
 		}
-		body = append(append(body, `,"prompt":`...), prompt...)
+		before = append(append(before, `,"prompt":`...), prompt...)
+	case req.PromptJSON != nil:
+		before = append(before, `,"prompt":`...)
+		body.prompt = req.PromptJSON
 	}
-	body = append(append(body, ','), tail[1:]...)
-	return mergeExtraBody(body, req.ExtraBody)
+	after := append([]byte{','}, tail[1:]...)
+	if after, err = mergeExtraBody(after, req.ExtraBody); err != nil {
+		return nil, err
+	}
+	if body.prompt == nil { // one buffer
+		before, after = append(before, after...), nil
+	}
+	body.before, body.after = before, after
+	return body, nil
 }
 
 // SentCompletionFields returns the JSON body req sends, without its prompt.
 func SentCompletionFields(req CompletionRequest) (json.RawMessage, error) {
-	req.PromptTokenIDs, req.PromptText = nil, ""
-	return encodeCompletionRequest(req)
+	req.PromptTokenIDs, req.PromptText, req.PromptJSON = nil, "", nil
+	body, err := encodeCompletionRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return body.before, nil
+}
+
+// EncodeChat renders req's JSON body as StreamChat sends it: a caller that encodes ahead of
+// the send time puts it in req.Body.
+func EncodeChat(req ChatRequest) (*Body, error) {
+	body, err := encodeChatRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return RawBody(body), nil
 }
 
 // encodeChatRequest renders req's JSON body: kvbench's fields, then ExtraBody's members.
@@ -165,7 +198,11 @@ func SentFields(req ChatRequest) (json.RawMessage, error) {
 // brought each event (events that share one have no measurable gap between them).
 
 const (
-	eventBufferBytes = 16 << 10
+	// eventBufferBytes holds a burst of chunks (vLLM's are about 300 bytes), and a stream
+	// holds it as long as it is open, so that 2,000 slow streams cost 8 MB: a longer line
+	// grows it, and a longer burst takes more reads of the body, which the socket's own
+	// buffer hands up as one arrival (arrival.go).
+	eventBufferBytes = 4 << 10
 	maxEventBytes    = 64 << 20 // a longer line is not a chunk kvbench can use
 )
 

@@ -19,8 +19,7 @@ type ChatStreamer interface {
 }
 
 // CompletionStreamer sends one streamed completion and measures it (client.Client): how a
-// trace step sends its block-exact prompts. It must not keep req.PromptTokenIDs once it
-// returns: the runner reuses the buffer for a later prompt.
+// trace step sends its block-exact prompts, each in req.Body, encoded ahead.
 type CompletionStreamer interface {
 	StreamCompletion(ctx context.Context, req client.CompletionRequest, progress func(client.Progress)) client.Result
 }

@@ -45,12 +45,16 @@ type traceJob struct {
 	output    int // the trace's output_length
 	maxTokens int // asked: output_length, at least 1
 	hashIDs   int
-	ids       *[]int32          // token-id form (returned to idBuffers once encoded into body, or sent)
-	text      string            // text form, or the trace's text_input ("" once encoded into body)
-	messages  []prompts.Message // the trace's messages, sent as given to the chat endpoint
+	prompt    *prompts.StreamedPrompt // a block-exact prompt by its blocks (nil once encoded into body)
+	text      string                  // the trace's text_input ("" once encoded into body)
+	chat      bool                    // sent to the chat endpoint: the trace's messages, as given
+	messages  []prompts.Message       // nil once encoded into body
 	identity  string
-	body      []byte    // the request's JSON body, encoded ahead of its due time; nil if it failed to encode (the client then reports why)
-	due       time.Time // when it is to go out
+	// body is the request's JSON body, encoded ahead of its due time: a block-exact prompt's
+	// is written from the block cache as it is sent, so a request in flight holds its block
+	// list, not its bytes. nil if it failed to encode (the client then reports why).
+	body *client.Body
+	due  time.Time // when it is to go out
 	// ctx notes in wrote when its body was written to the connection (httptrace), in
 	// nanoseconds since the step started; 0 until then, and with a client that is not HTTP.
 	ctx   context.Context
@@ -65,8 +69,6 @@ type traceDone struct {
 	wroteAt   time.Time
 	res       client.Result
 }
-
-var idBuffers = sync.Pool{New: func() any { return new([]int32) }}
 
 // runTraceStep replays a trace step's window: each request's prompt built block for block
 // just in time (prompts.BlockBuilder), sent as a streamed completion at its timestamp x
@@ -260,8 +262,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	}()
 	defer func() {
 		stopBuilder()
-		for job := range jobs { // not sent: the run stopped
-			releaseIDs(&job)
+		for range jobs { // not sent: the run stopped
 		}
 	}()
 	// Workers send the requests this goroutine hands them when due: started ahead and kept
@@ -271,7 +272,7 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 	send := func(job traceJob) {
 		startedAt := time.Now()
 		var res client.Result
-		if job.messages != nil {
+		if job.chat {
 			res = r.traceChat(job.ctx, ts, &job, firstOutput)
 		} else {
 			res = r.completions().StreamCompletion(job.ctx, r.traceRequest(ts, &job), firstOutput)
@@ -280,7 +281,6 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		if w := job.wrote.Load(); w > 0 {
 			wroteAt = start.Add(time.Duration(w))
 		}
-		releaseIDs(&job)
 		job.body = nil
 		inFlight.Add(-1)
 		<-sem
@@ -316,12 +316,10 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			releaseIDs(&job)
 			return nil
 		}
 		if ctx.Err() != nil { // a slot and the end can come at once: the end wins
 			<-sem
-			releaseIDs(&job)
 			return nil
 		}
 		if ts.ClosedLoop() {
@@ -330,7 +328,6 @@ func (r *runner) dispatchTrace(ctx context.Context, ts *scenarios.Step, sel *tra
 			job.due = origin.Add(time.Duration(float64(job.traceTime-first) * ts.TimeScale))
 			if !sleepUntil(ctx, timer, job.due) {
 				<-sem
-				releaseIDs(&job)
 				return nil
 			}
 		}
@@ -362,7 +359,7 @@ func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selectio
 		}
 	}()
 	var req trace.Request
-	var scratch []byte
+	var scratch promptScratch
 	for i := 0; i < planned; i++ {
 		err := sel.Next(&req)
 		if errors.Is(err, io.EOF) {
@@ -373,14 +370,13 @@ func buildTraceJobs(ctx context.Context, ts *scenarios.Step, sel *trace.Selectio
 		}
 		job := traceJob{index: i, line: req.Line, traceTime: req.Timestamp, input: req.InputLength, output: req.OutputLength,
 			maxTokens: plan.OutputTokens(&req), hashIDs: len(req.HashIDs)}
-		if scratch, err = buildTracePrompt(&job, b, &req, form, scratch); err != nil {
+		if err = buildTracePrompt(&job, b, &req, form, &scratch); err != nil {
 			return fmt.Errorf("%s:%d: %w", ts.Source.Name(), req.Line, err)
 		}
 		ahead(&job)
 		select {
 		case jobs <- job:
 		case <-ctx.Done():
-			releaseIDs(&job)
 			return nil
 		}
 		if i+1 == promptsAhead {
@@ -416,17 +412,25 @@ func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
 	return ctx.Err() == nil
 }
 
+// promptScratch is buildTracePrompt's buffers, reused across calls.
+type promptScratch struct {
+	bytes []byte
+	ids   []int32
+}
+
 // buildTracePrompt builds job's prompt and its identity: the sha256 of its token ids (4 bytes
-// each, little-endian) or of its text. scratch is reused across calls.
-func buildTracePrompt(job *traceJob, b *prompts.BlockBuilder, req *trace.Request, form string, scratch []byte) ([]byte, error) {
+// each, little-endian) or of its text. A block-exact prompt is kept by its blocks
+// (prompts.StreamedPrompt); its tokens are built here only to be hashed.
+func buildTracePrompt(job *traceJob, b *prompts.BlockBuilder, req *trace.Request, form string, scratch *promptScratch) error {
 	var err error
 	if req.Text != "" { // the trace's own prompt (AIPerf's text_input), sent as given
 		job.text = req.Text
 		sum := sha256.Sum256([]byte(req.Text))
 		job.identity = hex.EncodeToString(sum[:])
-		return scratch, nil
+		return nil
 	}
 	if req.Messages != nil { // the trace's own chat (AIPerf's messages), sent as given
+		job.chat = true
 		job.messages = make([]prompts.Message, len(req.Messages))
 		for i, m := range req.Messages {
 			job.messages[i] = prompts.Message{Role: m.Role, Content: m.Content}
@@ -434,37 +438,28 @@ func buildTracePrompt(job *traceJob, b *prompts.BlockBuilder, req *trace.Request
 		text, _ := json.Marshal(job.messages) // strings only: it cannot fail
 		sum := sha256.Sum256(text)
 		job.identity = hex.EncodeToString(sum[:])
-		return scratch, nil
+		return nil
 	}
 	if form == scenarios.PromptFormText {
-		if scratch, err = b.AppendText(scratch[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
-			return scratch, err
+		if scratch.bytes, err = b.AppendText(scratch.bytes[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
+			return err
 		}
-		job.text = string(scratch)
-		sum := sha256.Sum256(scratch)
+		sum := sha256.Sum256(scratch.bytes)
 		job.identity = hex.EncodeToString(sum[:])
-		return scratch, nil
+		job.prompt, err = b.TextPrompt(req.HashIDs, req.InputLength, uint64(req.Line))
+		return err
 	}
-	buf := idBuffers.Get().(*[]int32)
-	if *buf, err = b.AppendTokenIDs((*buf)[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
-		idBuffers.Put(buf)
-		return scratch, err
+	if scratch.ids, err = b.AppendTokenIDs(scratch.ids[:0], req.HashIDs, req.InputLength, uint64(req.Line)); err != nil {
+		return err
 	}
-	job.ids = buf
-	scratch = scratch[:0]
-	for _, id := range *buf {
-		scratch = binary.LittleEndian.AppendUint32(scratch, uint32(id))
+	scratch.bytes = scratch.bytes[:0]
+	for _, id := range scratch.ids {
+		scratch.bytes = binary.LittleEndian.AppendUint32(scratch.bytes, uint32(id))
 	}
-	sum := sha256.Sum256(scratch)
+	sum := sha256.Sum256(scratch.bytes)
 	job.identity = hex.EncodeToString(sum[:])
-	return scratch, nil
-}
-
-func releaseIDs(job *traceJob) {
-	if job.ids != nil {
-		idBuffers.Put(job.ids)
-		job.ids = nil
-	}
+	job.prompt, err = b.TokenIDPrompt(req.HashIDs, req.InputLength, uint64(req.Line))
+	return err
 }
 
 // completions is the streamer of trace requests.
@@ -503,8 +498,8 @@ func (r *runner) completionRequest(ts *scenarios.Step, output int) client.Comple
 func (r *runner) traceRequest(ts *scenarios.Step, job *traceJob) client.CompletionRequest {
 	req := r.completionRequest(ts, job.maxTokens)
 	req.Body = job.body
-	if job.ids != nil {
-		req.PromptTokenIDs = *job.ids
+	if job.prompt != nil {
+		req.PromptJSON = job.prompt
 	} else {
 		req.PromptText = job.text
 	}
@@ -514,23 +509,29 @@ func (r *runner) traceRequest(ts *scenarios.Step, job *traceJob) client.Completi
 // traceChat sends a line's messages as given to the chat endpoint, with the fields a
 // completion of the step would carry.
 func (r *runner) traceChat(ctx context.Context, ts *scenarios.Step, job *traceJob, progress func(client.Progress)) client.Result {
-	c := r.completionRequest(ts, job.maxTokens)
 	if r.cfg.Chat == nil {
-		return client.Result{StartedAt: time.Now().UTC(), Model: c.Model, ErrorKind: client.ErrorKindInvalidRequest, Error: "no chat client configured"}
+		return client.Result{StartedAt: time.Now().UTC(), Model: r.cfg.Scenario.Target.Model, ErrorKind: client.ErrorKindInvalidRequest, Error: "no chat client configured"}
 	}
-	return r.cfg.Chat.StreamChat(ctx, client.ChatRequest{Model: c.Model, Messages: job.messages, MaxTokens: c.MaxTokens, Temperature: c.Temperature,
-		IgnoreEOS: c.IgnoreEOS, ExtraBody: c.ExtraBody, Timeout: c.Timeout, CachedTokensDetails: c.CachedTokensDetails}, progress)
+	return r.cfg.Chat.StreamChat(ctx, r.traceChatRequest(ts, job), progress)
+}
+
+// traceChatRequest is a messages line as sent (traceRequest).
+func (r *runner) traceChatRequest(ts *scenarios.Step, job *traceJob) client.ChatRequest {
+	c := r.completionRequest(ts, job.maxTokens)
+	return client.ChatRequest{Model: c.Model, Messages: job.messages, Body: job.body, MaxTokens: c.MaxTokens, Temperature: c.Temperature,
+		IgnoreEOS: c.IgnoreEOS, ExtraBody: c.ExtraBody, Timeout: c.Timeout, CachedTokensDetails: c.CachedTokensDetails}
 }
 
 // prepareTraceJob encodes job's body ahead of its due time, in place of its prompt, and gives
 // it the context that notes when the body was written, in nanoseconds since start.
 func (r *runner) prepareTraceJob(ctx context.Context, ts *scenarios.Step, job *traceJob, start time.Time) {
-	if job.messages != nil {
-		// A line's messages go to the chat endpoint as given, through its own client.
+	// The body carries the prompt: holding it twice would double a request's memory.
+	if job.chat {
+		if body, err := client.EncodeChat(r.traceChatRequest(ts, job)); err == nil {
+			job.body, job.messages = body, nil
+		}
 	} else if body, err := client.EncodeCompletion(r.traceRequest(ts, job)); err == nil {
-		// The body carries the prompt: holding it twice would double a request's memory.
-		job.body, job.text = body, ""
-		releaseIDs(job)
+		job.body, job.text, job.prompt = body, "", nil
 	}
 	wrote := new(atomic.Int64)
 	job.wrote = wrote

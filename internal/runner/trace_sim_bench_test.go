@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +18,13 @@ import (
 )
 
 // simChildEnv, set, makes the test binary serve the embedded engine instead of running tests
-// (BenchmarkTraceDispatchLagSim): the value is an embedded profile, served at 1000x speed, or
-// a profile file (a path ending in .toml), served at its own speed.
+// (BenchmarkTraceDispatchLagSim): the value is an embedded profile, served at 1000x speed,
+// with simSlowSuffix after it, served slowly (slowSim), or a profile file (a path ending in
+// .toml), served at its own speed.
 const simChildEnv = "KVBENCH_BENCH_SIM_PROFILE"
+
+// simSlowSuffix after a profile's name serves it as slowSim says.
+const simSlowSuffix = "+slow"
 
 func TestMain(m *testing.M) {
 	if profile := os.Getenv(simChildEnv); profile != "" {
@@ -28,12 +33,27 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// slowSim makes a server slow to answer but not short of room, so that an open loop piles up
+// requests in flight: about 12.5 s to the first token of a 12k-token prompt (10 s of request
+// overhead, then prefill at the profile's 5,000 tokens/s), a GPU pool that admits every
+// request (32M tokens), no CPU tier, and a fast decode, so that the streams cost the client
+// little CPU: what is measured is what waiting requests hold.
+func slowSim(p *sim.Profile) {
+	p.NumGPUBlocks = 2 << 20
+	p.CPUOffloadGiB = 0
+	p.RequestOverhead = 10 * time.Second
+	p.DecodeTokensPerSecond = 1000
+}
+
 // serveSimChild serves the sim as `kvbench sim` does until its stdin closes (the parent
 // ended) or ten minutes pass, after printing its URL on a line of its own.
 func serveSimChild(profile string) int {
 	opts := sim.Options{Profile: profile, Speed: 1000}
 	if strings.HasSuffix(profile, ".toml") {
 		opts = sim.Options{ProfileFile: profile}
+	}
+	if name, ok := strings.CutSuffix(profile, simSlowSuffix); ok {
+		opts = sim.Options{Profile: name, Speed: 1, Override: slowSim}
 	}
 	srv, err := sim.Start(opts)
 	if err != nil {
@@ -139,16 +159,58 @@ func BenchmarkTraceDispatchLagSim(b *testing.B) {
 		b.ReportMetric(peak, "client-peak-RSS-MiB")
 		b.ReportMetric(*out.Steps[0].Client.CPUMSPer1kOutputTokens, "client-CPU-ms/1k-output-tokens")
 		b.ReportMetric(float64(sec.PeakInFlight), "peak-in-flight")
-		// The lag to when a worker took the request up: the dispatcher's own share.
-		var started []float64
-		for _, q := range out.Steps[0].Requests {
-			if q.Trace != nil && q.Trace.StartLagMS != nil {
-				started = append(started, *q.Trace.StartLagMS)
-			}
+		reportStartLag(b, out)
+	}
+}
+
+// reportStartLag reports the lag to when a worker took each request up: the dispatcher's own
+// share of the dispatch lag.
+func reportStartLag(b *testing.B, out *Outcome) {
+	var started []float64
+	for _, q := range out.Steps[0].Requests {
+		if q.Trace != nil && q.Trace.StartLagMS != nil {
+			started = append(started, *q.Trace.StartLagMS)
 		}
-		if p := derive.PercentilesOf(started); p.P99 != nil {
-			b.ReportMetric(*p.P50, "start-lag-p50-ms")
-			b.ReportMetric(*p.P99, "start-lag-p99-ms")
+	}
+	if p := derive.PercentilesOf(started); p.P99 != nil {
+		b.ReportMetric(*p.P50, "start-lag-p50-ms")
+		b.ReportMetric(*p.P99, "start-lag-p99-ms")
+	}
+}
+
+// BenchmarkTraceInFlightMemorySim measures what a slow server costs the client: the embedded
+// engine in a process of its own, slowed (slowSim: about 12.5 s to the first token), and this
+// process replaying 2,000 requests with the public conversation trace's lengths (about 12k
+// prompt tokens) arriving at 250 requests/s in an open loop: all of them are sent before the
+// first is answered, so that the 2,000 are in flight at once. It reports the client's peak
+// resident set and heap, the peak in flight, and the dispatch lag (goal: <= 300 MiB). Run
+// with -benchtime=1x; it takes about a minute, and is skipped under -short.
+func BenchmarkTraceInFlightMemorySim(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts a server process and replays for about a minute")
+	}
+	root := startSimProcess(b, "dsv4-offload16"+simSlowSuffix)
+	gen := trace.DefaultGeneratorConfig()
+	gen.Requests, gen.Rate, gen.Turns = 2000, 250, 1
+	for range b.N {
+		cfg := benchTraceConfig(b, gen, "", root, "deepseek-v4-flash-sim")
+		runtime.GC()
+		rss := startPeakRSS(b)
+		out, err := Run(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
 		}
+		peak, heap := rss.finish(b)
+		sec := out.Record.Trace("load")
+		if sec == nil || sec.Requests != gen.Requests || sec.FailedRequests != 0 || sec.DispatchLagMS.P99 == nil {
+			b.Fatalf("section %+v", sec)
+		}
+		b.ReportMetric(peak, "client-peak-RSS-MiB")
+		b.ReportMetric(heap, "client-peak-heap-MiB")
+		b.ReportMetric(float64(sec.PeakInFlight), "peak-in-flight")
+		b.ReportMetric(*sec.OfferedRequestsPerSecond, "offered-requests/s")
+		b.ReportMetric(*sec.DispatchLagMS.P50, "lag-p50-ms")
+		b.ReportMetric(*sec.DispatchLagMS.P99, "lag-p99-ms")
+		reportStartLag(b, out)
 	}
 }

@@ -3,9 +3,13 @@ package runner
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,6 +40,7 @@ type fakeCompletions struct {
 	cancelAt  int // cancel is called when this many requests have arrived (0: never)
 	cancel    context.CancelFunc
 	promptSum float64
+	bodies    [][]byte // each call's body as it would go out, where it came encoded
 }
 
 func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.CompletionRequest, _ func(client.Progress)) client.Result {
@@ -43,9 +48,14 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 	defer f.inFlight.Add(-1)
 	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
 	}
+	var body []byte
+	if req.Body != nil {
+		body = req.Body.Bytes()
+	}
 	req = withPrompt(req)
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
+	f.bodies = append(f.bodies, body)
 	count := len(f.calls)
 	f.mu.Unlock()
 	if f.cancelAt > 0 && count == f.cancelAt {
@@ -71,16 +81,18 @@ func (f *fakeCompletions) StreamCompletion(ctx context.Context, req client.Compl
 }
 
 // withPrompt is req with its prompt in PromptTokenIDs or PromptText, decoded from its body
-// where the runner sent it encoded, else copied (the runner reuses the buffer).
+// where the runner sent it encoded.
 func withPrompt(req client.CompletionRequest) client.CompletionRequest {
 	if req.Body == nil {
-		req.PromptTokenIDs = slices.Clone(req.PromptTokenIDs)
-		return req
+		if req.PromptJSON == nil {
+			return req
+		}
+		req.Body, _ = client.EncodeCompletion(req)
 	}
 	var body struct {
 		Prompt json.RawMessage `json:"prompt"`
 	}
-	if json.Unmarshal(req.Body, &body) == nil && json.Unmarshal(body.Prompt, &req.PromptTokenIDs) != nil {
+	if json.Unmarshal(req.Body.Bytes(), &body) == nil && json.Unmarshal(body.Prompt, &req.PromptTokenIDs) != nil {
 		_ = json.Unmarshal(body.Prompt, &req.PromptText)
 	}
 	return req
@@ -239,6 +251,54 @@ func TestTraceLagRunsToBodyWritten(t *testing.T) {
 		// The fake engine counts the ids it was sent.
 		if q.Result.PromptTokens == nil || *q.Result.PromptTokens != tr.InputLength {
 			t.Errorf("request %d: the server counted %v prompt tokens, want %d", i, q.Result.PromptTokens, tr.InputLength)
+		}
+	}
+}
+
+// TestTraceBodiesAreTheEncodedPrompts: a trace step's bodies, streamed from the block cache,
+// are byte for byte the bodies the same requests encode to with their prompts built whole
+// (token ids and text), each prompt one the record's identities name, on many generated
+// lines (prompts/stream_test.go covers blocks evicted before they are written).
+func TestTraceBodiesAreTheEncodedPrompts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var lines []string
+	for i := range 80 {
+		n := 1 + rng.IntN(60)
+		ids := make([]int, rng.IntN((n+3)/4+1))
+		for j := range ids {
+			ids[j] = rng.IntN(40)
+		}
+		lines = append(lines, traceLine(1000+i, n, 1+rng.IntN(4), ids...))
+	}
+	for _, form := range []string{scenarios.PromptFormTokenIDs, scenarios.PromptFormText} {
+		m := newFakeMetrics()
+		f := &fakeCompletions{m: m}
+		out := run(t, context.Background(), traceConfig(t, lines, "concurrency = 4\nprompt_form = \""+form+"\"", f, m))
+		if out.Record.Status != record.StatusCompleted || len(f.bodies) != len(lines) {
+			t.Fatalf("%s: status %s, %d bodies", form, out.Record.Status, len(f.bodies))
+		}
+		identities := map[string]bool{}
+		for _, q := range out.Steps[0].Requests {
+			identities[q.Prompt.Identity] = true
+		}
+		for i, req := range f.requests() {
+			whole := req
+			whole.Body = nil
+			var prompt []byte
+			if form == scenarios.PromptFormText {
+				prompt = []byte(req.PromptText)
+			} else {
+				for _, id := range req.PromptTokenIDs {
+					prompt = binary.LittleEndian.AppendUint32(prompt, uint32(id))
+				}
+			}
+			want, err := client.EncodeCompletion(whole)
+			if err != nil || string(f.bodies[i]) != string(want.Bytes()) {
+				t.Fatalf("%s: request %d sent\n%s\nwant\n%s (%v)", form, i, f.bodies[i], want.Bytes(), err)
+			}
+			if sum := sha256.Sum256(prompt); !identities[hex.EncodeToString(sum[:])] {
+				t.Errorf("%s: request %d: its prompt is no request's identity", form, i)
+			}
 		}
 	}
 }
