@@ -19,6 +19,9 @@ const (
 	PolicySGLangWriteThroughSelective = "sglang-write-through-selective"
 	// PolicySGLangWriteBack is write_back: written when the GPU evicts it.
 	PolicySGLangWriteBack = "sglang-write-back"
+	// PolicyLlamaCpp is llama.cpp server's host prompt cache (--cache-ram) behind one slot
+	// (-np 1): whole slot states saved when the slot is reused, restored by longest prefix.
+	PolicyLlamaCpp = "llamacpp"
 )
 
 // vLLM's FilterReusedOffloadingManager default tracker size (max_tracker_size).
@@ -43,9 +46,9 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyVLLM:
 		allowed = []string{"store_threshold", "max_tracker_size"}
 		p.TrackerSize = defaultTrackerSize
-	case PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack:
+	case PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack, PolicyLlamaCpp:
 	default:
-		return p, fmt.Errorf("unknown policy %q (%s, %s, %s or %s)", name, PolicyVLLM, PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack)
+		return p, fmt.Errorf("unknown policy %q (%s, %s, %s, %s or %s)", name, PolicyVLLM, PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack, PolicyLlamaCpp)
 	}
 	if params == "" {
 		return p, nil

@@ -162,12 +162,21 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 	if cfg.Policy.Name == "" {
 		cfg.Policy, _ = ParsePolicy(PolicyVLLM)
 	}
-	// The listed sizes and their doubles (for the knee), in blocks, each modelled once.
-	var blocks []int64
+	r := &SizeReport{BlockTokens: bt, GPUTokens: cfg.GPUTokens, PoolHoldsOutput: cfg.PoolHoldsOutput, Policy: cfg.Policy.String()}
+	if cfg.BytesPerToken > 0 {
+		r.BytesPerToken = &cfg.BytesPerToken
+	}
 	for _, h := range cfg.HostTokens {
 		if h < 0 {
 			return nil, fmt.Errorf("host tier %d tokens is negative", h)
 		}
+	}
+	if cfg.Policy.Name == PolicyLlamaCpp {
+		return sizeLlamaCpp(src, cfg, r)
+	}
+	// The listed sizes and their doubles (for the knee), in blocks, each modelled once.
+	var blocks []int64
+	for _, h := range cfg.HostTokens {
 		blocks = append(blocks, h/int64(bt), 2*(h/int64(bt)))
 	}
 	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
@@ -181,10 +190,6 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 		}
 	}
 	gpu := newGPUTier(cfg.GPUTokens / int64(bt))
-	r := &SizeReport{BlockTokens: bt, GPUTokens: cfg.GPUTokens, PoolHoldsOutput: cfg.PoolHoldsOutput, Policy: cfg.Policy.String()}
-	if cfg.BytesPerToken > 0 {
-		r.BytesPerToken = &cfg.BytesPerToken
-	}
 	var req Request
 	var keys []uint64
 	var gpuHits int64

@@ -1,0 +1,224 @@
+package trace
+
+import (
+	"strings"
+	"testing"
+)
+
+// llamaDirect is llama.cpp's slot and prompt cache written token by token from the server's
+// code (get_available_slot, server_prompt_cache::alloc and ::load), with none of the block
+// shortcuts of llamaHost: the reference the one pass is held to.
+type llamaDirect struct {
+	capacity   int
+	slot       []int64
+	cache      [][]int64
+	live, host int64
+	stored     int64
+}
+
+func directLCP(a, b []int64) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func (d *llamaDirect) used() int {
+	n := 0
+	for _, e := range d.cache {
+		n += len(e)
+	}
+	return n
+}
+
+func (d *llamaDirect) serve(prompt, output []int64) {
+	before, update := 0, true
+	if len(d.slot) > 0 {
+		before = directLCP(d.slot, prompt)
+		sim := float32(before) / float32(len(prompt))
+		if sim > 0.1 {
+			update = sim*float32(len(prompt))/float32(len(d.slot)) < 0.5
+		}
+	}
+	if update && d.capacity > 0 {
+		d.save()
+		d.load(prompt)
+	}
+	cached := directLCP(d.slot, prompt)
+	if cached == len(prompt) {
+		cached--
+	}
+	live := min(cached, before)
+	d.live += int64(live)
+	d.host += int64(cached - live)
+	d.slot = append(append([]int64(nil), prompt...), output...)
+}
+
+func (d *llamaDirect) save() {
+	s := d.slot
+	if len(s) == 0 || len(s) > d.capacity {
+		return
+	}
+	for _, e := range d.cache {
+		if directLCP(e, s) == len(s) {
+			return
+		}
+	}
+	var kept [][]int64
+	for _, e := range d.cache {
+		if directLCP(e, s) != len(e) {
+			kept = append(kept, e)
+		}
+	}
+	d.cache = kept
+	for len(d.cache) > 0 && d.used()+len(s) > d.capacity {
+		d.cache = d.cache[1:]
+	}
+	d.cache = append(d.cache, s)
+	d.stored += int64(len(s))
+}
+
+func (d *llamaDirect) load(prompt []int64) {
+	keepBest, simBest := float32(-1), float32(0)
+	if len(d.slot) > 0 {
+		n := directLCP(d.slot, prompt)
+		keepBest, simBest = float32(n)/float32(len(d.slot)), float32(n)/float32(len(prompt))
+	}
+	best := -1
+	for i, e := range d.cache {
+		n := directLCP(e, prompt)
+		keep, sim := float32(n)/float32(len(e)), float32(n)/float32(len(prompt))
+		if keep < 0.25 {
+			continue
+		}
+		if keepBest < keep && simBest < sim {
+			keepBest, simBest, best = keep, sim, i
+		}
+	}
+	if best >= 0 {
+		d.slot = d.cache[best]
+		d.cache = append(d.cache[:best:best], d.cache[best+1:]...)
+	}
+}
+
+// directTokens is the token ids a replay sends for req (each hash id its own block of
+// distinct ids, an unnamed block its request's own) and the output the slot keeps (all but
+// the last generated token), ids no prompt has.
+func directTokens(req *Request, bt int, ordinal int64) (prompt, output []int64) {
+	for i := range req.InputLength {
+		b, j := i/bt, int64(i%bt)
+		if b < len(req.HashIDs) {
+			prompt = append(prompt, int64(req.HashIDs[b])*int64(bt)+j)
+		} else {
+			prompt = append(prompt, -(ordinal<<32|int64(b)<<8|j)-1) // unnamed: negative, unique
+		}
+	}
+	for k := range max(req.OutputLength, 1) - 1 {
+		output = append(output, 1<<62+ordinal<<20+int64(k))
+	}
+	return prompt, output
+}
+
+func directShares(t *testing.T, text string, bt, capacity int) *llamaDirect {
+	t.Helper()
+	src := NewReader(strings.NewReader(text), "t.jsonl", bt)
+	d := &llamaDirect{capacity: capacity}
+	var req Request
+	for n := int64(1); src.Next(&req) == nil; n++ {
+		d.serve(directTokens(&req, bt, n))
+	}
+	return d
+}
+
+// TestLlamaCppOnePassMatchesDirect: the block-level model (one slot and cache per size in
+// one pass) serves, at every size, what the token-level simulation serves.
+func TestLlamaCppOnePassMatchesDirect(t *testing.T) {
+	hosts := []int64{0, 50, 300, 1000, 3000, 1 << 20}
+	repeats := jsonl([]int{30, 1, 2, 3, 4}, []int{30, 1, 2, 3, 4}, []int{35, 1, 2, 3, 4, 5}, []int{9, 7, 8}, []int{30, 1, 2, 3, 4},
+		[]int{12, 1, 2}, []int{40, 1, 2, 3, 4, 5}, []int{9, 7, 8}, []int{3, 1}, []int{30, 1, 2, 3, 4})
+	traces := map[string]string{"repeats": repeats}
+	for seed := range uint64(3) {
+		cfg := DefaultGeneratorConfig()
+		cfg.Seed, cfg.Requests, cfg.Scale, cfg.BlockTokens = seed, 300, 1.0/64, 8
+		cfg.Turns = 1 + float64(seed)
+		traces["generated seed "+string(rune('0'+seed))] = generateText(t, cfg)
+	}
+	for name, text := range traces {
+		const bt = 8
+		hosts := hosts
+		if name == "repeats" {
+			hosts = append(hosts[:len(hosts):len(hosts)], 40, 70, 100)
+		}
+		r := sizeText(t, text, SizeConfig{BlockTokens: bt, GPUTokens: 16384, HostTokens: hosts, Policy: policy(t, "llamacpp")})
+		var anyHost bool
+		for i, h := range hosts {
+			got := r.Sizes[i]
+			d := directShares(t, text, bt, int(h))
+			anyHost = anyHost || d.host > 0
+			if got.GPUHitTokens != d.live || got.HostHitTokens != d.host || got.StoredTokens != d.stored {
+				t.Errorf("%s host %d: one pass live %d host %d stored %d, direct %d %d %d", name, h, got.GPUHitTokens, got.HostHitTokens, got.StoredTokens, d.live, d.host, d.stored)
+			}
+			if got.GPUHitTokens+got.HostHitTokens+got.RecomputeTokens != r.PromptTokens {
+				t.Errorf("%s host %d: shares do not add up", name, h)
+			}
+		}
+		if !anyHost {
+			t.Errorf("%s: no size restored anything: the trace does not exercise the cache", name)
+		}
+	}
+}
+
+// Blocks of 4 tokens; every request asks for 8 output tokens, so its slot keeps its prompt
+// and 7 of them.
+func TestLlamaCppByHand(t *testing.T) {
+	a, b := []int{20, 1, 2, 3, 4, 5}, []int{8, 6, 7}
+	cases := []struct {
+		name                               string
+		trace                              string
+		host                               int64
+		gpuHit, hostHit, recompute, stored int64
+	}{
+		{
+			// B takes the slot: A (27 tokens) is saved; A again restores it (its last token
+			// computed). B is saved then too.
+			name: "a prompt that left the slot is restored", trace: jsonl(a, b, a), host: 100,
+			gpuHit: 0, hostHit: 19, recompute: 29, stored: 42,
+		},
+		{
+			// A's 27 tokens do not fit: never saved. B's 15 are.
+			name: "a state larger than the cache is not saved", trace: jsonl(a, b, a), host: 20,
+			gpuHit: 0, hostHit: 0, recompute: 48, stored: 15,
+		},
+		{
+			// Saving B evicts A, the oldest entry.
+			name: "the oldest entry makes room", trace: jsonl(a, b, a), host: 30,
+			gpuHit: 0, hostHit: 0, recompute: 48, stored: 42,
+		},
+		{
+			// A2 extends A: the slot is picked by similarity and A2 keeps 20 of its 27 tokens
+			// (more than half), so A is not saved. B then saves A2, and A restores A2's state.
+			name: "a slot the request keeps half of is not saved", trace: jsonl(a, []int{24, 1, 2, 3, 4, 5, 9}, b, a), host: 100,
+			gpuHit: 20, hostHit: 19, recompute: 33, stored: 46,
+		},
+		{
+			// C shares 8 tokens with A's 47-token entry: under a quarter of it, so it stays.
+			name: "an entry the request keeps under a quarter of is not restored", trace: jsonl([]int{40, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, b, []int{8, 1, 2}), host: 100,
+			gpuHit: 0, hostHit: 0, recompute: 56, stored: 62,
+		},
+		{
+			// --cache-ram 0: no prompt cache.
+			name: "no cache", trace: jsonl(a, b, a), host: 0,
+			gpuHit: 0, hostHit: 0, recompute: 48, stored: 0,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := sizeText(t, c.trace, SizeConfig{BlockTokens: 4, GPUTokens: 16384, HostTokens: []int64{c.host}, Policy: policy(t, "llamacpp")}).Sizes[0]
+			if s.GPUHitTokens != c.gpuHit || s.HostHitTokens != c.hostHit || s.RecomputeTokens != c.recompute || s.StoredTokens != c.stored {
+				t.Errorf("gpu %d host %d recompute %d stored %d; want %d %d %d %d", s.GPUHitTokens, s.HostHitTokens, s.RecomputeTokens, s.StoredTokens,
+					c.gpuHit, c.hostHit, c.recompute, c.stored)
+			}
+		})
+	}
+}
