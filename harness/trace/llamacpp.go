@@ -249,3 +249,24 @@ func sizeLlamaCpp(src Source, cfg SizeConfig, r *SizeReport) (*SizeReport, error
 	r.Knee = r.knee(func(t TierSize) float64 { return shares(hosts[2*t.HostTokens]).HostShare })
 	return r, nil
 }
+
+// SharedPrefixTokens is the tokens the prompts of a and b (requests of one trace, blocks of
+// blockTokens) share from their start when sent block-exact (docs/traces.md, section 3):
+// what a single-slot server holding a's prompt can reuse for b's.
+func SharedPrefixTokens(a, b *Request, blockTokens int) int {
+	qa := newLlamaRequest(nil, a, blockTokens, 1)
+	qb := newLlamaRequest(nil, b, blockTokens, 2) // unnamed blocks are each request's own
+	return commonPrefix(&qa.llamaSeq, &qb.llamaSeq, blockTokens)
+}
+
+// PolicyCaveat is what the policy named (an engine family's, such as llamacpp) leaves out
+// that a prediction for that engine should say; "" when nothing beyond docs/traces.md.
+func PolicyCaveat(name string) string {
+	if name != PolicyLlamaCpp {
+		return ""
+	}
+	return "llama.cpp's prompt cache is modelled for one slot (-np 1) serving one request at a time, with the default --slot-prompt-similarity 0.1, " +
+		"a token-exact prompt and outputs that match no later prompt; its size in tokens is --cache-ram over the prompt state's bytes per token " +
+		"(the KV plus 12 bytes of cell metadata; the 64 bytes of each entry's header are left out), and --cache-ram -1 holds -c tokens; " +
+		"with more slots or concurrent requests the prediction was not checked against the server"
+}
