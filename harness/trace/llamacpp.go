@@ -28,6 +28,7 @@ type llamaSeq struct {
 	// lastTokens is the last key's block length (block tokens when whole).
 	lastTokens int
 	tokens     int // the prompt and the output tokens in the KV (the last sampled one never is)
+	output     int // of which output
 }
 
 // llamaRequest is one request's prompt as a llamaSeq, with the output it asks for.
@@ -62,7 +63,7 @@ func newLlamaRequest(dst []uint64, req *Request, bt int, ordinal uint64) llamaRe
 
 // held is what the slot holds after the request: its prompt and its output (a copy).
 func (q *llamaRequest) held() *llamaSeq {
-	return &llamaSeq{keys: append([]uint64(nil), q.keys...), lastTokens: q.lastTokens, tokens: q.prompt + q.outKept}
+	return &llamaSeq{keys: append([]uint64(nil), q.keys...), lastTokens: q.lastTokens, tokens: q.prompt + q.outKept, output: q.outKept}
 }
 
 // commonPrefix is the tokens a and b share from their start (server_tokens::get_common_prefix):
@@ -95,11 +96,27 @@ type llamaHost struct {
 	capacity int64 // tokens; 0: no prompt cache (--cache-ram 0)
 	bt       int
 	slot     *llamaSeq // nil: empty
-	entries  []*llamaSeq
+	// queue is the entries in the order saved (evicted from the front); byFirst, the same
+	// entries by their first block: an entry shares nothing with a prompt that starts
+	// elsewhere, so only those are compared.
+	queue    []*llamaEntry
+	byFirst  map[uint64][]*llamaEntry
+	gone     map[uint64]int // entries of a byFirst bucket that are gone
 	used     int64
 	stored   int64
 	gpuHits  int64 // cached tokens within the common prefix with the slot's previous prompt
 	hostHits int64 // cached tokens beyond it: restored from the cache
+}
+
+// llamaEntry is a saved slot state; gone once evicted or restored.
+type llamaEntry struct {
+	keys []uint64 // seq.keys, one pointer closer for the scans
+	seq  *llamaSeq
+	gone bool
+}
+
+func newLlamaHost(capacity int64, bt int) *llamaHost {
+	return &llamaHost{capacity: capacity, bt: bt, byFirst: map[uint64][]*llamaEntry{}, gone: map[uint64]int{}}
 }
 
 // serve runs one request: slot selection (get_available_slot), with a cache update when it
@@ -133,6 +150,35 @@ func (h *llamaHost) serve(q *llamaRequest) {
 	h.slot = q.held()
 }
 
+// bucket is the entries starting with block key k, in the order saved, gone ones included
+// (they are pruned once they are half of it).
+func (h *llamaHost) bucket(k uint64) []*llamaEntry {
+	b := h.byFirst[k]
+	if g := h.gone[k]; 2*g <= len(b) {
+		return b
+	}
+	kept := b[:0]
+	for _, e := range b {
+		if !e.gone {
+			kept = append(kept, e)
+		}
+	}
+	clear(b[len(kept):])
+	delete(h.gone, k)
+	if len(kept) == 0 {
+		delete(h.byFirst, k)
+		return nil
+	}
+	h.byFirst[k] = kept
+	return kept
+}
+
+func (h *llamaHost) drop(e *llamaEntry) {
+	e.gone = true
+	h.used -= int64(e.seq.tokens)
+	h.gone[e.seq.keys[0]]++
+}
+
 // save is prompt_save and server_prompt_cache::alloc: the slot's state is added at the end
 // unless an entry already holds it all or it exceeds the cache; entries it holds all are
 // dropped, then the oldest until it fits.
@@ -141,26 +187,33 @@ func (h *llamaHost) save() {
 	if s == nil || s.tokens == 0 || int64(s.tokens) > h.capacity {
 		return
 	}
-	for _, e := range h.entries {
-		if commonPrefix(e, s, h.bt) == s.tokens {
+	// Outputs match nothing, so only a state without output can be held whole by another.
+	b := h.bucket(s.keys[0])
+	for _, e := range b {
+		if !e.gone && s.output == 0 && e.seq.tokens >= s.tokens && commonPrefix(e.seq, s, h.bt) == s.tokens {
 			return
 		}
 	}
-	kept := h.entries[:0]
-	for _, e := range h.entries {
-		if commonPrefix(e, s, h.bt) == e.tokens {
-			h.used -= int64(e.tokens)
-			continue
+	for _, e := range b {
+		if !e.gone && e.seq.output == 0 && e.seq.tokens <= s.tokens && commonPrefix(e.seq, s, h.bt) == e.seq.tokens {
+			h.drop(e)
 		}
-		kept = append(kept, e)
 	}
-	h.entries = kept
-	drop := 0
-	for drop < len(h.entries) && h.used+int64(s.tokens) > h.capacity {
-		h.used -= int64(h.entries[drop].tokens)
-		drop++
+	head := 0
+	for ; head < len(h.queue) && h.used+int64(s.tokens) > h.capacity; head++ {
+		if e := h.queue[head]; !e.gone {
+			h.drop(e)
+		}
 	}
-	h.entries = append(h.entries[drop:], s)
+	for head < len(h.queue) && h.queue[head].gone {
+		head++
+	}
+	if head > 0 {
+		h.queue = append(h.queue[:0], h.queue[head:]...)
+	}
+	e := &llamaEntry{keys: s.keys, seq: s}
+	h.queue = append(h.queue, e)
+	h.byFirst[s.keys[0]] = append(h.byFirst[s.keys[0]], e)
 	h.used += int64(s.tokens)
 	h.stored += int64(s.tokens)
 }
@@ -170,30 +223,35 @@ func (h *llamaHost) save() {
 // covers, keeping at least a quarter of it, replaces the slot and leaves the cache.
 func (h *llamaHost) load(q *llamaRequest) {
 	keepBest, simBest := float32(-1), float32(0)
+	base := 0
 	if h.slot != nil {
-		lcp := commonPrefix(h.slot, &q.llamaSeq, h.bt)
-		keepBest, simBest = float32(lcp)/float32(h.slot.tokens), float32(lcp)/float32(q.prompt)
+		base = commonPrefix(h.slot, &q.llamaSeq, h.bt)
+		keepBest, simBest = float32(base)/float32(h.slot.tokens), float32(base)/float32(q.prompt)
 	}
-	best := -1
-	for i, e := range h.entries {
-		if e.keys[0] != q.keys[0] {
-			continue // nothing in common: it cannot beat anything
+	// Only an entry sharing more than the slot's prefix can beat it (sim rises with the
+	// prefix): it holds the request's block d.
+	d := base / h.bt
+	if d >= len(q.keys) {
+		return
+	}
+	var best *llamaEntry
+	for _, e := range h.bucket(q.keys[0]) {
+		if e.gone || len(e.keys) <= d || e.keys[d] != q.keys[d] {
+			continue
 		}
-		lcp := commonPrefix(e, &q.llamaSeq, h.bt)
-		keep, sim := float32(lcp)/float32(e.tokens), float32(lcp)/float32(q.prompt)
+		lcp := commonPrefix(e.seq, &q.llamaSeq, h.bt)
+		keep, sim := float32(lcp)/float32(e.seq.tokens), float32(lcp)/float32(q.prompt)
 		if keep < llamaMinKeep {
 			continue
 		}
 		if keepBest < keep && simBest < sim {
-			keepBest, simBest, best = keep, sim, i
+			keepBest, simBest, best = keep, sim, e
 		}
 	}
-	if best < 0 {
-		return
+	if best != nil {
+		h.slot = best.seq
+		h.drop(best)
 	}
-	h.slot = h.entries[best]
-	h.used -= int64(h.slot.tokens)
-	h.entries = append(h.entries[:best], h.entries[best+1:]...)
 }
 
 // sizeLlamaCpp is Size for PolicyLlamaCpp: one server per host size (the slot's content
@@ -208,7 +266,7 @@ func sizeLlamaCpp(src Source, cfg SizeConfig, r *SizeReport) (*SizeReport, error
 	var order []*llamaHost
 	for _, c := range caps {
 		if hosts[c] == nil {
-			hosts[c] = &llamaHost{capacity: c, bt: bt}
+			hosts[c] = newLlamaHost(c, bt)
 			order = append(order, hosts[c])
 		}
 	}

@@ -38,7 +38,7 @@ func (h *heapSampler) Next(req *Request) error {
 // seen during a pass.
 func BenchmarkSizeConversation(b *testing.B) {
 	path := conversationFile(b)
-	for _, p := range []string{"vllm", "vllm:store_threshold=2", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back"} {
+	for _, p := range []string{"vllm", "vllm:store_threshold=2", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back", "llamacpp"} {
 		b.Run(p, func(b *testing.B) {
 			pol, err := ParsePolicy(p)
 			if err != nil {
