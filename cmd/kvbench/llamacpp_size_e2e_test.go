@@ -116,8 +116,8 @@ concurrency = 1
 		}
 		p := predicted.Sizes[i]
 		measured[i] = float64(host) / float64(prompt)
-		t.Logf("--cache-ram %d MiB (%d tokens): host cache served %d tokens (%.2f%%), the live slot %d; trace size predicts %d (%.2f%%) and %d",
-			mib, p.HostTokens, host, 100*measured[i], live, p.HostHitTokens, 100*p.HostShare, p.GPUHitTokens)
+		t.Logf("--cache-ram %d MiB (%d tokens): of %d prompt tokens the host cache served %d (%.2f%%), the live slot %d (%.2f%%); trace size predicts %d (%.2f%%) and %d (%.2f%%)",
+			mib, p.HostTokens, prompt, host, 100*measured[i], live, 100*float64(live)/float64(prompt), p.HostHitTokens, 100*p.HostShare, p.GPUHitTokens, 100*p.GPUShare)
 		if d := math.Abs(measured[i] - p.HostShare); d > 0.02 {
 			t.Errorf("--cache-ram %d: measured host share %.4f, predicted %.4f: %.1f points apart (docs/traces.md, llamacpp)", mib, measured[i], p.HostShare, 100*d)
 		}
