@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 )
@@ -106,6 +107,9 @@ type llamaHost struct {
 	stored   int64
 	gpuHits  int64 // cached tokens within the common prefix with the slot's previous prompt
 	hostHits int64 // cached tokens beyond it: restored from the cache
+	// members are the sizes this server stands for, smallest (capacity) first: larger
+	// sizes behave alike until a save presses the smallest (sizeLlamaCpp).
+	members []int64
 }
 
 // llamaEntry is a saved slot state; gone once evicted or restored.
@@ -254,21 +258,46 @@ func (h *llamaHost) load(q *llamaRequest) {
 	}
 }
 
-// sizeLlamaCpp is Size for PolicyLlamaCpp: one server per host size (the slot's content
-// depends on what was restored, so nothing is shared between sizes), capacities in tokens.
+// fork takes out of h's group the sizes a save of need tokens may press (evict or skip):
+// each becomes a server of its own, a copy of h's state so far.
+func (h *llamaHost) fork(need int64) []*llamaHost {
+	var out []*llamaHost
+	for len(h.members) > 1 && h.members[0] < need {
+		c := newLlamaHost(h.members[0], h.bt)
+		c.slot, c.used, c.stored, c.gpuHits, c.hostHits = h.slot, h.used, h.stored, h.gpuHits, h.hostHits
+		for _, e := range h.queue {
+			if !e.gone {
+				n := &llamaEntry{keys: e.keys, seq: e.seq}
+				c.queue = append(c.queue, n)
+				c.byFirst[e.keys[0]] = append(c.byFirst[e.keys[0]], n)
+			}
+		}
+		out = append(out, c)
+		h.members = h.members[1:]
+		h.capacity = h.members[0]
+	}
+	return out
+}
+
+// sizeLlamaCpp is Size for PolicyLlamaCpp, capacities in tokens. The slot's content depends
+// on what was restored, so every size is a server of its own, except that sizes no save has
+// yet pressed (none evicted or skipped a state) are one server until a save would.
 func sizeLlamaCpp(src Source, cfg SizeConfig, r *SizeReport) (*SizeReport, error) {
 	bt := r.BlockTokens
 	var caps []int64
 	for _, h := range cfg.HostTokens {
 		caps = append(caps, h, 2*h)
 	}
-	hosts := map[int64]*llamaHost{}
+	caps = slices.Compact(slices.Sorted(slices.Values(caps)))
 	var order []*llamaHost
-	for _, c := range caps {
-		if hosts[c] == nil {
-			hosts[c] = newLlamaHost(c, bt)
-			order = append(order, hosts[c])
-		}
+	if caps[0] == 0 {
+		order = append(order, newLlamaHost(0, bt))
+		caps = caps[1:]
+	}
+	if len(caps) > 0 {
+		h := newLlamaHost(caps[0], bt)
+		h.members = caps
+		order = append(order, h)
 	}
 	var req Request
 	var keys []uint64
@@ -287,8 +316,19 @@ func sizeLlamaCpp(src Source, cfg SizeConfig, r *SizeReport) (*SizeReport, error
 		r.PromptTokens += int64(req.InputLength)
 		q := newLlamaRequest(keys, &req, bt, uint64(r.Requests))
 		keys = q.keys
-		for _, h := range order {
+		for i := 0; i < len(order); i++ { // forks join the order and serve this request too
+			h := order[i]
+			if len(h.members) > 1 && h.slot != nil && h.used+int64(h.slot.tokens) > h.capacity {
+				order = append(order, h.fork(h.used+int64(h.slot.tokens))...)
+			}
 			h.serve(&q)
+		}
+	}
+	hosts := map[int64]*llamaHost{}
+	for _, h := range order {
+		hosts[h.capacity] = h
+		for _, c := range h.members {
+			hosts[c] = h
 		}
 	}
 	if r.Requests == 0 {
