@@ -363,8 +363,7 @@ func PolicyCaveat(name string) string {
 	if name != PolicyLlamaCpp {
 		return ""
 	}
-	return "llama.cpp's prompt cache is modelled for one slot (-np 1) serving one request at a time, with the default --slot-prompt-similarity 0.1, " +
-		"a token-exact prompt and outputs that match no later prompt; its size in tokens is --cache-ram over the prompt state's bytes per token " +
-		"(the KV plus 12 bytes of cell metadata; the 64 bytes of each entry's header are left out), and --cache-ram -1 holds -c tokens; " +
-		"with more slots or concurrent requests the prediction was not checked against the server"
+	return "llama.cpp's prompt cache is modelled for one slot (-np 1) serving one request at a time (so checked against llama-server, token for token, in kvbench's CI), " +
+		"with the default --slot-prompt-similarity 0.1, token-exact prompts and outputs no later prompt repeats; its size in tokens is --cache-ram over the prompt state's " +
+		"bytes per token (the KV plus 12 bytes of cell metadata), and --cache-ram -1 holds -c tokens; with more slots or concurrent requests it is not checked"
 }

@@ -222,3 +222,16 @@ func TestLlamaCppByHand(t *testing.T) {
 		})
 	}
 }
+
+// TestLlamaCppCaveat: the planner's sentence exists for llama.cpp only, and trace size's
+// table prints it.
+func TestLlamaCppCaveat(t *testing.T) {
+	if PolicyCaveat(PolicyVLLM) != "" || !strings.Contains(PolicyCaveat(PolicyLlamaCpp), "one slot (-np 1)") {
+		t.Fatalf("caveats: vllm %q, llamacpp %q", PolicyCaveat(PolicyVLLM), PolicyCaveat(PolicyLlamaCpp))
+	}
+	r := sizeText(t, jsonl([]int{20, 1, 2, 3, 4, 5}), SizeConfig{BlockTokens: 4, GPUTokens: 64, HostTokens: []int64{100}, Policy: policy(t, "llamacpp")})
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil || !strings.Contains(b.String(), "note: "+PolicyCaveat(PolicyLlamaCpp)) {
+		t.Errorf("%v:\n%s", err, b.String())
+	}
+}
