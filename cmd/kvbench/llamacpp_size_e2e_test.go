@@ -10,10 +10,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/internal/cli"
@@ -28,7 +30,7 @@ const testModelStateBytes = 524
 
 // TestLlamaCppHostCacheSizes holds trace size's llamacpp policy to the real server: a
 // conversation trace replayed one request at a time on llama-server -np 1 at three
-// --cache-ram sizes, the tokens served from the host prompt cache (cached tokens beyond the
+// --cache-ram sizes and on -np auto at two, the tokens served from the host prompt cache (cached tokens beyond the
 // common prefix with the slot's previous prompt, as kvbench's slot attribution counts them)
 // against what `trace size --policy llamacpp` predicts at each size.
 func TestLlamaCppHostCacheSizes(t *testing.T) {
@@ -61,74 +63,91 @@ concurrency = 1
 	}
 	reqs := readTraceLines(t, file, 16)
 
-	mibs := []int{1, 2, 4}
-	var hosts []string
-	for _, m := range mibs {
-		hosts = append(hosts, fmt.Sprintf("%dMiB", m))
+	// -np 1, and -np auto: 4 slots on a unified KV cache, each idle slot saved and cleared
+	// when a task starts.
+	for _, c := range []struct {
+		slots  int
+		policy string
+		mibs   []int
+	}{
+		{1, "llamacpp", []int{1, 2, 4}},
+		{-1, "llamacpp:slots=4,kv_unified=1", []int{1, 4}},
+	} {
+		var hosts []string
+		for _, m := range c.mibs {
+			hosts = append(hosts, fmt.Sprintf("%dMiB", m))
+		}
+		var out bytes.Buffer
+		if err := run(ctx, []string{"trace", "size", file, "--block-tokens", "16", "--policy", c.policy, "--gpu-tokens", fmt.Sprint(llamacpptest.DefaultContext),
+			"--bytes-per-token", fmt.Sprint(testModelStateBytes), "--host", strings.Join(hosts, ","), "--format", "json"}, &out, os.Stderr); err != nil {
+			t.Fatal(err)
+		}
+		var predicted trace.SizeReport
+		if err := json.Unmarshal(out.Bytes(), &predicted); err != nil {
+			t.Fatal(err)
+		}
+		measured := make([]float64, len(c.mibs))
+		for i, mib := range c.mibs {
+			srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, CacheRAMMiB: mib, Slots: c.slots})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runOut := t.TempDir()
+			_, stderr, code := runJSON(t, ctx, "run", sc, "--endpoint", srv.URL()+"/v1", "--out", runOut)
+			srv.Close()
+			if code != cli.ExitOK {
+				t.Fatalf("-np %d --cache-ram %d: exit %d: %s\nserver log:\n%s", c.slots, mib, code, stderr, srv.Log())
+			}
+			r, err := runs.Load(filepath.Join(runOut, onlyEntry(t, runOut)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt, live, host := splitCached(t, r.Repetitions[0].Steps[0].Requests, reqs)
+			if prompt != int(predicted.PromptTokens) {
+				t.Fatalf("-np %d --cache-ram %d: replayed %d prompt tokens, the trace has %d", c.slots, mib, prompt, predicted.PromptTokens)
+			}
+			p := predicted.Sizes[i]
+			measured[i] = float64(host) / float64(prompt)
+			t.Logf("-np %d --cache-ram %d MiB (%d tokens), policy %s: of %d prompt tokens the host cache served %d (%.2f%%), the live slot %d (%.2f%%); trace size predicts %d (%.2f%%) and %d (%.2f%%)",
+				c.slots, mib, p.HostTokens, c.policy, prompt, host, 100*measured[i], live, 100*float64(live)/float64(prompt), p.HostHitTokens, 100*p.HostShare, p.GPUHitTokens, 100*p.GPUShare)
+			if d := math.Abs(measured[i] - p.HostShare); d > 0.02 {
+				t.Errorf("-np %d --cache-ram %d: measured host share %.4f, predicted %.4f: %.1f points apart (docs/traces.md, llamacpp)", c.slots, mib, measured[i], p.HostShare, 100*d)
+			}
+			if d := math.Abs(float64(live)/float64(prompt) - p.GPUShare); d > 0.02 {
+				t.Errorf("-np %d --cache-ram %d: measured live-slot share %.4f, predicted %.4f", c.slots, mib, float64(live)/float64(prompt), p.GPUShare)
+			}
+		}
+		// The sizes must matter, or agreeing at each proves little.
+		if !slices.IsSorted(measured) || measured[0] <= 0 || measured[0] == measured[len(measured)-1] {
+			t.Errorf("-np %d: measured host shares %v do not grow with --cache-ram: the trace does not press the cache", c.slots, measured)
+		}
 	}
-	var out bytes.Buffer
-	if err := run(ctx, []string{"trace", "size", file, "--block-tokens", "16", "--policy", "llamacpp", "--gpu-tokens", fmt.Sprint(llamacpptest.DefaultContext),
-		"--bytes-per-token", fmt.Sprint(testModelStateBytes), "--host", strings.Join(hosts, ","), "--format", "json"}, &out, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	var predicted trace.SizeReport
-	if err := json.Unmarshal(out.Bytes(), &predicted); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	measured := make([]float64, len(mibs))
-	for i, mib := range mibs {
-		srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, CacheRAMMiB: mib})
-		if err != nil {
-			t.Fatal(err)
+// splitCached splits a replay's cached tokens (requests in trace order, one at a time) as
+// kvbench's slot attribution does: within the prompt shared with the previous request, the
+// live slot; beyond it, the host cache. It returns the prompt tokens and both parts.
+func splitCached(t *testing.T, requests []record.Request, reqs []trace.Request) (prompt, live, host int) {
+	t.Helper()
+	var prev *trace.Request
+	for _, q := range requests {
+		res := q.Result
+		if q.Trace == nil || res.PromptTokens == nil || res.CachedPromptTokens == nil || q.Trace.Line < 1 || q.Trace.Line > len(reqs) {
+			t.Fatalf("request %d has no trace line, prompt or cached tokens: %+v", q.IndexInStep, q.Trace)
 		}
-		runOut := t.TempDir()
-		_, stderr, code := runJSON(t, ctx, "run", sc, "--endpoint", srv.URL()+"/v1", "--out", runOut)
-		srv.Close()
-		if code != cli.ExitOK {
-			t.Fatalf("--cache-ram %d: exit %d: %s\nserver log:\n%s", mib, code, stderr, srv.Log())
+		cur := &reqs[q.Trace.Line-1]
+		if *res.PromptTokens != cur.InputLength {
+			t.Fatalf("line %d: the server counted %d prompt tokens, the trace says %d", q.Trace.Line, *res.PromptTokens, cur.InputLength)
 		}
-		r, err := runs.Load(filepath.Join(runOut, onlyEntry(t, runOut)))
-		if err != nil {
-			t.Fatal(err)
+		common := 0
+		if prev != nil {
+			common = trace.SharedPrefixTokens(prev, cur, 16)
 		}
-		var prompt, live, host int
-		var prev *trace.Request
-		for _, q := range r.Repetitions[0].Steps[0].Requests {
-			res := q.Result
-			if q.Trace == nil || res.PromptTokens == nil || res.CachedPromptTokens == nil || q.Trace.Line < 1 || q.Trace.Line > len(reqs) {
-				t.Fatalf("--cache-ram %d: request %d has no trace line, prompt or cached tokens: %+v", mib, q.IndexInStep, q.Trace)
-			}
-			cur := &reqs[q.Trace.Line-1]
-			if *res.PromptTokens != cur.InputLength {
-				t.Fatalf("--cache-ram %d: line %d: the server counted %d prompt tokens, the trace says %d", mib, q.Trace.Line, *res.PromptTokens, cur.InputLength)
-			}
-			common := 0
-			if prev != nil {
-				common = trace.SharedPrefixTokens(prev, cur, 16)
-			}
-			l := min(*res.CachedPromptTokens, common)
-			prompt, live, host = prompt+cur.InputLength, live+l, host+*res.CachedPromptTokens-l
-			prev = cur
-		}
-		if prompt != int(predicted.PromptTokens) {
-			t.Fatalf("--cache-ram %d: replayed %d prompt tokens, the trace has %d", mib, prompt, predicted.PromptTokens)
-		}
-		p := predicted.Sizes[i]
-		measured[i] = float64(host) / float64(prompt)
-		t.Logf("--cache-ram %d MiB (%d tokens): of %d prompt tokens the host cache served %d (%.2f%%), the live slot %d (%.2f%%); trace size predicts %d (%.2f%%) and %d (%.2f%%)",
-			mib, p.HostTokens, prompt, host, 100*measured[i], live, 100*float64(live)/float64(prompt), p.HostHitTokens, 100*p.HostShare, p.GPUHitTokens, 100*p.GPUShare)
-		if d := math.Abs(measured[i] - p.HostShare); d > 0.02 {
-			t.Errorf("--cache-ram %d: measured host share %.4f, predicted %.4f: %.1f points apart (docs/traces.md, llamacpp)", mib, measured[i], p.HostShare, 100*d)
-		}
-		if d := math.Abs(float64(live)/float64(prompt) - p.GPUShare); d > 0.02 {
-			t.Errorf("--cache-ram %d: measured live-slot share %.4f, predicted %.4f", mib, float64(live)/float64(prompt), p.GPUShare)
-		}
+		l := min(*res.CachedPromptTokens, common)
+		prompt, live, host = prompt+cur.InputLength, live+l, host+*res.CachedPromptTokens-l
+		prev = cur
 	}
-	// The sizes must matter, or agreeing at each proves little.
-	if !(measured[0] > 0 && measured[0] < measured[1] && measured[1] < measured[2]) {
-		t.Errorf("measured host shares %v do not grow with --cache-ram: the trace does not press the cache", measured)
-	}
+	return prompt, live, host
 }
 
 // readTraceLines reads a trace file's requests in line order.

@@ -154,7 +154,7 @@ func RegisterSizeFlags(fs *flag.FlagSet) func() (SizeConfig, Window, error) {
 	fs.Var(&gpu, "gpu-tokens", "GPU prefix-cache size in tokens (required)")
 	bytesPerToken := fs.Int64("bytes-per-token", 0, "bytes the host tier stores per token (needed for sizes in bytes; with it every size is given in bytes too)")
 	poolOutput := fs.Bool("pool-holds-output", false, "the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does")
-	policy := fs.String("policy", PolicyVLLM, "host-tier write policy NAME[:PARAM=V,...]: vllm[:store_threshold=N,max_tracker_size=N], sglang-write-through, sglang-write-through-selective, sglang-write-back, llamacpp (docs/traces.md)")
+	policy := fs.String("policy", PolicyVLLM, "host-tier write policy NAME[:PARAM=V,...]: vllm[:store_threshold=N,max_tracker_size=N], sglang-write-through, sglang-write-through-selective, sglang-write-back, llamacpp[:slots=N,kv_unified=1] (docs/traces.md)")
 	w := registerWindowFlags(fs)
 	return func() (SizeConfig, Window, error) {
 		var cfg SizeConfig

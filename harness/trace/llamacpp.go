@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
 )
@@ -71,6 +72,9 @@ func (q *llamaRequest) held() *llamaSeq {
 // equal blocks, then, where one ends inside a block, what the shorter holds of it. Output
 // tokens are taken to match nothing: a trace's next prompt names blocks, not the answer.
 func commonPrefix(a, b *llamaSeq, bt int) int {
+	if a == b {
+		return a.tokens // one state, its output included
+	}
 	n := 0
 	for i := 0; i < len(a.keys) && i < len(b.keys); i++ {
 		if a.keys[i] != b.keys[i] {
@@ -91,12 +95,15 @@ func commonPrefix(a, b *llamaSeq, bt int) int {
 	return n
 }
 
-// llamaHost is one --cache-ram size's server: the single slot (-np 1) and the host prompt
-// cache (server_prompt_cache), whose entries are whole slot states in the order saved.
+// llamaHost is one --cache-ram size's server: its slots and the host prompt cache
+// (server_prompt_cache), whose entries are whole slot states in the order saved.
 type llamaHost struct {
 	capacity int64 // tokens; 0: no prompt cache (--cache-ram 0)
 	bt       int
-	slot     *llamaSeq // nil: empty
+	slots    []llamaSlot
+	unified  bool      // --kv-unified: a saved idle slot is cleared
+	tick     int64     // requests so far: the slots' clock
+	prev     *llamaSeq // what the previous request left in its slot
 	// queue is the entries in the order saved (evicted from the front); byFirst, the same
 	// entries by their first block: an entry shares nothing with a prompt that starts
 	// elsewhere, so only those are compared.
@@ -112,6 +119,13 @@ type llamaHost struct {
 	members []int64
 }
 
+// llamaSlot is one server slot: what it holds (nil: empty) and when it was last used (-1:
+// never, as t_last_used).
+type llamaSlot struct {
+	seq  *llamaSeq
+	last int64
+}
+
 // llamaEntry is a saved slot state; gone once evicted or restored.
 type llamaEntry struct {
 	keys []uint64 // seq.keys, one pointer closer for the scans
@@ -119,31 +133,66 @@ type llamaEntry struct {
 	gone bool
 }
 
-func newLlamaHost(capacity int64, bt int) *llamaHost {
-	return &llamaHost{capacity: capacity, bt: bt, byFirst: map[uint64][]*llamaEntry{}, gone: map[uint64]int{}}
+func newLlamaHost(p Policy, capacity int64, bt int) *llamaHost {
+	h := &llamaHost{capacity: capacity, bt: bt, unified: p.KVUnified, byFirst: map[uint64][]*llamaEntry{}, gone: map[uint64]int{}}
+	h.slots = make([]llamaSlot, max(p.Slots, 1))
+	for i := range h.slots {
+		h.slots[i].last = -1
+	}
+	return h
 }
 
-// serve runs one request: slot selection (get_available_slot), with a cache update when it
-// applies (save the slot, restore a better entry), then the prompt's reuse of what the slot
-// holds (n_past), and the slot left holding the prompt and its output.
+// serve runs one request: slot selection (get_available_slot: the idle slot sharing the
+// largest fraction of the prompt, over 10%, else the least recently used), with a cache
+// update when it applies (save the slot, restore a better entry), the idle slots saved
+// (--cache-idle-slots, on by default with a cache) and, with a unified KV cache, cleared;
+// then the prompt's reuse of what its slot holds (n_past), and the slot left holding the
+// prompt and its output. The hit is split as kvbench's slot attribution splits a measured
+// one: within the common prefix with the previous request's prompt, the live slot.
 func (h *llamaHost) serve(q *llamaRequest) {
+	h.tick++
 	before := 0
-	update := true
-	if h.slot != nil {
-		before = commonPrefix(h.slot, &q.llamaSeq, h.bt)
-		sim := float32(before) / float32(q.prompt)
-		if sim > llamaSlotSimilarity {
-			keep := sim * float32(q.prompt) / float32(h.slot.tokens)
-			update = keep < llamaKeepToSkipSave
+	if h.prev != nil {
+		before = commonPrefix(h.prev, &q.llamaSeq, h.bt)
+	}
+	pick, update, simBest := -1, true, float32(0)
+	for i, sl := range h.slots {
+		if sl.seq == nil {
+			continue
+		}
+		sim := float32(commonPrefix(sl.seq, &q.llamaSeq, h.bt)) / float32(q.prompt)
+		if sim > simBest && sim > llamaSlotSimilarity {
+			simBest, pick = sim, i
 		}
 	}
+	if pick >= 0 {
+		update = simBest*float32(q.prompt)/float32(h.slots[pick].seq.tokens) < llamaKeepToSkipSave
+	} else {
+		t := int64(-1)
+		for i, sl := range h.slots {
+			if pick < 0 || sl.last <= t {
+				t, pick = sl.last, i
+			}
+		}
+	}
+	slot := &h.slots[pick]
 	if update && h.capacity > 0 {
-		h.save()
-		h.load(q)
+		h.save(slot.seq)
+		slot.seq = h.load(q, slot.seq)
+	}
+	if h.capacity > 0 {
+		for i := range h.slots {
+			if i != pick && h.slots[i].seq != nil {
+				h.save(h.slots[i].seq)
+				if h.unified {
+					h.slots[i].seq = nil
+				}
+			}
+		}
 	}
 	cached := 0
-	if h.slot != nil {
-		cached = commonPrefix(h.slot, &q.llamaSeq, h.bt)
+	if slot.seq != nil {
+		cached = commonPrefix(slot.seq, &q.llamaSeq, h.bt)
 	}
 	if cached == q.prompt && cached > 0 {
 		cached-- // the last prompt token is computed
@@ -151,7 +200,19 @@ func (h *llamaHost) serve(q *llamaRequest) {
 	live := min(cached, before)
 	h.gpuHits += int64(live)
 	h.hostHits += int64(cached - live)
-	h.slot = q.held()
+	slot.seq, slot.last = q.held(), h.tick
+	h.prev = slot.seq
+}
+
+// pressure bounds what this request's saves can need: the cache's tokens and every slot's.
+func (h *llamaHost) pressure() int64 {
+	n := h.used
+	for _, sl := range h.slots {
+		if sl.seq != nil {
+			n += int64(sl.seq.tokens)
+		}
+	}
+	return n
 }
 
 // bucket is the entries starting with block key k, in the order saved, gone ones included
@@ -183,18 +244,18 @@ func (h *llamaHost) drop(e *llamaEntry) {
 	h.gone[e.seq.keys[0]]++
 }
 
-// save is prompt_save and server_prompt_cache::alloc: the slot's state is added at the end
+// save is prompt_save and server_prompt_cache::alloc: the slot state s is added at the end
 // unless an entry already holds it all or it exceeds the cache; entries it holds all are
 // dropped, then the oldest until it fits.
-func (h *llamaHost) save() {
-	s := h.slot
+func (h *llamaHost) save(s *llamaSeq) {
 	if s == nil || s.tokens == 0 || int64(s.tokens) > h.capacity {
 		return
 	}
-	// Outputs match nothing, so only a state without output can be held whole by another.
+	// Outputs match nothing, so only a state without output can be held whole by another
+	// (an idle slot saved again is its own entry).
 	b := h.bucket(s.keys[0])
 	for _, e := range b {
-		if !e.gone && s.output == 0 && e.seq.tokens >= s.tokens && commonPrefix(e.seq, s, h.bt) == s.tokens {
+		if !e.gone && (e.seq == s || s.output == 0 && e.seq.tokens >= s.tokens && commonPrefix(e.seq, s, h.bt) == s.tokens) {
 			return
 		}
 	}
@@ -224,19 +285,20 @@ func (h *llamaHost) save() {
 
 // load is server_prompt_cache::load: the entry that beats the slot (and every entry before
 // it) both in the fraction of it the request keeps and in the fraction of the request it
-// covers, keeping at least a quarter of it, replaces the slot and leaves the cache.
-func (h *llamaHost) load(q *llamaRequest) {
+// covers, keeping at least a quarter of it, replaces the slot's state cur and leaves the
+// cache. It returns what the slot holds then.
+func (h *llamaHost) load(q *llamaRequest, cur *llamaSeq) *llamaSeq {
 	keepBest, simBest := float32(-1), float32(0)
 	base := 0
-	if h.slot != nil {
-		base = commonPrefix(h.slot, &q.llamaSeq, h.bt)
-		keepBest, simBest = float32(base)/float32(h.slot.tokens), float32(base)/float32(q.prompt)
+	if cur != nil {
+		base = commonPrefix(cur, &q.llamaSeq, h.bt)
+		keepBest, simBest = float32(base)/float32(cur.tokens), float32(base)/float32(q.prompt)
 	}
 	// Only an entry sharing more than the slot's prefix can beat it (sim rises with the
 	// prefix): it holds the request's block d.
 	d := base / h.bt
 	if d >= len(q.keys) {
-		return
+		return cur
 	}
 	var best *llamaEntry
 	for _, e := range h.bucket(q.keys[0]) {
@@ -252,10 +314,11 @@ func (h *llamaHost) load(q *llamaRequest) {
 			keepBest, simBest, best = keep, sim, e
 		}
 	}
-	if best != nil {
-		h.slot = best.seq
-		h.drop(best)
+	if best == nil {
+		return cur
 	}
+	h.drop(best)
+	return best.seq
 }
 
 // fork takes out of h's group the sizes a save of need tokens may press (evict or skip):
@@ -263,8 +326,9 @@ func (h *llamaHost) load(q *llamaRequest) {
 func (h *llamaHost) fork(need int64) []*llamaHost {
 	var out []*llamaHost
 	for len(h.members) > 1 && h.members[0] < need {
-		c := newLlamaHost(h.members[0], h.bt)
-		c.slot, c.used, c.stored, c.gpuHits, c.hostHits = h.slot, h.used, h.stored, h.gpuHits, h.hostHits
+		c := &llamaHost{capacity: h.members[0], bt: h.bt, unified: h.unified, tick: h.tick, prev: h.prev, byFirst: map[uint64][]*llamaEntry{}, gone: map[uint64]int{}}
+		c.slots = slices.Clone(h.slots)
+		c.used, c.stored, c.gpuHits, c.hostHits = h.used, h.stored, h.gpuHits, h.hostHits
 		for _, e := range h.queue {
 			if !e.gone {
 				n := &llamaEntry{keys: e.keys, seq: e.seq}
@@ -291,11 +355,11 @@ func sizeLlamaCpp(src Source, cfg SizeConfig, r *SizeReport) (*SizeReport, error
 	caps = slices.Compact(slices.Sorted(slices.Values(caps)))
 	var order []*llamaHost
 	if caps[0] == 0 {
-		order = append(order, newLlamaHost(0, bt))
+		order = append(order, newLlamaHost(cfg.Policy, 0, bt))
 		caps = caps[1:]
 	}
 	if len(caps) > 0 {
-		h := newLlamaHost(caps[0], bt)
+		h := newLlamaHost(cfg.Policy, caps[0], bt)
 		h.members = caps
 		order = append(order, h)
 	}
@@ -318,8 +382,8 @@ func sizeLlamaCpp(src Source, cfg SizeConfig, r *SizeReport) (*SizeReport, error
 		keys = q.keys
 		for i := 0; i < len(order); i++ { // forks join the order and serve this request too
 			h := order[i]
-			if len(h.members) > 1 && h.slot != nil && h.used+int64(h.slot.tokens) > h.capacity {
-				order = append(order, h.fork(h.used+int64(h.slot.tokens))...)
+			if need := h.pressure(); len(h.members) > 1 && need > h.capacity {
+				order = append(order, h.fork(need)...)
 			}
 			h.serve(&q)
 		}
@@ -357,13 +421,14 @@ func SharedPrefixTokens(a, b *Request, blockTokens int) int {
 	return commonPrefix(&qa.llamaSeq, &qb.llamaSeq, blockTokens)
 }
 
-// PolicyCaveat is what the policy named (an engine family's, such as llamacpp) leaves out
-// that a prediction for that engine should say; "" when nothing beyond docs/traces.md.
+// PolicyCaveat is what the policy named (NAME[:PARAMS], or an engine family's name, such
+// as llamacpp) leaves out that a prediction for that engine should say; "" when nothing
+// beyond docs/traces.md.
 func PolicyCaveat(name string) string {
-	if name != PolicyLlamaCpp {
+	if n, _, _ := strings.Cut(name, ":"); n != PolicyLlamaCpp {
 		return ""
 	}
-	return "llama.cpp's prompt cache is modelled for one slot (-np 1) serving one request at a time (so checked against llama-server, token for token, in kvbench's CI), " +
-		"with the default --slot-prompt-similarity 0.1, token-exact prompts and outputs no later prompt repeats; its size in tokens is --cache-ram over the prompt state's " +
-		"bytes per token (the KV plus 12 bytes of cell metadata), and --cache-ram -1 holds -c tokens; with more slots or concurrent requests it is not checked"
+	return "llama.cpp's prompt cache is modelled for one request at a time (so checked against llama-server, token for token, in kvbench's CI, on -np 1 and on -np auto), " +
+		"with the default --slot-prompt-similarity 0.1 and --cache-idle-slots, token-exact prompts and outputs no later prompt repeats; its size in tokens is --cache-ram " +
+		"over the prompt state's bytes per token (the KV plus 12 bytes of cell metadata), and --cache-ram -1 holds -c tokens; with concurrent requests it is not checked"
 }

@@ -10,10 +10,21 @@ import (
 // shortcuts of llamaHost: the reference the one pass is held to.
 type llamaDirect struct {
 	capacity   int
-	slot       []int64
+	unified    bool
+	slots      [][]int64
+	lastUsed   []int64
+	prev       []int64
 	cache      [][]int64
 	live, host int64
 	stored     int64
+}
+
+func newLlamaDirect(capacity, slots int, unified bool) *llamaDirect {
+	d := &llamaDirect{capacity: capacity, unified: unified, slots: make([][]int64, slots), lastUsed: make([]int64, slots)}
+	for i := range d.lastUsed {
+		d.lastUsed[i] = -1
+	}
+	return d
 }
 
 func directLCP(a, b []int64) int {
@@ -32,31 +43,58 @@ func (d *llamaDirect) used() int {
 	return n
 }
 
-func (d *llamaDirect) serve(prompt, output []int64) {
-	before, update := 0, true
-	if len(d.slot) > 0 {
-		before = directLCP(d.slot, prompt)
-		sim := float32(before) / float32(len(prompt))
-		if sim > 0.1 {
-			update = sim*float32(len(prompt))/float32(len(d.slot)) < 0.5
+func (d *llamaDirect) serve(tick int64, prompt, output []int64) {
+	before := directLCP(d.prev, prompt)
+	var ret = -1
+	var fBest float32
+	for i, sl := range d.slots {
+		if len(sl) == 0 {
+			continue
+		}
+		f := float32(directLCP(sl, prompt)) / float32(len(prompt))
+		if f > fBest && f > 0.1 {
+			fBest, ret = f, i
 		}
 	}
-	if update && d.capacity > 0 {
-		d.save()
-		d.load(prompt)
+	update := false
+	if ret != -1 {
+		update = fBest*float32(len(prompt))/float32(len(d.slots[ret])) < 0.5
+	} else {
+		tLast := int64(-1)
+		for i := range d.slots {
+			if ret == -1 || d.lastUsed[i] <= tLast {
+				tLast, ret = d.lastUsed[i], i
+			}
+		}
+		update = true
 	}
-	cached := directLCP(d.slot, prompt)
+	if update && d.capacity > 0 {
+		d.save(d.slots[ret])
+		d.slots[ret] = d.load(d.slots[ret], prompt)
+	}
+	if d.capacity > 0 {
+		for i := range d.slots {
+			if i != ret {
+				d.save(d.slots[i])
+				if d.unified {
+					d.slots[i] = nil
+				}
+			}
+		}
+	}
+	cached := directLCP(d.slots[ret], prompt)
 	if cached == len(prompt) {
 		cached--
 	}
 	live := min(cached, before)
 	d.live += int64(live)
 	d.host += int64(cached - live)
-	d.slot = append(append([]int64(nil), prompt...), output...)
+	d.slots[ret] = append(append([]int64(nil), prompt...), output...)
+	d.lastUsed[ret] = tick
+	d.prev = d.slots[ret]
 }
 
-func (d *llamaDirect) save() {
-	s := d.slot
+func (d *llamaDirect) save(s []int64) {
 	if len(s) == 0 || len(s) > d.capacity {
 		return
 	}
@@ -79,11 +117,11 @@ func (d *llamaDirect) save() {
 	d.stored += int64(len(s))
 }
 
-func (d *llamaDirect) load(prompt []int64) {
+func (d *llamaDirect) load(slot, prompt []int64) []int64 {
 	keepBest, simBest := float32(-1), float32(0)
-	if len(d.slot) > 0 {
-		n := directLCP(d.slot, prompt)
-		keepBest, simBest = float32(n)/float32(len(d.slot)), float32(n)/float32(len(prompt))
+	if len(slot) > 0 {
+		n := directLCP(slot, prompt)
+		keepBest, simBest = float32(n)/float32(len(slot)), float32(n)/float32(len(prompt))
 	}
 	best := -1
 	for i, e := range d.cache {
@@ -96,10 +134,12 @@ func (d *llamaDirect) load(prompt []int64) {
 			keepBest, simBest, best = keep, sim, i
 		}
 	}
-	if best >= 0 {
-		d.slot = d.cache[best]
-		d.cache = append(d.cache[:best:best], d.cache[best+1:]...)
+	if best < 0 {
+		return slot
 	}
+	slot = d.cache[best]
+	d.cache = append(d.cache[:best:best], d.cache[best+1:]...)
+	return slot
 }
 
 // directTokens is the token ids a replay sends for req (each hash id its own block of
@@ -120,13 +160,14 @@ func directTokens(req *Request, bt int, ordinal int64) (prompt, output []int64) 
 	return prompt, output
 }
 
-func directShares(t *testing.T, text string, bt, capacity int) *llamaDirect {
+func directShares(t *testing.T, text string, bt, capacity int, p Policy) *llamaDirect {
 	t.Helper()
 	src := NewReader(strings.NewReader(text), "t.jsonl", bt)
-	d := &llamaDirect{capacity: capacity}
+	d := newLlamaDirect(capacity, max(p.Slots, 1), p.KVUnified)
 	var req Request
 	for n := int64(1); src.Next(&req) == nil; n++ {
-		d.serve(directTokens(&req, bt, n))
+		prompt, output := directTokens(&req, bt, n)
+		d.serve(n, prompt, output)
 	}
 	return d
 }
@@ -150,21 +191,24 @@ func TestLlamaCppOnePassMatchesDirect(t *testing.T) {
 		if name == "repeats" {
 			hosts = append(hosts[:len(hosts):len(hosts)], 40, 70, 100)
 		}
-		r := sizeText(t, text, SizeConfig{BlockTokens: bt, GPUTokens: 16384, HostTokens: hosts, Policy: policy(t, "llamacpp")})
-		var anyHost bool
-		for i, h := range hosts {
-			got := r.Sizes[i]
-			d := directShares(t, text, bt, int(h))
-			anyHost = anyHost || d.host > 0
-			if got.GPUHitTokens != d.live || got.HostHitTokens != d.host || got.StoredTokens != d.stored {
-				t.Errorf("%s host %d: one pass live %d host %d stored %d, direct %d %d %d", name, h, got.GPUHitTokens, got.HostHitTokens, got.StoredTokens, d.live, d.host, d.stored)
+		for _, ps := range []string{"llamacpp", "llamacpp:slots=4,kv_unified=1", "llamacpp:slots=3"} {
+			p := policy(t, ps)
+			r := sizeText(t, text, SizeConfig{BlockTokens: bt, GPUTokens: 16384, HostTokens: hosts, Policy: p})
+			var anyHost bool
+			for i, h := range hosts {
+				got := r.Sizes[i]
+				d := directShares(t, text, bt, int(h), p)
+				anyHost = anyHost || d.host > 0
+				if got.GPUHitTokens != d.live || got.HostHitTokens != d.host || got.StoredTokens != d.stored {
+					t.Errorf("%s %s host %d: one pass live %d host %d stored %d, direct %d %d %d", name, ps, h, got.GPUHitTokens, got.HostHitTokens, got.StoredTokens, d.live, d.host, d.stored)
+				}
+				if got.GPUHitTokens+got.HostHitTokens+got.RecomputeTokens != r.PromptTokens {
+					t.Errorf("%s %s host %d: shares do not add up", name, ps, h)
+				}
 			}
-			if got.GPUHitTokens+got.HostHitTokens+got.RecomputeTokens != r.PromptTokens {
-				t.Errorf("%s host %d: shares do not add up", name, h)
+			if !anyHost {
+				t.Errorf("%s %s: no size restored anything: the trace does not exercise the cache", name, ps)
 			}
-		}
-		if !anyHost {
-			t.Errorf("%s: no size restored anything: the trace does not exercise the cache", name)
 		}
 	}
 }
@@ -226,7 +270,7 @@ func TestLlamaCppByHand(t *testing.T) {
 // TestLlamaCppCaveat: the planner's sentence exists for llama.cpp only, and trace size's
 // table prints it.
 func TestLlamaCppCaveat(t *testing.T) {
-	if PolicyCaveat(PolicyVLLM) != "" || !strings.Contains(PolicyCaveat(PolicyLlamaCpp), "one slot (-np 1)") {
+	if PolicyCaveat(PolicyVLLM) != "" || !strings.Contains(PolicyCaveat(PolicyLlamaCpp), "one request at a time") || PolicyCaveat("llamacpp:slots=4,kv_unified=1") != PolicyCaveat(PolicyLlamaCpp) {
 		t.Fatalf("caveats: vllm %q, llamacpp %q", PolicyCaveat(PolicyVLLM), PolicyCaveat(PolicyLlamaCpp))
 	}
 	r := sizeText(t, jsonl([]int{20, 1, 2, 3, 4, 5}), SizeConfig{BlockTokens: 4, GPUTokens: 64, HostTokens: []int64{100}, Policy: policy(t, "llamacpp")})

@@ -319,9 +319,9 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  %s requests (%s), %s dropped over max_input_tokens, %s prompt tokens, blocks of %d tokens\n",
 		thousands(int64(r.Requests)), window, thousands(int64(r.DroppedRequests)), thousands(r.PromptTokens), r.BlockTokens)
-	if r.Policy == PolicyLlamaCpp {
-		fmt.Fprintf(&b, "\nhost-tier sizes: policy %s, one slot of %s tokens (token prefixes; the GPU share is the live slot's; see docs/traces.md)\n", r.Policy, thousands(r.GPUTokens))
-		fmt.Fprintf(&b, "  note: %s\n", PolicyCaveat(r.Policy))
+	if c := PolicyCaveat(r.Policy); c != "" {
+		fmt.Fprintf(&b, "\nhost-tier sizes: policy %s, slots of %s tokens (token prefixes; the GPU share is the live slot's; see docs/traces.md)\n", r.Policy, thousands(r.GPUTokens))
+		fmt.Fprintf(&b, "  note: %s\n", c)
 	} else {
 		fmt.Fprintf(&b, "\nhost-tier sizes: GPU %s tokens, policy %s (ideal: whole blocks, prefix hits; see docs/traces.md)\n", thousands(r.GPUTokens), r.Policy)
 	}
