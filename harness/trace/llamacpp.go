@@ -428,7 +428,8 @@ func PolicyCaveat(name string) string {
 	if n, _, _ := strings.Cut(name, ":"); n != PolicyLlamaCpp {
 		return ""
 	}
-	return "llama.cpp's prompt cache is modelled for one request at a time (so checked against llama-server, token for token, in kvbench's CI, on -np 1 and on -np auto), " +
-		"with the default --slot-prompt-similarity 0.1 and --cache-idle-slots, token-exact prompts and outputs no later prompt repeats; its size in tokens is --cache-ram " +
-		"over the prompt state's bytes per token (the KV plus 12 bytes of cell metadata), and --cache-ram -1 holds -c tokens; with concurrent requests it is not checked"
+	return "llama.cpp's prompt cache is modelled for one request at a time (checked against llama-server, token for token, in kvbench's CI on -np 1 and -np auto; " +
+		"-np N without --kv-unified is modelled but not checked), with the default --slot-prompt-similarity 0.1 and --cache-idle-slots, token-exact prompts and outputs " +
+		"no later prompt repeats; its size in tokens is --cache-ram over the prompt state's bytes per token (the KV plus 12 bytes of cell metadata), and --cache-ram -1 " +
+		"holds -c tokens; concurrent requests are not modelled"
 }
