@@ -30,9 +30,9 @@ const testModelStateBytes = 524
 
 // TestLlamaCppHostCacheSizes holds trace size's llamacpp policy to the real server: a
 // conversation trace replayed one request at a time on llama-server -np 1 at three
-// --cache-ram sizes and on -np auto at two, the tokens served from the host prompt cache (cached tokens beyond the
-// common prefix with the slot's previous prompt, as kvbench's slot attribution counts them)
-// against what `trace size --policy llamacpp` predicts at each size.
+// --cache-ram sizes and on -np auto at two, the tokens served from the host prompt cache
+// and from the live slot (splitCached) against what `trace size --policy llamacpp` predicts
+// at each size.
 func TestLlamaCppHostCacheSizes(t *testing.T) {
 	t.Parallel() // a long test (see cli_test.go)
 	server, model := requireLlama(t)
@@ -102,7 +102,7 @@ concurrency = 1
 			if err != nil {
 				t.Fatal(err)
 			}
-			prompt, live, host := splitCached(t, r.Repetitions[0].Steps[0].Requests, reqs)
+			prompt, live, host := splitCached(t, r.Repetitions[0].Steps[0].Requests, reqs, c.slots != 1)
 			if prompt != int(predicted.PromptTokens) {
 				t.Fatalf("-np %d --cache-ram %d: replayed %d prompt tokens, the trace has %d", c.slots, mib, prompt, predicted.PromptTokens)
 			}
@@ -125,9 +125,12 @@ concurrency = 1
 }
 
 // splitCached splits a replay's cached tokens (requests in trace order, one at a time) as
-// kvbench's slot attribution does: within the prompt shared with the previous request, the
-// live slot; beyond it, the host cache. It returns the prompt tokens and both parts.
-func splitCached(t *testing.T, requests []record.Request, reqs []trace.Request) (prompt, live, host int) {
+// kvbench's slot attribution does for one slot: within the prompt shared with the previous
+// request, what its slot still held, the live slot's; beyond it, the host cache's. On a
+// unified KV cache (-np auto) the other slots are cleared, and a request sharing 10% or less
+// of its prompt with the previous one is given an empty slot: all it reuses was restored.
+// It returns the prompt tokens and both parts.
+func splitCached(t *testing.T, requests []record.Request, reqs []trace.Request, unified bool) (prompt, live, host int) {
 	t.Helper()
 	var prev *trace.Request
 	for _, q := range requests {
@@ -142,6 +145,9 @@ func splitCached(t *testing.T, requests []record.Request, reqs []trace.Request) 
 		common := 0
 		if prev != nil {
 			common = trace.SharedPrefixTokens(prev, cur, 16)
+		}
+		if unified && float32(common)/float32(cur.InputLength) <= 0.1 {
+			common = 0
 		}
 		l := min(*res.CachedPromptTokens, common)
 		prompt, live, host = prompt+cur.InputLength, live+l, host+*res.CachedPromptTokens-l

@@ -101,9 +101,8 @@ type llamaHost struct {
 	capacity int64 // tokens; 0: no prompt cache (--cache-ram 0)
 	bt       int
 	slots    []llamaSlot
-	unified  bool      // --kv-unified: a saved idle slot is cleared
-	tick     int64     // requests so far: the slots' clock
-	prev     *llamaSeq // what the previous request left in its slot
+	unified  bool  // --kv-unified: a saved idle slot is cleared
+	tick     int64 // requests so far: the slots' clock
 	// queue is the entries in the order saved (evicted from the front); byFirst, the same
 	// entries by their first block: an entry shares nothing with a prompt that starts
 	// elsewhere, so only those are compared.
@@ -112,7 +111,7 @@ type llamaHost struct {
 	gone     map[uint64]int // entries of a byFirst bucket that are gone
 	used     int64
 	stored   int64
-	gpuHits  int64 // cached tokens within the common prefix with the slot's previous prompt
+	gpuHits  int64 // cached tokens within the common prefix with what their slot held
 	hostHits int64 // cached tokens beyond it: restored from the cache
 	// members are the sizes this server stands for, smallest (capacity) first: larger
 	// sizes behave alike until a save presses the smallest (sizeLlamaCpp).
@@ -147,14 +146,10 @@ func newLlamaHost(p Policy, capacity int64, bt int) *llamaHost {
 // update when it applies (save the slot, restore a better entry), the idle slots saved
 // (--cache-idle-slots, on by default with a cache) and, with a unified KV cache, cleared;
 // then the prompt's reuse of what its slot holds (n_past), and the slot left holding the
-// prompt and its output. The hit is split as kvbench's slot attribution splits a measured
-// one: within the common prefix with the previous request's prompt, the live slot.
+// prompt and its output. The hit within the common prefix with what the slot held is the
+// live slot's; the rest was restored from the cache.
 func (h *llamaHost) serve(q *llamaRequest) {
 	h.tick++
-	before := 0
-	if h.prev != nil {
-		before = commonPrefix(h.prev, &q.llamaSeq, h.bt)
-	}
 	pick, update, simBest := -1, true, float32(0)
 	for i, sl := range h.slots {
 		if sl.seq == nil {
@@ -176,6 +171,10 @@ func (h *llamaHost) serve(q *llamaRequest) {
 		}
 	}
 	slot := &h.slots[pick]
+	before := 0
+	if slot.seq != nil {
+		before = commonPrefix(slot.seq, &q.llamaSeq, h.bt)
+	}
 	if update && h.capacity > 0 {
 		h.save(slot.seq)
 		slot.seq = h.load(q, slot.seq)
@@ -201,7 +200,6 @@ func (h *llamaHost) serve(q *llamaRequest) {
 	h.gpuHits += int64(live)
 	h.hostHits += int64(cached - live)
 	slot.seq, slot.last = q.held(), h.tick
-	h.prev = slot.seq
 }
 
 // pressure bounds what this request's saves can need: the cache's tokens and every slot's.
@@ -326,7 +324,7 @@ func (h *llamaHost) load(q *llamaRequest, cur *llamaSeq) *llamaSeq {
 func (h *llamaHost) fork(need int64) []*llamaHost {
 	var out []*llamaHost
 	for len(h.members) > 1 && h.members[0] < need {
-		c := &llamaHost{capacity: h.members[0], bt: h.bt, unified: h.unified, tick: h.tick, prev: h.prev, byFirst: map[uint64][]*llamaEntry{}, gone: map[uint64]int{}}
+		c := &llamaHost{capacity: h.members[0], bt: h.bt, unified: h.unified, tick: h.tick, byFirst: map[uint64][]*llamaEntry{}, gone: map[uint64]int{}}
 		c.slots = slices.Clone(h.slots)
 		c.used, c.stored, c.gpuHits, c.hostHits = h.used, h.stored, h.gpuHits, h.hostHits
 		for _, e := range h.queue {

@@ -13,7 +13,6 @@ type llamaDirect struct {
 	unified    bool
 	slots      [][]int64
 	lastUsed   []int64
-	prev       []int64
 	cache      [][]int64
 	live, host int64
 	stored     int64
@@ -44,7 +43,6 @@ func (d *llamaDirect) used() int {
 }
 
 func (d *llamaDirect) serve(tick int64, prompt, output []int64) {
-	before := directLCP(d.prev, prompt)
 	var ret = -1
 	var fBest float32
 	for i, sl := range d.slots {
@@ -68,6 +66,7 @@ func (d *llamaDirect) serve(tick int64, prompt, output []int64) {
 		}
 		update = true
 	}
+	before := directLCP(d.slots[ret], prompt)
 	if update && d.capacity > 0 {
 		d.save(d.slots[ret])
 		d.slots[ret] = d.load(d.slots[ret], prompt)
@@ -91,7 +90,6 @@ func (d *llamaDirect) serve(tick int64, prompt, output []int64) {
 	d.host += int64(cached - live)
 	d.slots[ret] = append(append([]int64(nil), prompt...), output...)
 	d.lastUsed[ret] = tick
-	d.prev = d.slots[ret]
 }
 
 func (d *llamaDirect) save(s []int64) {
@@ -217,8 +215,9 @@ func TestLlamaCppOnePassMatchesDirect(t *testing.T) {
 // and 7 of them.
 func TestLlamaCppByHand(t *testing.T) {
 	a, b := []int{20, 1, 2, 3, 4, 5}, []int{8, 6, 7}
+	c := []int{44, 1, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18} // shares 4 of its 44 tokens with A
 	cases := []struct {
-		name                               string
+		name, policy                       string
 		trace                              string
 		host                               int64
 		gpuHit, hostHit, recompute, stored int64
@@ -251,6 +250,25 @@ func TestLlamaCppByHand(t *testing.T) {
 			gpuHit: 0, hostHit: 0, recompute: 56, stored: 62,
 		},
 		{
+			// C shares under 10% with the slot: the slot is saved, but C still reuses A's
+			// first 4 tokens in it.
+			name: "one slot keeps a short shared prefix", trace: jsonl(a, c), host: 100,
+			gpuHit: 4, hostHit: 0, recompute: 60, stored: 27,
+		},
+		{
+			// -np auto: C goes to an empty slot (A's is not taken under 10%), and A is
+			// saved only after, as an idle slot, then cleared.
+			name: "a unified KV cache sends it to an empty slot", policy: "llamacpp:slots=4,kv_unified=1", trace: jsonl(a, c), host: 100,
+			gpuHit: 0, hostHit: 0, recompute: 64, stored: 27,
+		},
+		{
+			// Two slots, no unified KV: A goes to slot 1 (the last of the never used), B to
+			// slot 0 and A is saved as idle but stays; A again takes slot 1 by similarity
+			// and reuses it live.
+			name: "separate slots keep their state", policy: "llamacpp:slots=2", trace: jsonl(a, b, a), host: 100,
+			gpuHit: 19, hostHit: 0, recompute: 29, stored: 42,
+		},
+		{
 			// --cache-ram 0: no prompt cache.
 			name: "no cache", trace: jsonl(a, b, a), host: 0,
 			gpuHit: 0, hostHit: 0, recompute: 48, stored: 0,
@@ -258,7 +276,11 @@ func TestLlamaCppByHand(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := sizeText(t, c.trace, SizeConfig{BlockTokens: 4, GPUTokens: 16384, HostTokens: []int64{c.host}, Policy: policy(t, "llamacpp")}).Sizes[0]
+			p := c.policy
+			if p == "" {
+				p = "llamacpp"
+			}
+			s := sizeText(t, c.trace, SizeConfig{BlockTokens: 4, GPUTokens: 16384, HostTokens: []int64{c.host}, Policy: policy(t, p)}).Sizes[0]
 			if s.GPUHitTokens != c.gpuHit || s.HostHitTokens != c.hostHit || s.RecomputeTokens != c.recompute || s.StoredTokens != c.stored {
 				t.Errorf("gpu %d host %d recompute %d stored %d; want %d %d %d %d", s.GPUHitTokens, s.HostHitTokens, s.RecomputeTokens, s.StoredTokens,
 					c.gpuHit, c.hostHit, c.recompute, c.stored)
