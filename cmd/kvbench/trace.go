@@ -10,6 +10,7 @@ import (
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/traceimport"
 	"github.com/anvil-serving/kvbench/internal/cli"
+	"github.com/anvil-serving/kvbench/internal/sizing"
 	"github.com/anvil-serving/kvbench/internal/termsafe"
 )
 
@@ -45,7 +46,7 @@ func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case "analyze":
 		return runTraceFile(ctx, "analyze", trace.AnalyzeExamples, trace.AnalyzeJob, args[1:], stdout)
 	case "size":
-		return runTraceFile(ctx, "size", trace.SizeExamples, trace.SizeJob, args[1:], stdout)
+		return runTraceFile(ctx, "size", trace.SizeExamples, sizing.Job, args[1:], stdout)
 	case "generate":
 		return runTraceGenerate(args[1:], stdout)
 	case "import":

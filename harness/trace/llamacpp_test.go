@@ -3,6 +3,8 @@ package trace
 import (
 	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // llamaDirect is llama.cpp's slot and prompt cache written token by token from the server's
@@ -299,5 +301,21 @@ func TestLlamaCppCaveat(t *testing.T) {
 	var b strings.Builder
 	if err := r.WriteText(&b); err != nil || !strings.Contains(b.String(), "note: "+PolicyCaveat(PolicyLlamaCpp)) {
 		t.Errorf("%v:\n%s", err, b.String())
+	}
+}
+
+// TestLlamaCppRefusesCurve: the curve prices GPU hits once for all sizes, which the live
+// slot's share under llamacpp is not.
+func TestLlamaCppRefusesCurve(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	curve, err := NewPrefillCurve("run", record.ReloadCurve{ID: "c", Points: []record.CurvePoint{
+		{Tokens: 16, ReplayTTFTMS: f(1), TwinTTFTMS: f(2), Counted: true}, {Tokens: 64, ReplayTTFTMS: f(1), TwinTTFTMS: f(5), Counted: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := jsonl([]int{20, 1, 2, 3, 4, 5})
+	_, err = Size(NewReader(strings.NewReader(text), "t.jsonl", 4), SizeConfig{BlockTokens: 4, GPUTokens: 64, HostTokens: []int64{100}, Policy: policy(t, "llamacpp"), Curve: curve})
+	if err == nil || !strings.Contains(err.Error(), "--curve") {
+		t.Errorf("llamacpp with a curve: %v", err)
 	}
 }

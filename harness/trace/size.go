@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
@@ -29,6 +30,10 @@ type SizeConfig struct {
 	BytesPerToken   int64
 	PoolHoldsOutput bool // as Tiers.PoolHoldsOutput
 	Policy          Policy
+	// Curve, when set, prices each size's host hits and the GPU hits (PrefillSaving);
+	// GPUHourCost, when set, turns its seconds into cost.
+	Curve       *PrefillCurve
+	GPUHourCost *float64
 	// walkAll makes SGLang's writes walk the host tier when every block is on the GPU (a
 	// test holds sglangHost.onGPU to it).
 	walkAll bool
@@ -52,6 +57,10 @@ type SizeReport struct {
 	Sizes []TierSize `json:"sizes"`
 	// Knee is the size KneeRule picks, null when none of the listed sizes qualifies.
 	Knee *Knee `json:"knee"`
+	// Prefill is the curve's pricing, with Curve only.
+	Prefill *PrefillSaving `json:"prefill,omitempty"`
+	// HTML is the page written of the report (--html), when one was.
+	HTML string `json:"html,omitempty"`
 }
 
 // TierSize is one host-tier size's shares (GPU + host + recompute = prompt tokens).
@@ -60,6 +69,12 @@ type TierSize struct {
 	HostBytes  *int64 `json:"host_bytes"` // null without bytes_per_token
 	HostBlocks int64  `json:"host_blocks"`
 	record.IdealShares
+	// PredictedHostShare and MeasuredHostShare are filled by a calibration against a run
+	// (the host share its fitted model predicts, and the one the run measured at its size).
+	PredictedHostShare *float64 `json:"predicted_host_share,omitempty"`
+	MeasuredHostShare  *float64 `json:"measured_host_share,omitempty"`
+	// TierSaving is the prefill time the size's host hits save, with a curve only.
+	*TierSaving
 }
 
 // Knee is the size past which a larger host tier buys little (KneeRule).
@@ -172,6 +187,9 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 		}
 	}
 	if cfg.Policy.Name == PolicyLlamaCpp {
+		if cfg.Curve != nil {
+			return nil, errors.New("--curve prices the GPU hits once for every size, but under policy llamacpp the live slot's share changes with the host size: pricing it is not modelled")
+		}
 		return sizeLlamaCpp(src, cfg, r)
 	}
 	// The listed sizes and their doubles (for the knee), in blocks, each modelled once.
@@ -182,6 +200,7 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
 	hosts := make([]hostTier, len(blocks))
 	hostHits := make([]int64, len(blocks))
+	prefill := newPrefillPass(cfg.Curve, cfg.GPUHourCost, len(blocks))
 	counter := newLookupCounter(cfg.Policy)
 	for i, b := range blocks {
 		hosts[i] = newHostTier(cfg.Policy, b, counter)
@@ -213,8 +232,15 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 		if counter != nil {
 			counter.lookup(keys, g)
 		}
+		if prefill != nil {
+			prefill.request(&req, int64(g*bt), bt)
+		}
 		for i, h := range hosts {
-			hostHits[i] += int64(h.lookup(keys, hittable, g))
+			n := h.lookup(keys, hittable, g)
+			hostHits[i] += int64(n)
+			if prefill != nil {
+				prefill.hits(i, n)
+			}
 		}
 		extra := 0
 		if cfg.PoolHoldsOutput {
@@ -236,14 +262,21 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 	}
 	share := func(tokens int64) float64 { return float64(tokens) / float64(r.PromptTokens) }
 	byBlocks := map[int64]record.IdealShares{}
+	saved := map[int64]*TierSaving{}
 	for i, b := range blocks {
+		if prefill != nil {
+			saved[b] = prefill.tier(i)
+		}
 		s := record.IdealShares{GPUHitTokens: gpuHits * int64(bt), HostHitTokens: hostHits[i] * int64(bt), StoredTokens: hosts[i].storedBlocks() * int64(bt)}
 		s.RecomputeTokens = r.PromptTokens - s.GPUHitTokens - s.HostHitTokens
 		s.GPUShare, s.HostShare, s.RecomputeShare = share(s.GPUHitTokens), share(s.HostHitTokens), share(s.RecomputeTokens)
 		byBlocks[b] = s
 	}
 	for _, h := range cfg.HostTokens {
-		r.Sizes = append(r.Sizes, TierSize{HostTokens: h, HostBytes: r.bytes(h), HostBlocks: h / int64(bt), IdealShares: byBlocks[h/int64(bt)]})
+		r.Sizes = append(r.Sizes, TierSize{HostTokens: h, HostBytes: r.bytes(h), HostBlocks: h / int64(bt), IdealShares: byBlocks[h/int64(bt)], TierSaving: saved[h/int64(bt)]})
+	}
+	if prefill != nil {
+		r.Prefill = prefill.saving()
 	}
 	r.Knee = r.knee(func(t TierSize) float64 { return byBlocks[2*t.HostBlocks].HostShare })
 	return r, nil
@@ -339,13 +372,22 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 		}
 	}
 	bytes := units.Scale(units.ByteSize, byteValues...) // one prefix for the column
-	rows := [][]string{append(head, "GPU share", "host share", "recompute", "stored tokens")}
+	head = append(head, "GPU share", "host share", "recompute", "stored tokens")
+	cols := r.extraColumns()
+	for _, c := range cols {
+		head = append(head, c.head)
+	}
+	rows := [][]string{head}
 	for _, s := range r.Sizes {
 		row := []string{thousands(s.HostTokens)}
 		if s.HostBytes != nil {
 			row = append(row, bytes.Format(float64(*s.HostBytes)))
 		}
-		rows = append(rows, append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens)))
+		row = append(row, percent(s.GPUShare), percent(s.HostShare), percent(s.RecomputeShare), thousands(s.StoredTokens))
+		for _, c := range cols {
+			row = append(row, c.cell(s))
+		}
+		rows = append(rows, row)
 	}
 	writeTable(&b, rows)
 	if k := r.Knee; k != nil {
@@ -353,6 +395,73 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	} else {
 		b.WriteString("  knee: none among these sizes (doubling the largest still adds a point of host share or more)\n")
 	}
+	r.writePrefill(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// sizeColumn is a column of the size table that only some reports have.
+type sizeColumn struct {
+	head string
+	cell func(TierSize) string
+}
+
+// extraColumns are the calibration's and the curve's columns, where the report has them.
+func (r *SizeReport) extraColumns() []sizeColumn {
+	var predicted, measured bool
+	for _, s := range r.Sizes {
+		predicted, measured = predicted || s.PredictedHostShare != nil, measured || s.MeasuredHostShare != nil
+	}
+	share := func(p *float64) string {
+		if p == nil {
+			return units.NotApplicable
+		}
+		return percent(*p)
+	}
+	var cols []sizeColumn
+	if predicted {
+		cols = append(cols, sizeColumn{"predicted host", func(s TierSize) string { return share(s.PredictedHostShare) }})
+	}
+	if measured {
+		cols = append(cols, sizeColumn{"measured host", func(s TierSize) string { return share(s.MeasuredHostShare) }})
+	}
+	if r.Prefill == nil {
+		return cols
+	}
+	perHour := func(p *float64) string {
+		if p == nil {
+			return "n/a"
+		}
+		return units.Sec(*p)
+	}
+	cols = append(cols, sizeColumn{"prefill s saved/h", func(s TierSize) string { return perHour(s.PrefillSecondsSavedPerHour) }})
+	if r.Prefill.GPUHourCost != nil {
+		cols = append(cols, sizeColumn{"cost saved/h", func(s TierSize) string {
+			if s.CostSavedPerHour == nil {
+				return "n/a"
+			}
+			return strconv.FormatFloat(*s.CostSavedPerHour, 'f', 4, 64)
+		}})
+	}
+	return cols
+}
+
+// writePrefill says how the curve priced the sizes, and what the GPU hits save.
+func (r *SizeReport) writePrefill(b *strings.Builder) {
+	p := r.Prefill
+	if p == nil {
+		return
+	}
+	pts := p.Curve.Points
+	fmt.Fprintf(b, "  prefill saved: host-tier tokens priced at each request's prompt size by reload curve %q of %s (%d points, %s to %s tokens; recompute less reload time, linear between points)\n",
+		p.Curve.ID, p.Curve.Run, len(pts), thousands(int64(pts[0].PromptTokens)), thousands(int64(pts[len(pts)-1].PromptTokens)))
+	fmt.Fprintf(b, "  %s of %s requests lay outside the measured sizes: priced as the nearest end point, per token (clamped, not extrapolated)\n",
+		thousands(int64(p.ClampedRequests)), thousands(int64(r.Requests)))
+	if p.GPUPrefillSecondsSavedPerHour == nil {
+		fmt.Fprintf(b, "  per hour: n/a, the requests span no trace time (one instant); over the window the GPU hits save %s s\n", units.Sec(p.GPUPrefillSecondsSaved))
+	} else {
+		fmt.Fprintf(b, "  per hour of trace time (%s s of it): the GPU hits save %s s of prefill at every size (an upper bound: the curve times no GPU hit)\n",
+			units.Sec(p.TraceSeconds), units.Sec(*p.GPUPrefillSecondsSavedPerHour))
+	}
+	b.WriteString("  the estimate ignores queueing, batching, concurrency and reloads that overlap other work (docs/traces.md)\n")
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"math"
 	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/anvil-serving/kvbench/harness/record"
 )
 
 // twentyHostSizes are no host tier and 19 sizes from 100k to 200M tokens, evenly spaced in log.
@@ -34,17 +37,30 @@ func (h *heapSampler) Next(req *Request) error {
 
 // BenchmarkSizeConversation is `kvbench trace size` of the 12k-request conversation trace
 // (the generator's defaults) at 20 host-tier sizes behind a 1M-token GPU tier, file reading
-// and parsing included, per policy (goal: under 2 s). peak-heap-MiB is the largest live heap
-// seen during a pass.
+// and parsing included, per policy (goal: under 2 s), and for vllm with every request priced
+// by a reload curve (+curve). peak-heap-MiB is the largest live heap seen during a pass.
 func BenchmarkSizeConversation(b *testing.B) {
 	path := conversationFile(b)
-	for _, p := range []string{"vllm", "vllm:store_threshold=2", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back", "llamacpp"} {
+	f := func(v float64) *float64 { return &v }
+	curve, err := NewPrefillCurve("bench", record.ReloadCurve{ID: "curve", Points: []record.CurvePoint{
+		{Tokens: 1024, ReplayTTFTMS: f(470), TwinTTFTMS: f(225), Counted: true},
+		{Tokens: 16384, ReplayTTFTMS: f(520), TwinTTFTMS: f(3500), Counted: true},
+		{Tokens: 131072, ReplayTTFTMS: f(900), TwinTTFTMS: f(40000), Counted: true},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []string{"vllm", "vllm+curve", "vllm:store_threshold=2", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back", "llamacpp"} {
 		b.Run(p, func(b *testing.B) {
-			pol, err := ParsePolicy(p)
+			name, priced := strings.CutSuffix(p, "+curve")
+			pol, err := ParsePolicy(name)
 			if err != nil {
 				b.Fatal(err)
 			}
 			cfg := SizeConfig{GPUTokens: 1e6, HostTokens: twentyHostSizes(), Policy: pol}
+			if priced {
+				cfg.Curve = curve
+			}
 			var peak uint64
 			for b.Loop() {
 				f, err := OpenFormat(context.Background(), path, FormatAuto, 0)
