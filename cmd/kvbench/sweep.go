@@ -22,13 +22,11 @@ func init() {
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o runOptions
-	fs := o.register("sweep", stdout, "SCENARIO (--users 8,16,32,64 | --time-scales 1,0.5,0.25) [--ttft-p90-ms X] [flags]",
+	fs := o.register("sweep", stdout, "SCENARIO (--users 8,16,32,64 | --time-scales 1,0.5,0.25 | --endpoints URL,URL,...) [--ttft-p90-ms X] [flags]",
 		"kvbench sweep chat-capacity-offload16 --endpoint http://127.0.0.1:8000/v1 --users 8,16,32,64 --ttft-p90-ms 2000\n"+
-			"kvbench sweep my-trace.toml --trace conversation_trace.jsonl --endpoint http://127.0.0.1:8000/v1 --time-scales 1,0.5,0.25 --ttft-p90-ms 2000")
-	users := fs.String("users", "", "conversation step: user counts to run, ascending, comma-separated (e.g. 8,16,32,64)")
-	scales := fs.String("time-scales", "", "trace step (open loop): time_scale values to run, descending, so each level offers a higher request rate (e.g. 1,0.5,0.25)")
-	threshold := fs.Float64("ttft-p90-ms", 0, "TTFT p90 (ms) a level must stay within to count toward capacity; 0: report levels only")
-	stepID := fs.String("step", "", "the conversation or trace step to sweep (default: the scenario's only one)")
+			"kvbench sweep my-trace.toml --trace conversation_trace.jsonl --endpoint http://127.0.0.1:8000/v1 --time-scales 1,0.5,0.25 --ttft-p90-ms 2000\n"+
+			"kvbench sweep my-trace.toml --endpoints http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1,http://127.0.0.1:8002/v1   # one host-tier size each")
+	flags := sweep.RegisterFlags(fs)
 	args, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
@@ -37,7 +35,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	p, err := sweep.NewPlan(sc, *stepID, *users, *scales, *threshold)
+	p, err := flags.Plan(sc, o.target.Endpoint != "" || len(o.target.MetricsURLs) > 0)
 	if err != nil {
 		return cli.Usagef("sweep: %w", err)
 	}

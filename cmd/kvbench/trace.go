@@ -10,8 +10,8 @@ import (
 	"github.com/anvil-serving/kvbench/harness/trace"
 	"github.com/anvil-serving/kvbench/harness/traceimport"
 	"github.com/anvil-serving/kvbench/internal/cli"
-	"github.com/anvil-serving/kvbench/internal/sizing"
 	"github.com/anvil-serving/kvbench/internal/termsafe"
+	"github.com/anvil-serving/kvbench/internal/tierplan"
 )
 
 func init() {
@@ -19,7 +19,7 @@ func init() {
 }
 
 const traceUsage = `Usage: kvbench trace analyze FILE [flags]
-       kvbench trace size FILE --gpu-tokens N [--host 0,8GiB,... --bytes-per-token B] [flags]
+       kvbench trace size (FILE --gpu-tokens N | [FILE] --from RUN | --calibrate RUN) [--host 0,8GiB,...] [flags]
        kvbench trace generate [flags] [-o FILE]
        kvbench trace import LOG (--endpoint URL | --tokenizer URL) -o FILE [flags]
 
@@ -46,7 +46,7 @@ func runTrace(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case "analyze":
 		return runTraceFile(ctx, "analyze", trace.AnalyzeExamples, trace.AnalyzeJob, args[1:], stdout)
 	case "size":
-		return runTraceFile(ctx, "size", trace.SizeExamples, sizing.Job, args[1:], stdout)
+		return runTraceFile(ctx, "size", trace.SizeExamples, tierplan.SizeJob, args[1:], stdout)
 	case "generate":
 		return runTraceGenerate(args[1:], stdout)
 	case "import":

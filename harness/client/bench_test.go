@@ -63,17 +63,26 @@ func BenchmarkStreamPerToken(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N*tokensPerRequest), "ns/token")
 }
 
-// BenchmarkDecodeChunk isolates decoding and folding one chunk into a Result.
+// BenchmarkDecodeChunk isolates decoding and folding one chunk into a Result: a chat delta
+// and a completion's text chunk as vLLM (and kvbench sim) stream them.
 func BenchmarkDecodeChunk(b *testing.B) {
-	line := []byte(deltaChunk("reasoning", " tok"))
-	var res Result
-	acc := streamAccumulator{res: &res, progress: func(Progress) {}, start: time.Now(), interval: time.Hour}
-	now := time.Now()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := acc.add(line, now, 1); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct{ name, line string }{
+		{"chat", deltaChunk("reasoning", " tok")},
+		{"completion", `{"id":"cmpl-de0ba3b3442d5d880001","object":"text_completion","created":1796183855,"model":"m",` +
+			`"choices":[{"index":0,"text":" offload","logprobs":null,"finish_reason":null,"stop_reason":null}]}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			line := []byte(c.line)
+			var res Result
+			acc := streamAccumulator{res: &res, progress: func(Progress) {}, start: time.Now(), interval: time.Hour}
+			now := time.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := acc.add(line, now, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -11,6 +11,39 @@ import (
 	"unicode/utf8"
 )
 
+// TestChunkKeysLowercase holds the fast decoder's key tables to what keyMatch assumes:
+// lowercase ASCII, so that a key without capitals folds onto one only by equality.
+func TestChunkKeysLowercase(t *testing.T) {
+	for _, names := range [][]string{topLevelKeys, choiceKeys, deltaKeys} {
+		for _, name := range names {
+			if name != strings.ToLower(name) || !isASCII(name) {
+				t.Errorf("key %q is not lowercase ASCII", name)
+			}
+		}
+	}
+	for _, c := range []struct {
+		key   string
+		index int
+		ok    bool
+	}{
+		{"choices", 0, true}, {"id", -1, true}, {"Choices", -1, false}, {"CHOICES", -1, false},
+		{"Id", -1, true}, {"choiſes", -1, false}, {"model", 5, true},
+	} {
+		if index, ok := keyMatch([]byte(c.key), topLevelKeys); index != c.index || ok != c.ok {
+			t.Errorf("keyMatch(%q) = %d, %v; want %d, %v", c.key, index, ok, c.index, c.ok)
+		}
+	}
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 func FuzzDecodeChunk(f *testing.F) {
 	seeds := []string{
 		roleChunk(),

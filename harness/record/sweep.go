@@ -13,6 +13,9 @@ const SweepSchema = "anvil-serving.kvbench-sweep/v1"
 const (
 	SweepUsers       = "users"        // a conversation step's users
 	SweepRequestRate = "request_rate" // a trace step's request rate, through its time_scale
+	// SweepHostTier: a trace step on several endpoints, one host-tier size each, measured
+	// against the host-tier model calibrated at one of them.
+	SweepHostTier = "host_tier"
 )
 
 // Sweep is a capacity sweep (kvbench sweep): one conversation step run at several user
@@ -44,7 +47,26 @@ type Sweep struct {
 	CapacityTimeScale         *float64 `json:"capacity_time_scale,omitempty"`
 	CapacityRequestsPerSecond *float64 `json:"capacity_requests_per_second,omitempty"`
 	CapacityReason            string   `json:"capacity_reason"`
-	Kvbench                   Kvbench  `json:"kvbench"`
+	// HostTier is a host-tier sweep's calibration and how well it predicted the other
+	// levels (absent for the other sweeps).
+	HostTier *SweepHostTierFit `json:"host_tier,omitempty"`
+	Kvbench  Kvbench           `json:"kvbench"`
+}
+
+// SweepHostTierFit is the host-tier policy fitted to one level of a host-tier sweep (trace
+// size --calibrate on its run) and what it predicted at every level's size.
+type SweepHostTierFit struct {
+	// CalibratedFrom is the level's run directory, relative to the sweep's.
+	CalibratedFrom string  `json:"calibrated_from"`
+	Policy         string  `json:"policy,omitempty"`
+	ResidualPoints float64 `json:"residual_points"`
+	Fits           bool    `json:"fits"`
+	Finding        string  `json:"finding,omitempty"`
+	// MaxErrorPoints is the largest |predicted - measured host share| over the other levels,
+	// in points; null when no other level measured one.
+	MaxErrorPoints *float64 `json:"max_error_points"`
+	// Unavailable says why nothing was fitted (the level could not calibrate).
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // SweepLevel is one user count, or one request rate, of a sweep.
@@ -71,7 +93,12 @@ type SweepLevel struct {
 	DispatchBehind *DispatchBehind `json:"dispatch_behind,omitempty"`
 	// IdealHostShare is a request-rate level's ideal host share at the server's pool sizes.
 	IdealHostShare *float64 `json:"ideal_host_share,omitempty"`
-	CountersValid  bool     `json:"counters_valid"`
+	// Endpoint is a host-tier level's server, HostTokens its host tier (its ideal's) and
+	// PredictedHostShare what the calibrated model predicts there.
+	Endpoint           string   `json:"endpoint,omitempty"`
+	HostTokens         *int64   `json:"host_tokens,omitempty"`
+	PredictedHostShare *float64 `json:"predicted_host_share,omitempty"`
+	CountersValid      bool     `json:"counters_valid"`
 	// WithinThreshold: the level completed with no failed request and its TTFT p90 is at
 	// most the threshold; null when there is no threshold.
 	WithinThreshold *bool `json:"within_threshold"`
@@ -95,6 +122,24 @@ func SweepLevelOf(users int, run, sum, status string, cs *ConversationSection, t
 // the rate the level offers (nil when unknown).
 func SweepTraceLevelOf(timeScale float64, rate *float64, run, sum, status string, ts *TraceSection, threshold *float64) SweepLevel {
 	l := SweepLevel{TimeScale: &timeScale, RequestsPerSecond: rate, Run: run, RunSHA256: sum, Status: status}
+	l.fromTrace(ts, threshold)
+	return l
+}
+
+// SweepHostTierLevelOf summarizes a host-tier level, the trace replayed on endpoint, from
+// its run's trace section.
+func SweepHostTierLevelOf(endpoint, run, sum, status string, ts *TraceSection, threshold *float64) SweepLevel {
+	l := SweepLevel{Endpoint: endpoint, Run: run, RunSHA256: sum, Status: status}
+	l.fromTrace(ts, threshold)
+	if ts != nil && ts.Ideal != nil {
+		h := ts.Ideal.HostTokens
+		l.HostTokens = &h
+	}
+	return l
+}
+
+// fromTrace fills a trace level's measurements from its section (nil: none).
+func (l *SweepLevel) fromTrace(ts *TraceSection, threshold *float64) {
 	if ts != nil {
 		l.Requests, l.FailedRequests = ts.Requests, ts.FailedRequests
 		l.TTFTMS, l.Tiers, l.Preemptions, l.CountersValid = ts.TTFTMS, ts.Tiers, ts.Preemptions, ts.CountersValid
@@ -106,14 +151,16 @@ func SweepTraceLevelOf(timeScale float64, rate *float64, run, sum, status string
 		}
 	}
 	if threshold != nil {
-		ok := ts != nil && status == StatusCompleted && l.FailedRequests == 0 && l.TTFTMS.P90 != nil && *l.TTFTMS.P90 <= *threshold
+		ok := ts != nil && l.Status == StatusCompleted && l.FailedRequests == 0 && l.TTFTMS.P90 != nil && *l.TTFTMS.P90 <= *threshold
 		l.WithinThreshold = &ok
 	}
-	return l
 }
 
 // name words the level's load: "16 users", or "4.2 requests/s (time_scale 0.5)".
 func (l SweepLevel) name() string {
+	if l.Endpoint != "" {
+		return l.hostTierName()
+	}
 	if l.TimeScale == nil {
 		return fmt.Sprintf("%d users", l.Users)
 	}
@@ -123,9 +170,23 @@ func (l SweepLevel) name() string {
 	return fmt.Sprintf("%s requests/s (time_scale %s)", units.Scale(units.PerSecond, *l.RequestsPerSecond).Format(*l.RequestsPerSecond), units.Exact(*l.TimeScale))
 }
 
+// hostTierName words a host-tier level: its tier and server.
+func (l SweepLevel) hostTierName() string {
+	if l.HostTokens == nil {
+		return "host tier of unknown size at " + l.Endpoint
+	}
+	return fmt.Sprintf("host tier of %s tokens at %s", units.Whole(float64(*l.HostTokens)), l.Endpoint)
+}
+
 // Key names the level's load so the same level of two sweeps is found: its users, or its
 // time_scale.
 func (l SweepLevel) Key() string {
+	if l.Endpoint != "" {
+		if l.HostTokens != nil {
+			return fmt.Sprintf("host_tokens=%d", *l.HostTokens)
+		}
+		return "endpoint=" + l.Endpoint
+	}
 	if l.TimeScale == nil {
 		return fmt.Sprintf("users=%d", l.Users)
 	}
@@ -134,6 +195,9 @@ func (l SweepLevel) Key() string {
 
 // LoadValue orders levels by load: users, or 1/time_scale (a smaller time_scale offers more).
 func (l SweepLevel) LoadValue() float64 {
+	if l.HostTokens != nil {
+		return float64(*l.HostTokens)
+	}
 	if l.TimeScale == nil {
 		return float64(l.Users)
 	}

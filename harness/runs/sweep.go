@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/redact"
 )
 
 // SweepFile is a sweep directory's record.
@@ -145,7 +146,7 @@ func sweepLevelOfRun(s *record.Sweep, name string, r *Run) (record.SweepLevel, e
 		if st.IsTrace() {
 			s.Load = record.SweepRequestRate
 		}
-		for _, suffix := range []string{"-users-", "-time-scale-"} {
+		for _, suffix := range []string{"-users-", "-time-scale-", "-host-tier-"} {
 			if i := strings.LastIndex(sc.Name, suffix); i > 0 {
 				s.Scenario = sc.Name[:i] // the level's name is the sweep's scenario and its load
 				break
@@ -160,9 +161,38 @@ func sweepLevelOfRun(s *record.Sweep, name string, r *Run) (record.SweepLevel, e
 		return record.SweepLevelOf(st.Users, name, sum, r.Status, r.Conversation(st.ID), s.TTFTP90ThresholdMS), nil
 	}
 	ts := r.Trace(st.ID)
+	if s.Load == record.SweepHostTier || strings.Contains(sc.Name, "-host-tier-") {
+		s.Load = record.SweepHostTier
+		return record.SweepHostTierLevelOf(redact.URL(sc.Target.Endpoint), name, sum, r.Status, ts, s.TTFTP90ThresholdMS), nil
+	}
 	var rate *float64
 	if ts != nil {
 		rate = ts.OfferedRequestsPerSecond
 	}
 	return record.SweepTraceLevelOf(st.TimeScale, rate, name, sum, r.Status, ts, s.TTFTP90ThresholdMS), nil
+}
+
+// ExpandDirs replaces each sweep directory among dirs by its levels' run directories, so a
+// report shows every level of a sweep, and returns the sweeps' records for their capacity
+// tables.
+func ExpandDirs(dirs []string) ([]string, []*record.Sweep, error) {
+	var out []string
+	var sweeps []*record.Sweep
+	for _, d := range dirs {
+		if !IsSweep(d) {
+			out = append(out, d)
+			continue
+		}
+		s, err := LoadSweep(d)
+		if err != nil {
+			return nil, nil, err
+		}
+		sweeps = append(sweeps, s)
+		for _, l := range s.Levels {
+			if l.Run != "" {
+				out = append(out, filepath.Join(d, l.Run))
+			}
+		}
+	}
+	return out, sweeps, nil
 }

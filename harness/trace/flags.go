@@ -146,48 +146,116 @@ func (l *TokenList) Set(s string) error {
 // function gives the SizeConfig and Window they ask for; its errors are bad input, one line
 // naming the flag.
 func RegisterSizeFlags(fs *flag.FlagSet) func() (SizeConfig, Window, error) {
-	blockTokens := fs.Int("block-tokens", 0, "tokens per hash id in the trace (0: the format's, 512 as in the public Mooncake traces, Bailian's 16)")
-	format := fs.String("trace-format", string(FormatAuto), "the trace's format: auto (told from its content), mooncake, bailian, burstgpt or azure (docs/traces.md); only a trace that names blocks gives tier shares")
-	hosts := HostSizes{{Tokens: 0}, {Tokens: 1e6}, {Tokens: 3e6}, {Tokens: 1e7}, {Tokens: 3e7}, {Tokens: 1e8}}
-	fs.Var(&hosts, "host", "host-tier sizes, comma-separated: tokens (1e7) or bytes with a unit (8GiB; KiB, MiB, GiB, TiB; needs --bytes-per-token)")
-	var gpu TokenCount
-	fs.Var(&gpu, "gpu-tokens", "GPU prefix-cache size in tokens (required)")
-	bytesPerToken := fs.Int64("bytes-per-token", 0, "bytes the host tier stores per token (needed for sizes in bytes; with it every size is given in bytes too)")
-	poolOutput := fs.Bool("pool-holds-output", false, "the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does")
-	policy := fs.String("policy", PolicyVLLM, "host-tier write policy NAME[:PARAM=V,...]: vllm[:store_threshold=N,max_tracker_size=N], sglang-write-through, sglang-write-through-selective, sglang-write-back, llamacpp[:slots=N,kv_unified=1] (docs/traces.md)")
-	w := registerWindowFlags(fs)
-	return func() (SizeConfig, Window, error) {
-		var cfg SizeConfig
-		if *blockTokens < 0 {
-			return cfg, *w, fmt.Errorf("--block-tokens %d must be at least 1 (or 0 for the format's)", *blockTokens)
-		}
-		f, err := ParseFormat(*format)
-		if err != nil {
-			return cfg, *w, fmt.Errorf("--trace-format: %w", err)
-		}
-		if !gpu.Given {
-			return cfg, *w, errors.New("--gpu-tokens is required (the GPU prefix cache in front of the host tier)")
-		}
-		if *bytesPerToken < 0 {
-			return cfg, *w, fmt.Errorf("--bytes-per-token %d must not be negative", *bytesPerToken)
-		}
-		p, err := ParsePolicy(*policy)
-		if err != nil {
-			return cfg, *w, fmt.Errorf("--policy: %w", err)
-		}
-		cfg = SizeConfig{BlockTokens: *blockTokens, Format: f, GPUTokens: gpu.Tokens, BytesPerToken: *bytesPerToken, PoolHoldsOutput: *poolOutput, Policy: p}
-		for _, h := range hosts {
-			if h.Bytes == 0 { // given in tokens
-				cfg.HostTokens = append(cfg.HostTokens, h.Tokens)
-				continue
-			}
-			if *bytesPerToken == 0 {
-				return cfg, *w, fmt.Errorf("--host %s is in bytes: give --bytes-per-token to turn it into tokens", h.Text)
-			}
-			cfg.HostTokens = append(cfg.HostTokens, h.Bytes / *bytesPerToken)
-		}
-		return cfg, *w, w.Validate()
+	return NewSizeFlags(fs).Config
+}
+
+// SizeFlags are kvbench trace size's flags, for a caller that fills what the command line
+// leaves out from elsewhere (a run's record: package tierplan).
+type SizeFlags struct {
+	fs            *flag.FlagSet
+	blockTokens   *int
+	format        *string
+	hosts         HostSizes
+	gpu           TokenCount
+	bytesPerToken *int64
+	poolOutput    *bool
+	policy        *string
+	window        *Window
+}
+
+// NewSizeFlags adds kvbench trace size's flags to fs.
+func NewSizeFlags(fs *flag.FlagSet) *SizeFlags {
+	f := &SizeFlags{fs: fs, hosts: HostSizes{{Tokens: 0}, {Tokens: 1e6}, {Tokens: 3e6}, {Tokens: 1e7}, {Tokens: 3e7}, {Tokens: 1e8}}}
+	f.blockTokens = fs.Int("block-tokens", 0, "tokens per hash id in the trace (0: the format's, 512 as in the public Mooncake traces, Bailian's 16)")
+	f.format = fs.String("trace-format", string(FormatAuto), "the trace's format: auto (told from its content), mooncake, bailian, burstgpt or azure (docs/traces.md); only a trace that names blocks gives tier shares")
+	fs.Var(&f.hosts, "host", "host-tier sizes, comma-separated: tokens (1e7) or bytes with a unit (8GiB; KiB, MiB, GiB, TiB; needs --bytes-per-token)")
+	fs.Var(&f.gpu, "gpu-tokens", "GPU prefix-cache size in tokens (required without --from)")
+	f.bytesPerToken = fs.Int64("bytes-per-token", 0, "bytes the host tier stores per token (needed for sizes in bytes; with it every size is given in bytes too)")
+	f.poolOutput = fs.Bool("pool-holds-output", false, "the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does")
+	f.policy = fs.String("policy", PolicyVLLM, "host-tier write policy NAME[:PARAM=V,...]: vllm[:store_threshold=N,max_tracker_size=N], sglang-write-through, sglang-write-through-selective, sglang-write-back, llamacpp[:slots=N,kv_unified=1] (docs/traces.md)")
+	f.window = registerWindowFlags(fs)
+	return f
+}
+
+// Given reports whether the flag name was set on the command line.
+func (f *SizeFlags) Given(name string) bool {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+	return given
+}
+
+// Config gives the SizeConfig and Window the flags ask for, every figure from the command
+// line.
+func (f *SizeFlags) Config() (SizeConfig, Window, error) {
+	cfg, err := f.Base()
+	if err != nil {
+		return cfg, *f.window, err
 	}
+	if !f.gpu.Given {
+		return cfg, *f.window, errors.New("--gpu-tokens is required (the GPU prefix cache in front of the host tier)")
+	}
+	cfg.GPUTokens, cfg.BytesPerToken, cfg.PoolHoldsOutput = f.gpu.Tokens, *f.bytesPerToken, *f.poolOutput
+	if cfg.Policy, err = f.Policy(); err != nil {
+		return cfg, *f.window, err
+	}
+	if cfg.HostTokens, err = f.HostTokens(cfg.BytesPerToken); err != nil {
+		return cfg, *f.window, err
+	}
+	return cfg, *f.window, f.window.Validate()
+}
+
+// Base gives the flags' block size and format, checked; the rest of the SizeConfig is left
+// to the caller.
+func (f *SizeFlags) Base() (SizeConfig, error) {
+	if *f.blockTokens < 0 {
+		return SizeConfig{}, fmt.Errorf("--block-tokens %d must be at least 1 (or 0 for the format's)", *f.blockTokens)
+	}
+	if *f.bytesPerToken < 0 {
+		return SizeConfig{}, fmt.Errorf("--bytes-per-token %d must not be negative", *f.bytesPerToken)
+	}
+	format, err := ParseFormat(*f.format)
+	if err != nil {
+		return SizeConfig{}, fmt.Errorf("--trace-format: %w", err)
+	}
+	return SizeConfig{BlockTokens: *f.blockTokens, Format: format}, nil
+}
+
+// GPUTokens is --gpu-tokens.
+func (f *SizeFlags) GPUTokens() int64 { return f.gpu.Tokens }
+
+// BytesPerToken is --bytes-per-token.
+func (f *SizeFlags) BytesPerToken() int64 { return *f.bytesPerToken }
+
+// PoolHoldsOutput is --pool-holds-output.
+func (f *SizeFlags) PoolHoldsOutput() bool { return *f.poolOutput }
+
+// Window is the window the flags ask for.
+func (f *SizeFlags) Window() Window { return *f.window }
+
+// Policy is --policy, parsed.
+func (f *SizeFlags) Policy() (Policy, error) {
+	p, err := ParsePolicy(*f.policy)
+	if err != nil {
+		return p, fmt.Errorf("--policy: %w", err)
+	}
+	return p, nil
+}
+
+// HostTokens is --host in tokens, a size in bytes divided by bytesPerToken (0: unknown, an
+// error for a size in bytes).
+func (f *SizeFlags) HostTokens(bytesPerToken int64) ([]int64, error) {
+	var out []int64
+	for _, h := range f.hosts {
+		if h.Bytes == 0 { // given in tokens
+			out = append(out, h.Tokens)
+			continue
+		}
+		if bytesPerToken <= 0 {
+			return nil, fmt.Errorf("--host %s is in bytes: give --bytes-per-token to turn it into tokens", h.Text)
+		}
+		out = append(out, h.Bytes/bytesPerToken)
+	}
+	return out, nil
 }
 
 // HostSize is one --host size: tokens, or bytes when given with a unit.

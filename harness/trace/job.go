@@ -63,5 +63,6 @@ const (
 		"kvbench trace analyze conversation_trace.jsonl --start 10m --duration 5m --max-input-tokens 32768"
 	SizeExamples = "kvbench trace size conversation_trace.jsonl --gpu-tokens 1e6 --host 0,1e6,1e7,3e7\n" +
 		"kvbench trace size conversation_trace.jsonl --gpu-tokens 1e6 --bytes-per-token 131072 --host 0,8GiB,16GiB,32GiB --policy vllm:store_threshold=2 --format json\n" +
-		"kvbench trace size conversation_trace.jsonl --gpu-tokens 1e6 --host 0,1e6,1e7,3e7 --curve results/reload-curve-20261201T060008Z --gpu-hour-cost 2.5 --html size.html"
+		"kvbench trace size conversation_trace.jsonl --gpu-tokens 1e6 --host 0,1e6,1e7,3e7 --curve results/reload-curve-20261201T060008Z --gpu-hour-cost 2.5 --html size.html\n" +
+		"kvbench trace size --calibrate runs/my-trace-20260101T000000Z   # the run's trace, pool and deployed size; the policy fitted to what it measured"
 )

@@ -61,6 +61,9 @@ type SizeReport struct {
 	Prefill *PrefillSaving `json:"prefill,omitempty"`
 	// HTML is the page written of the report (--html), when one was.
 	HTML string `json:"html,omitempty"`
+	// From is where --from found each figure; Calibration is --calibrate's fit.
+	From        *SizeFrom    `json:"from,omitempty"`
+	Calibration *Calibration `json:"calibration,omitempty"`
 }
 
 // TierSize is one host-tier size's shares (GPU + host + recompute = prompt tokens).
@@ -69,10 +72,12 @@ type TierSize struct {
 	HostBytes  *int64 `json:"host_bytes"` // null without bytes_per_token
 	HostBlocks int64  `json:"host_blocks"`
 	record.IdealShares
-	// PredictedHostShare and MeasuredHostShare are filled by a calibration against a run
-	// (the host share its fitted model predicts, and the one the run measured at its size).
-	PredictedHostShare *float64 `json:"predicted_host_share,omitempty"`
+	// Deployed marks the run's own size (--from), MeasuredHostShare what the run measured
+	// there, and PredictedHostShare the calibrated policy's host share (--calibrate; the
+	// shares above are the unfitted policy's).
+	Deployed           bool     `json:"deployed,omitempty"`
 	MeasuredHostShare  *float64 `json:"measured_host_share,omitempty"`
+	PredictedHostShare *float64 `json:"predicted_host_share,omitempty"`
 	// TierSaving is the prefill time the size's host hits save, with a curve only.
 	*TierSaving
 }
@@ -352,6 +357,12 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  %s requests (%s), %s dropped over max_input_tokens, %s prompt tokens, blocks of %d tokens\n",
 		thousands(int64(r.Requests)), window, thousands(int64(r.DroppedRequests)), thousands(r.PromptTokens), r.BlockTokens)
+	if r.From != nil {
+		r.From.writeText(&b)
+	}
+	if r.Calibration != nil {
+		r.Calibration.writeText(&b)
+	}
 	if c := PolicyCaveat(r.Policy); c != "" {
 		fmt.Fprintf(&b, "\nhost-tier sizes: policy %s, slots of %s tokens (token prefixes; the GPU share is the live slot's; see docs/traces.md)\n", r.Policy, thousands(r.GPUTokens))
 		fmt.Fprintf(&b, "  note: %s\n", c)
@@ -380,6 +391,9 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	rows := [][]string{head}
 	for _, s := range r.Sizes {
 		row := []string{thousands(s.HostTokens)}
+		if s.Deployed {
+			row[0] += " (deployed)"
+		}
 		if s.HostBytes != nil {
 			row = append(row, bytes.Format(float64(*s.HostBytes)))
 		}

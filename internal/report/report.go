@@ -22,7 +22,6 @@ import (
 	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/harness/units"
-	"github.com/anvil-serving/kvbench/internal/sweep"
 )
 
 // Kind is what a report shows of its runs.
@@ -111,7 +110,7 @@ func BuildSweeps(title, generated string, rs []*runs.Run, sweeps []*record.Sweep
 // LoadDirs loads the runs of dirs for a page: a sweep's directory stands for its levels' runs,
 // and its record comes back for its capacity table.
 func LoadDirs(dirs []string) ([]*runs.Run, []*record.Sweep, error) {
-	dirs, sweeps, err := sweep.ExpandDirs(dirs)
+	dirs, sweeps, err := runs.ExpandDirs(dirs)
 	if err != nil {
 		return nil, nil, err
 	}

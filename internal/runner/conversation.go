@@ -33,8 +33,7 @@ func (r *runner) runConversationStep(ctx context.Context, k int, st plan.Step, a
 	before, _, _, _, errBefore := waitIdle(ctx, r.cfg.Metrics, idle)
 	start := time.Now()
 	trace := &record.ConversationTrace{Users: cs.Users, Turns: cs.Turns, ScrapeIntervalMS: ms(cs.ScrapeInterval.Duration)}
-	scr := startScraper(ctx, r.cfg.Metrics, cs.ScrapeInterval.Duration, start, before, errBefore == nil)
-	smp := startSampler(ctx, r.cfg.Metrics, sc.Target.SampleInterval.Duration, r.origin)
+	scr, smp := startStepObservers(ctx, r.cfg.Metrics, cs.ScrapeInterval.Duration, sc.Target.SampleInterval.Duration, start, r.origin, before, errBefore == nil)
 
 	seed := prompts.SaltedSeed(uint64(sc.Prompt.Seed), sc.Prompt.Salt)
 	system := prompts.SystemPrompt(seed, cs.SystemPromptTokens)
@@ -143,10 +142,12 @@ type scraper struct {
 	resetWhy string
 	stop     chan struct{}
 	done     chan struct{}
+	// sampler, when set, takes each reading's gauges too (startStepObservers).
+	sampler *sampler
 }
 
-func startScraper(ctx context.Context, src MetricsSource, interval time.Duration, start time.Time, first metrics.Snapshot, ok bool) *scraper {
-	s := &scraper{src: src, interval: interval, start: start, prev: first, havePrev: ok, stop: make(chan struct{}), done: make(chan struct{})}
+func startScraper(ctx context.Context, src MetricsSource, interval time.Duration, start time.Time, first metrics.Snapshot, ok bool, feed *sampler) *scraper {
+	s := &scraper{src: src, interval: interval, start: start, prev: first, havePrev: ok, stop: make(chan struct{}), done: make(chan struct{}), sampler: feed}
 	go s.loop(ctx)
 	return s
 }
@@ -172,6 +173,9 @@ func (s *scraper) read(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 	defer cancel()
 	snap, err := s.src.Snapshot(ctx)
+	if s.sampler != nil {
+		s.sampler.take(snap, err)
+	}
 	if err != nil {
 		s.errors++
 		return

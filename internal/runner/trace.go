@@ -104,8 +104,7 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	idle := sc.Target.IdleTimeout.Duration
 	before, _, _, _, errBefore := waitIdle(ctx, r.cfg.Metrics, idle)
 	start := time.Now()
-	scr := startScraper(ctx, r.cfg.Metrics, ts.ScrapeInterval.Duration, start, before, errBefore == nil)
-	smp := startSampler(ctx, r.cfg.Metrics, sc.Target.SampleInterval.Duration, r.origin)
+	scr, smp := startStepObservers(ctx, r.cfg.Metrics, ts.ScrapeInterval.Duration, sc.Target.SampleInterval.Duration, start, r.origin, before, errBefore == nil)
 
 	var inFlight, peak atomic.Int64
 	results := make(chan traceDone, 64)

@@ -77,22 +77,7 @@ func completionServer(b testing.TB) *httptest.Server {
 // real client to the server at root (no /v1), which serves model.
 func benchTraceConfig(b *testing.B, gen trace.GeneratorConfig, step, root, model string) Config {
 	dir := b.TempDir()
-	g, err := trace.NewGenerator(gen)
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(dir, "t.jsonl"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	if _, err := trace.WriteJSONL(w, g); err != nil {
-		b.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
+	writeTrace(b, gen, filepath.Join(dir, "t.jsonl"))
 	src := fmt.Sprintf(`name = "trace-bench"
 [target]
 endpoint = %q
@@ -120,6 +105,26 @@ block_tokens = %d
 	c := client.New(client.Config{BaseURL: root + "/v1"})
 	return Config{Scenario: sc, Plan: p, Chat: c, Completions: c, Metrics: newFakeMetrics(), Sinks: runDir(b), BlockSize: 16, NoProbes: true,
 		Capacity: []capacity.Figures{plan.ScenarioFigures(sc)}}
+}
+
+// writeTrace writes the trace gen describes to path as JSONL.
+func writeTrace(b *testing.B, gen trace.GeneratorConfig, path string) {
+	g, err := trace.NewGenerator(gen)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	if _, err := trace.WriteJSONL(w, g); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // peakRSS samples the process's resident set while it runs: the kernel's high-water mark,

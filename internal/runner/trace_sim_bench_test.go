@@ -17,7 +17,8 @@ import (
 )
 
 // simChildEnv, set, makes the test binary serve the embedded engine instead of running tests
-// (BenchmarkTraceDispatchLagSim): the value is the profile, served at 1000x speed.
+// (BenchmarkTraceDispatchLagSim): the value is an embedded profile, served at 1000x speed, or
+// a profile file (a path ending in .toml), served at its own speed.
 const simChildEnv = "KVBENCH_BENCH_SIM_PROFILE"
 
 func TestMain(m *testing.M) {
@@ -30,7 +31,11 @@ func TestMain(m *testing.M) {
 // serveSimChild serves the sim as `kvbench sim` does until its stdin closes (the parent
 // ended) or ten minutes pass, after printing its URL on a line of its own.
 func serveSimChild(profile string) int {
-	srv, err := sim.Start(sim.Options{Profile: profile, Speed: 1000})
+	opts := sim.Options{Profile: profile, Speed: 1000}
+	if strings.HasSuffix(profile, ".toml") {
+		opts = sim.Options{ProfileFile: profile}
+	}
+	srv, err := sim.Start(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

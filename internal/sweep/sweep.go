@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/anvil-serving/kvbench/harness/record"
+	"github.com/anvil-serving/kvbench/harness/redact"
 	"github.com/anvil-serving/kvbench/harness/runs"
 	"github.com/anvil-serving/kvbench/internal/runner"
+	"github.com/anvil-serving/kvbench/internal/target"
 	"github.com/anvil-serving/kvbench/scenarios"
 )
 
@@ -37,6 +39,10 @@ type Plan struct {
 	Users       []int
 	TimeScales  []float64
 	ThresholdMS float64 // TTFT p90 a level must stay within; 0: report levels only
+	// Endpoints are a host-tier sweep's servers, one host-tier size each (hosttier.go), and
+	// CalibrateLevel the index of the level the host-tier model is calibrated at.
+	Endpoints      []string
+	CalibrateLevel int
 }
 
 // NewPlan finds the step to sweep (stepID, or the scenario's only conversation or trace
@@ -76,7 +82,7 @@ func NewPlan(sc *scenarios.Scenario, stepID, users, timeScales string, threshold
 func (p *Plan) IsTrace() bool { return p.Scenario.Steps[p.Step].IsTrace() }
 
 // Levels is the number of levels.
-func (p *Plan) Levels() int { return max(len(p.Users), len(p.TimeScales)) }
+func (p *Plan) Levels() int { return max(len(p.Users), len(p.TimeScales), len(p.Endpoints)) }
 
 // Level is level k's scenario, the step alone with its level's users or time scale, its
 // prompts seeded apart from the other levels' (see LevelSeedStride), with its name.
@@ -86,12 +92,17 @@ func (p *Plan) Level(k int) (*scenarios.Scenario, string) {
 	c.Prompt.Seed = sc.Prompt.Seed + int64(k)*LevelSeedStride
 	st := sc.Steps[p.Step]
 	var name string
-	if p.IsTrace() {
+	switch {
+	case len(p.Endpoints) > 0:
+		c.Target.Endpoint, c.Target.Metrics = p.Endpoints[k], target.DefaultMetrics(p.Endpoints[k], sc.Target.Backend) // the endpoint's own
+		c.Name = fmt.Sprintf("%s-host-tier-%d", sc.Name, k+1)
+		name = "endpoint " + redact.URL(p.Endpoints[k])
+	case p.IsTrace():
 		x := p.TimeScales[k]
 		st.TimeScale = x
 		c.Name = fmt.Sprintf("%s-time-scale-%s", sc.Name, strconv.FormatFloat(x, 'f', -1, 64))
 		name = fmt.Sprintf("time_scale %g", x)
-	} else {
+	default:
 		n := p.Users[k]
 		st.Users, st.Concurrency = n, n
 		c.Name = fmt.Sprintf("%s-users-%d", sc.Name, n)
@@ -130,6 +141,9 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 	}
 	if p.IsTrace() {
 		sw.Load = record.SweepRequestRate
+		if len(p.Endpoints) > 0 {
+			sw.Load = record.SweepHostTier
+		}
 		if sh := p.Scenario.Steps[p.Step].Shard; !sh.IsWhole() {
 			sw.Shard = &record.TraceShard{Index: sh.Index, Count: sh.Count}
 		}
@@ -206,6 +220,10 @@ func Run(ctx context.Context, p *Plan, outDir, version string, console io.Writer
 		sw.Status = record.StatusCompleted
 	}
 	sw.Decide()
+	if len(p.Endpoints) > 0 {
+		sw.CapacityReason = "a host-tier sweep decides no capacity: its levels are host-tier sizes, not loads"
+		fitHostTier(ctx, p, dir, sw)
+	}
 	if _, err := runs.ReplaceJSON(path, sw); err != nil {
 		return nil, err
 	}
@@ -228,6 +246,9 @@ func levelOf(p *Plan, k int, dir string, out *runner.Outcome) (record.SweepLevel
 		return record.SweepLevelOf(p.Users[k], rel, sum, out.Record.Status, out.Record.Conversation(step), threshold), nil
 	}
 	ts := out.Record.Trace(step)
+	if len(p.Endpoints) > 0 {
+		return record.SweepHostTierLevelOf(redact.URL(p.Endpoints[k]), rel, sum, out.Record.Status, ts, threshold), nil
+	}
 	var rate *float64
 	if ts != nil {
 		rate = ts.OfferedRequestsPerSecond
@@ -297,29 +318,4 @@ func findStep(sc *scenarios.Scenario, id string) (int, error) {
 	default:
 		return 0, fmt.Errorf("%s: %d conversation and trace steps: name one with --step", sc.Path, len(found))
 	}
-}
-
-// ExpandDirs replaces each sweep directory among dirs by its levels' run directories, so a
-// report shows every level of a sweep, and returns the sweeps' records for their capacity
-// tables.
-func ExpandDirs(dirs []string) ([]string, []*record.Sweep, error) {
-	var out []string
-	var sweeps []*record.Sweep
-	for _, d := range dirs {
-		if !runs.IsSweep(d) {
-			out = append(out, d)
-			continue
-		}
-		s, err := runs.LoadSweep(d)
-		if err != nil {
-			return nil, nil, err
-		}
-		sweeps = append(sweeps, s)
-		for _, l := range s.Levels {
-			if l.Run != "" {
-				out = append(out, filepath.Join(d, l.Run))
-			}
-		}
-	}
-	return out, sweeps, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -126,7 +127,7 @@ func TestRunGoesOnPastFailedGates(t *testing.T) {
 		!strings.Contains(console.String(), "sweep level: 4 users [1/2 levels done (50%)") || !strings.Contains(console.String(), "ETA ") {
 		t.Errorf("no sweep record in %s, console %q", res.Dir, console.String())
 	}
-	dirs, sweeps, err := ExpandDirs([]string{res.Dir, "other"})
+	dirs, sweeps, err := runs.ExpandDirs([]string{res.Dir, "other"})
 	if err != nil || len(dirs) != 3 || dirs[2] != "other" || len(sweeps) != 1 || len(sweeps[0].Levels) != 2 {
 		t.Errorf("ExpandDirs = %v, %v, %v", dirs, sweeps, err)
 	}
@@ -204,5 +205,63 @@ func TestRunWritesTheRecordAsLevelsEnd(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(res.Dir, runs.SweepFile))
 	if err != nil || !strings.Contains(string(data), `"status": "completed"`) {
 		t.Errorf("final record: %v\n%s", err, data)
+	}
+}
+
+// TestHostTierPlan: --endpoints needs a trace step, two servers or more and a level to
+// calibrate at, and replaces the load flags and the target; each level goes to its own
+// server and reads that server's /metrics.
+func TestHostTierPlan(t *testing.T) {
+	sc := chat(t)
+	if _, err := NewHostTierPlan(sc, "", "http://a:1/v1,http://b:1/v1", 1); err == nil || !strings.Contains(err.Error(), "not a trace step") {
+		t.Errorf("a conversation: %v", err)
+	}
+	tr := &scenarios.Scenario{Name: "t", Path: "t.toml", Steps: []scenarios.Step{{ID: "load", Kind: "trace"}}}
+	for _, c := range []struct {
+		endpoints string
+		level     int
+		want      string
+	}{
+		{"http://a:1/v1", 1, "at least two"},
+		{"http://a:1/v1,ftp://b", 1, "not an http(s) URL"},
+		{"http://a:1/v1,http://b:1/v1", 3, "levels 1 to 2"},
+	} {
+		if _, err := NewHostTierPlan(tr, "", c.endpoints, c.level); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s level %d: %v, want %q", c.endpoints, c.level, err, c.want)
+		}
+	}
+	p, err := NewHostTierPlan(tr, "", "http://a:1/v1, http://b:2/v1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level, _ := p.Level(1)
+	if p.Levels() != 2 || p.CalibrateLevel != 1 || level.Target.Endpoint != "http://b:2/v1" || len(level.Target.Metrics) != 1 || level.Target.Metrics[0] != "http://b:2/metrics" {
+		t.Errorf("plan %+v, level 2 target %+v", p, level.Target)
+	}
+}
+
+// TestFlagsRefuseMixes: --endpoints runs one load on its own servers, and --calibrate-level
+// belongs to it.
+func TestFlagsRefuseMixes(t *testing.T) {
+	tr := &scenarios.Scenario{Name: "t", Path: "t.toml", Steps: []scenarios.Step{{ID: "load", Kind: "trace"}}}
+	two := "--endpoints=http://a:1/v1,http://b:1/v1"
+	for _, c := range []struct {
+		args        []string
+		targetGiven bool
+		want        string
+	}{
+		{[]string{two, "--time-scales", "1,0.5"}, false, "without --users or --time-scales"},
+		{[]string{two, "--ttft-p90-ms", "100"}, false, "runs one load"},
+		{[]string{two}, true, "without --endpoint or --metrics"},
+		{[]string{"--calibrate-level", "2", "--time-scales", "1"}, false, "give it with --endpoints"},
+	} {
+		fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+		f := RegisterFlags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Plan(tr, c.targetGiven); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
 	}
 }

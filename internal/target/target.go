@@ -117,17 +117,23 @@ func Apply(sc *scenarios.Scenario, o Overrides) (*Resolved, error) {
 		sc.Target.Endpoint = DefaultEndpoint
 	}
 	if len(sc.Target.Metrics) == 0 {
-		path := "/metrics"
-		if def, err := engine.ByName(sc.Target.Backend); err == nil {
-			path = def.DefaultMetricsPath() // trtllm-serve serves Prometheus text apart from /metrics
-		}
-		sc.Target.Metrics = []string{client.RootURL(sc.Target.Endpoint) + path}
+		sc.Target.Metrics = DefaultMetrics(sc.Target.Endpoint, sc.Target.Backend)
 		if len(r.fileURLs) > 0 && r.fileURLs[0].key == "target.endpoint" {
 			// The counters are read from the file's endpoint host too.
 			r.fileURLs = append(r.fileURLs, fileURL{"target.endpoint", sc.Target.Metrics[0]})
 		}
 	}
 	return r, nil
+}
+
+// DefaultMetrics is the /metrics URL of a server at endpoint, run by engine backend, when
+// none is named: its root's /metrics, or the engine's own path.
+func DefaultMetrics(endpoint, backend string) []string {
+	path := "/metrics"
+	if def, err := engine.ByName(backend); err == nil {
+		path = def.DefaultMetricsPath() // trtllm-serve serves Prometheus text apart from /metrics
+	}
+	return []string{client.RootURL(endpoint) + path}
 }
 
 // Consent refuses, before anything is sent, what the scenario file chose and the user did

@@ -1,10 +1,9 @@
-// Package sizing adds to kvbench trace size what reads other runs or writes the HTML report:
-// --curve RUN_DIR (a reload-curve run on the same server, which prices each size's hits),
-// --gpu-hour-cost and --html FILE (docs/traces.md, "trace size").
-package sizing
+package tierplan
+
+// The flags here price the sizes by a reload-curve run on the same server (--curve RUN_DIR,
+// --gpu-hour-cost) and draw them (--html FILE): docs/traces.md, "What a size buys".
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,15 +17,15 @@ import (
 	"github.com/anvil-serving/kvbench/internal/report"
 )
 
-// Flags are trace size's --curve, --gpu-hour-cost and --html.
-type Flags struct {
+// CurveFlags are trace size's --curve, --gpu-hour-cost and --html.
+type CurveFlags struct {
 	curve, html string
 	cost        *costFlag
 }
 
-// Register adds the flags to fs.
-func Register(fs *flag.FlagSet) *Flags {
-	f := &Flags{cost: &costFlag{}}
+// RegisterCurveFlags adds the flags to fs.
+func RegisterCurveFlags(fs *flag.FlagSet) *CurveFlags {
+	f := &CurveFlags{cost: &costFlag{}}
 	fs.StringVar(&f.curve, "curve", "", "a reload-curve run on the same server (kvbench run reload-curve): prices each size's host hits, and the GPU hits, in prefill seconds saved per hour of trace time")
 	fs.Var(f.cost, "gpu-hour-cost", "with --curve: the price of one GPU-hour, which turns the seconds saved into cost per hour (a server of N GPUs: N times the price)")
 	fs.StringVar(&f.html, "html", "", "also write the sizes as a self-contained HTML page to this new file: host share and seconds saved against tier size, the knee marked")
@@ -34,7 +33,7 @@ func Register(fs *flag.FlagSet) *Flags {
 }
 
 // Apply loads the curve run into cfg; its errors are bad input naming the flag.
-func (f *Flags) Apply(cfg *trace.SizeConfig) error {
+func (f *CurveFlags) Apply(cfg *trace.SizeConfig) error {
 	if f.cost.given && f.curve == "" {
 		return errors.New("--gpu-hour-cost prices the seconds --curve gives: give --curve RUN_DIR too")
 	}
@@ -53,7 +52,7 @@ func (f *Flags) Apply(cfg *trace.SizeConfig) error {
 }
 
 // Finish writes the page of r when --html asked for one.
-func (f *Flags) Finish(r *trace.SizeReport, now time.Time) error {
+func (f *CurveFlags) Finish(r *trace.SizeReport, now time.Time) error {
 	if f.html == "" {
 		return nil
 	}
@@ -91,28 +90,6 @@ func LoadCurve(dir string) (*trace.PrefillCurve, error) {
 	}
 	c.Model, c.Engine = r.Identify().Model, r.Runtime.Engine
 	return c, nil
-}
-
-// Job is trace.SizeJob with these flags.
-func Job(fs *flag.FlagSet) func(args []string) (trace.FileJob, error) {
-	config := trace.RegisterSizeFlags(fs)
-	f := Register(fs)
-	return func(args []string) (trace.FileJob, error) {
-		if len(args) != 1 {
-			return trace.FileJob{}, fmt.Errorf("want one trace file, got %d arguments", len(args))
-		}
-		cfg, w, err := config()
-		if err == nil {
-			err = f.Apply(&cfg)
-		}
-		return trace.FileJob{Schema: trace.SizeSchema, Run: func(ctx context.Context) (trace.Report, error) {
-			r, err := trace.SizeFile(ctx, args[0], w, cfg)
-			if err != nil {
-				return nil, err
-			}
-			return r, f.Finish(r, time.Now())
-		}}, err
-	}
 }
 
 // costFlag is a price >= 0 that remembers whether it was given.

@@ -1,4 +1,4 @@
-package sizing
+package tierplan
 
 import (
 	"flag"
@@ -23,7 +23,7 @@ func TestFlags(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		f := Register(fs)
+		f := RegisterCurveFlags(fs)
 		err := fs.Parse(c.args)
 		var cfg trace.SizeConfig
 		if err == nil {
