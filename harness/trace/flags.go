@@ -172,7 +172,7 @@ func NewSizeFlags(fs *flag.FlagSet) *SizeFlags {
 	fs.Var(&f.gpu, "gpu-tokens", "GPU prefix-cache size in tokens (required without --from)")
 	f.bytesPerToken = fs.Int64("bytes-per-token", 0, "bytes the host tier stores per token (needed for sizes in bytes; with it every size is given in bytes too)")
 	f.poolOutput = fs.Bool("pool-holds-output", false, "the GPU pool also holds each request's partial block and output_length tokens while it runs, as an engine's block pool does")
-	f.policy = fs.String("policy", PolicyVLLM, "host-tier write policy NAME[:PARAM=V,...]: vllm[:store_threshold=N,max_tracker_size=N], sglang-write-through, sglang-write-through-selective, sglang-write-back (docs/traces.md)")
+	f.policy = fs.String("policy", PolicyVLLM, "host-tier write policy NAME[:PARAM=V,...]: vllm[:store_threshold=N,max_tracker_size=N], sglang-write-through, sglang-write-through-selective, sglang-write-back, llamacpp[:slots=N,kv_unified=1] (docs/traces.md)")
 	f.window = registerWindowFlags(fs)
 	return f
 }

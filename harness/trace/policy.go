@@ -19,6 +19,9 @@ const (
 	PolicySGLangWriteThroughSelective = "sglang-write-through-selective"
 	// PolicySGLangWriteBack is write_back: written when the GPU evicts it.
 	PolicySGLangWriteBack = "sglang-write-back"
+	// PolicyLlamaCpp is llama.cpp server's host prompt cache (--cache-ram) behind one slot
+	// (-np 1): whole slot states saved when the slot is reused, restored by longest prefix.
+	PolicyLlamaCpp = "llamacpp"
 )
 
 // vLLM's FilterReusedOffloadingManager default tracker size (max_tracker_size).
@@ -32,6 +35,10 @@ type Policy struct {
 	StoreThreshold int
 	// TrackerSize (vllm, StoreThreshold >= 2): the entries of the LRU table counting lookups.
 	TrackerSize int
+	// Slots (llamacpp): the server's -np, 1 when 0; KVUnified: --kv-unified, which -np
+	// auto (4 slots) turns on.
+	Slots     int
+	KVUnified bool
 }
 
 // ParsePolicy reads NAME[:PARAM=V[,PARAM=V]], such as vllm:store_threshold=2.
@@ -43,9 +50,12 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyVLLM:
 		allowed = []string{"store_threshold", "max_tracker_size"}
 		p.TrackerSize = defaultTrackerSize
+	case PolicyLlamaCpp:
+		allowed = []string{"slots", "kv_unified"}
+		p.Slots = 1
 	case PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack:
 	default:
-		return p, fmt.Errorf("unknown policy %q (%s, %s, %s or %s)", name, PolicyVLLM, PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack)
+		return p, fmt.Errorf("unknown policy %q (%s, %s, %s, %s or %s)", name, PolicyVLLM, PolicySGLangWriteThrough, PolicySGLangWriteThroughSelective, PolicySGLangWriteBack, PolicyLlamaCpp)
 	}
 	if params == "" {
 		return p, nil
@@ -61,11 +71,15 @@ func ParsePolicy(s string) (Policy, error) {
 			p.StoreThreshold = n
 		case k == "max_tracker_size" && name == PolicyVLLM && n >= 1:
 			p.TrackerSize = n
+		case k == "slots" && name == PolicyLlamaCpp && n >= 1:
+			p.Slots = n
+		case k == "kv_unified" && name == PolicyLlamaCpp && n <= 1:
+			p.KVUnified = n == 1
 		default:
 			if len(allowed) == 0 {
 				return p, fmt.Errorf("policy %s takes no parameters", name)
 			}
-			return p, fmt.Errorf("policy %s: bad parameter %q (it takes %s; max_tracker_size >= 1)", name, kv, strings.Join(allowed, ", "))
+			return p, fmt.Errorf("policy %s: bad parameter %q (it takes %s; max_tracker_size and slots >= 1, kv_unified 0 or 1)", name, kv, strings.Join(allowed, ", "))
 		}
 	}
 	return p, nil
@@ -80,6 +94,12 @@ func (p Policy) String() string {
 		if p.TrackerSize != defaultTrackerSize {
 			params = append(params, "max_tracker_size="+strconv.Itoa(p.TrackerSize))
 		}
+	}
+	if p.Slots > 1 {
+		params = append(params, "slots="+strconv.Itoa(p.Slots))
+	}
+	if p.KVUnified {
+		params = append(params, "kv_unified=1")
 	}
 	if len(params) == 0 {
 		return p.Name

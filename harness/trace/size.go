@@ -182,12 +182,24 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 	if cfg.Policy.Name == "" {
 		cfg.Policy, _ = ParsePolicy(PolicyVLLM)
 	}
-	// The listed sizes and their doubles (for the knee), in blocks, each modelled once.
-	var blocks []int64
+	r := &SizeReport{BlockTokens: bt, GPUTokens: cfg.GPUTokens, PoolHoldsOutput: cfg.PoolHoldsOutput, Policy: cfg.Policy.String()}
+	if cfg.BytesPerToken > 0 {
+		r.BytesPerToken = &cfg.BytesPerToken
+	}
 	for _, h := range cfg.HostTokens {
 		if h < 0 {
 			return nil, fmt.Errorf("host tier %d tokens is negative", h)
 		}
+	}
+	if cfg.Policy.Name == PolicyLlamaCpp {
+		if cfg.Curve != nil {
+			return nil, errors.New("--curve prices the GPU hits once for every size, but under policy llamacpp the live slot's share changes with the host size: pricing it is not modelled")
+		}
+		return sizeLlamaCpp(src, cfg, r)
+	}
+	// The listed sizes and their doubles (for the knee), in blocks, each modelled once.
+	var blocks []int64
+	for _, h := range cfg.HostTokens {
 		blocks = append(blocks, h/int64(bt), 2*(h/int64(bt)))
 	}
 	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
@@ -202,10 +214,6 @@ func Size(src Source, cfg SizeConfig) (*SizeReport, error) {
 		}
 	}
 	gpu := newGPUTier(cfg.GPUTokens / int64(bt))
-	r := &SizeReport{BlockTokens: bt, GPUTokens: cfg.GPUTokens, PoolHoldsOutput: cfg.PoolHoldsOutput, Policy: cfg.Policy.String()}
-	if cfg.BytesPerToken > 0 {
-		r.BytesPerToken = &cfg.BytesPerToken
-	}
 	var req Request
 	var keys []uint64
 	var gpuHits int64
@@ -355,7 +363,12 @@ func (r *SizeReport) WriteText(w io.Writer) error {
 	if r.Calibration != nil {
 		r.Calibration.writeText(&b)
 	}
-	fmt.Fprintf(&b, "\nhost-tier sizes: GPU %s tokens, policy %s (ideal: whole blocks, prefix hits; see docs/traces.md)\n", thousands(r.GPUTokens), r.Policy)
+	if c := PolicyCaveat(r.Policy); c != "" {
+		fmt.Fprintf(&b, "\nhost-tier sizes: policy %s, slots of %s tokens (token prefixes; the GPU share is the live slot's; see docs/traces.md)\n", r.Policy, thousands(r.GPUTokens))
+		fmt.Fprintf(&b, "  note: %s\n", c)
+	} else {
+		fmt.Fprintf(&b, "\nhost-tier sizes: GPU %s tokens, policy %s (ideal: whole blocks, prefix hits; see docs/traces.md)\n", thousands(r.GPUTokens), r.Policy)
+	}
 	if r.PoolHoldsOutput {
 		b.WriteString("  the GPU pool also holds each request's partial block and output while it runs\n")
 	}

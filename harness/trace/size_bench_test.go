@@ -50,7 +50,7 @@ func BenchmarkSizeConversation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, p := range []string{"vllm", "vllm+curve", "vllm:store_threshold=2", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back"} {
+	for _, p := range []string{"vllm", "vllm+curve", "vllm:store_threshold=2", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back", "llamacpp"} {
 		b.Run(p, func(b *testing.B) {
 			name, priced := strings.CutSuffix(p, "+curve")
 			pol, err := ParsePolicy(name)

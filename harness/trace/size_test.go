@@ -200,12 +200,12 @@ func TestKnee(t *testing.T) {
 }
 
 func TestParsePolicy(t *testing.T) {
-	for _, s := range []string{"vllm", "vllm:store_threshold=2", "vllm:store_threshold=3,max_tracker_size=10", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back"} {
+	for _, s := range []string{"vllm", "vllm:store_threshold=2", "vllm:store_threshold=3,max_tracker_size=10", "sglang-write-through", "sglang-write-through-selective", "sglang-write-back", "llamacpp", "llamacpp:slots=4,kv_unified=1"} {
 		if p, err := ParsePolicy(s); err != nil || p.String() != s {
 			t.Errorf("%s: %v, reads back as %q", s, err, p.String())
 		}
 	}
-	for _, s := range []string{"lmcache", "vllm:store_threshold", "vllm:store_threshold=-1", "sglang-write-through:x=1", "sglang-write-back:store_threshold=2", "vllm:max_tracker_size=0"} {
+	for _, s := range []string{"lmcache", "vllm:store_threshold", "vllm:store_threshold=-1", "sglang-write-through:x=1", "sglang-write-back:store_threshold=2", "vllm:max_tracker_size=0", "llamacpp:store_threshold=2", "llamacpp:slots=0", "llamacpp:kv_unified=2"} {
 		if _, err := ParsePolicy(s); err == nil {
 			t.Errorf("%s: accepted", s)
 		}

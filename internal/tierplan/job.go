@@ -259,6 +259,9 @@ func planFit(run *Run) (*fit, error) {
 	if note != "" {
 		ft.notes = append(ft.notes, note)
 	}
+	if c := trace.PolicyCaveat(run.Engine); c != "" {
+		ft.notes = append(ft.notes, c)
+	}
 	if s.PeakInFlight > 1 {
 		ft.notes = append(ft.notes, fmt.Sprintf("the run had up to %d requests in flight at once and the model serves them one at a time: the fit absorbs what concurrency changed, at this size only (replay with concurrency = 1 to calibrate)", s.PeakInFlight))
 	}

@@ -27,8 +27,9 @@ import (
 
 // Engine families with a modelled host-tier policy (harness/engine's names).
 const (
-	EngineVLLM   = "vllm"
-	EngineSGLang = "sglang"
+	EngineVLLM     = "vllm"
+	EngineSGLang   = "sglang"
+	EngineLlamaCpp = "llamacpp"
 )
 
 // MaxFitThreshold is the largest vLLM store_threshold a calibration tries.
@@ -42,6 +43,8 @@ type Run struct {
 	// and Dialects the metric dialects preflight recognised.
 	Engine   string
 	Dialects []string
+	// Slots is the server's slot count preflight read (llama.cpp's /props; 0: unknown).
+	Slots int
 	// TraceFile and TraceSHA256 are the trace as the step read it; Format its format.
 	TraceFile   string
 	TraceSHA256 string
@@ -100,13 +103,14 @@ func Read(dir string) (*Run, error) {
 	var pf struct {
 		Backend  string   `json:"backend"`
 		Dialects []string `json:"dialects"`
+		Slots    int      `json:"slots"`
 	}
 	if len(r.Preflight) > 0 {
 		if err := json.Unmarshal(r.Preflight, &pf); err != nil {
 			return nil, fmt.Errorf("%s: preflight: %w", dir, err)
 		}
 	}
-	out.Engine, out.Dialects = pf.Backend, pf.Dialects
+	out.Engine, out.Dialects, out.Slots = pf.Backend, pf.Dialects, pf.Slots
 	out.sizes(tr.Ideal, r.Cache)
 	if d := st.Span; d != nil {
 		if v := d.Delta(metrics.StoresSkipped); v != nil {
@@ -171,6 +175,13 @@ func (r *Run) DefaultPolicy() (trace.Policy, string, error) {
 	case EngineSGLang:
 		p, _ := trace.ParsePolicy(trace.PolicySGLangWriteThrough)
 		return p, "engine sglang: write_through assumed, HiCache's default --hicache-write-policy (the record does not say which the server ran; name it with --policy, or fit it with --calibrate)", nil
+	case EngineLlamaCpp:
+		if r.Slots > 1 {
+			p, _ := trace.ParsePolicy(fmt.Sprintf("%s:slots=%d,kv_unified=1", trace.PolicyLlamaCpp, r.Slots))
+			return p, fmt.Sprintf("engine llamacpp: its --cache-ram prompt cache behind %d slots (preflight), on a unified KV cache as -np auto runs it, assumed (the record does not say; an explicit -np N without --kv-unified is %s:slots=%d)", r.Slots, trace.PolicyLlamaCpp, r.Slots), nil
+		}
+		p, _ := trace.ParsePolicy(trace.PolicyLlamaCpp)
+		return p, "engine llamacpp: its --cache-ram prompt cache behind one slot", nil
 	}
 	return trace.Policy{}, "", fmt.Errorf("--policy: the run's engine %q has no modelled host-tier policy (vllm and sglang have); name one with --policy", r.Engine)
 }
@@ -196,6 +207,14 @@ func (r *Run) Candidates() ([]trace.Policy, string) {
 		return vllm, ""
 	case EngineSGLang:
 		return sglang, ""
+	case EngineLlamaCpp:
+		p, _, _ := r.DefaultPolicy()
+		if p.Slots <= 1 {
+			return []trace.Policy{p}, ""
+		}
+		q := p
+		q.KVUnified = false
+		return []trace.Policy{p, q}, ""
 	}
 	return append(vllm, sglang...), fmt.Sprintf("the run's engine %q has no modelled policy of its own: every modelled policy was tried", r.Engine)
 }
@@ -212,6 +231,8 @@ func (r *Run) Measured() (float64, error) {
 		return 0, fmt.Errorf("--calibrate %s: step %s sent %d of %d requests, %d failed: the measurement is not the window's", r.Dir, r.Step, s.Requests, s.PlannedRequests, s.FailedRequests)
 	case s.WarmCaches != nil:
 		return 0, fmt.Errorf("--calibrate %s: step %s was served from caches warmed before it (warm_caches): its host share is not the trace's", r.Dir, r.Step)
+	case s.Tiers.Host == nil && r.Engine == EngineLlamaCpp:
+		return 0, fmt.Errorf("--calibrate %s: step %s measured no host share: llama.cpp has no tier counters, and a trace step does not yet record its requests' slot attribution; predict with --from (policy llamacpp, checked against llama-server in kvbench's CI: docs/traces.md)", r.Dir, r.Step)
 	case s.Tiers.Host == nil:
 		return 0, fmt.Errorf("--calibrate %s: step %s measured no host share (tiers.host_share is null: the server's counters do not split the tiers)", r.Dir, r.Step)
 	case s.Ideal == nil:

@@ -130,6 +130,28 @@ func TestDefaultPolicyByEngine(t *testing.T) {
 	}
 }
 
+// TestLlamaCppRun: a llama.cpp run's policy is llamacpp with the slots preflight read, and a
+// calibration says it has no measured host share to fit.
+func TestLlamaCppRun(t *testing.T) {
+	for slots, want := range map[float64]string{1: "llamacpp", 4: "llamacpp:slots=4,kv_unified=1"} {
+		dir := copyRun(t, native, func(m map[string]any) {
+			pf := m["preflight"].(map[string]any)
+			pf["backend"], pf["slots"] = "llamacpp", slots
+		}, nil)
+		r, err := Read(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, why, err := r.DefaultPolicy()
+		if err != nil || p.String() != want || !strings.Contains(why, "llamacpp") {
+			t.Errorf("%v slots: policy %s (%s) %v, want %s", slots, p, why, err, want)
+		}
+		if cands, _ := r.Candidates(); len(cands) != min(int(slots), 2) {
+			t.Errorf("%v slots: candidates %v", slots, cands)
+		}
+	}
+}
+
 // plan parses args as trace size's flags and plans the call.
 func plan(t *testing.T, args ...string) (*Plan, error) {
 	t.Helper()
