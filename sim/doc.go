@@ -111,6 +111,9 @@
 //
 // store_threshold = N (N >= 2) is not a fault but vLLM's reuse filter: a block is stored only
 // after N lookups, so a sequence seen once stores nothing (vllm:kv_offload_stores_skipped_total).
+// As in vLLM's connector, a lookup counts only the whole blocks after the GPU prefix hits, in
+// a table of vLLM's default 64,000 entries (least recent dropped): a block the GPU keeps
+// serving is never counted, so never stored.
 //
 // A hang ends when its client goes away or the server closes; Close waits for it.
 //

@@ -83,7 +83,7 @@ type Engine struct {
 	p          Profile
 	pool       gpuPool
 	cpu        cpuTier
-	lookups    map[uint64]int  // block hash -> times looked up, for store_threshold
+	lookups    *reuseTracker   // block hash -> times looked up, for store_threshold
 	corrupt    map[uint64]bool // GPU blocks filled by a corrupted reload (fidelity.go)
 	stores     int             // store attempts, for allocation_fail_every_nth_store
 	toStore    []uint64        // storeToCPU's scratch
@@ -105,7 +105,7 @@ func NewEngine(p Profile) *Engine {
 func (e *Engine) reset() {
 	e.pool = newGPUPool(e.p.NumGPUBlocks)
 	e.cpu = newCPUTier(e.p.CPUBlocks())
-	e.lookups, e.stores = map[uint64]int{}, 0
+	e.lookups, e.stores = newReuseTracker(), 0
 	e.corrupt = map[uint64]bool{}
 	e.running, e.waiting = nil, nil
 	e.counters = newCounters()
@@ -302,8 +302,14 @@ func (e *Engine) tryAdmit(s *Sequence) bool {
 		}
 	}
 	// The connector's lookup first touches every block of the request the tier holds, GPU
-	// hits included (OffloadingConnectorScheduler.get_num_new_matched_tokens).
+	// hits included (OffloadingConnectorScheduler.get_num_new_matched_tokens), then looks up
+	// the whole blocks after the GPU hits, none when the GPU hit them all; store_threshold
+	// counts only those, at every admission attempt, as vLLM's scheduler asks the connector
+	// each step a request waits with nothing computed (docs/domain.md, store_threshold).
 	e.cpu.touchAll(s.hashes)
+	if e.p.StoreThreshold >= 2 && gpuHit < len(s.hashes) {
+		e.lookups.lookup(s.hashes[gpuHit:])
+	}
 	cpuHit := 0
 	for gpuHit+cpuHit < maxHit && e.cpu.contains(s.hashes[gpuHit+cpuHit]) {
 		cpuHit++
@@ -571,15 +577,14 @@ func (p *gpuPool) release(b int32) {
 	}
 }
 
-// admitStore applies the store filters to a block about to be written to the CPU tier: the
-// store_threshold reuse filter, then injected allocation failures. It counts what it refuses.
+// admitStore applies the store filters to a block offered to the CPU tier: the
+// store_threshold reuse filter (the block's lookups so far, this request's included; a block
+// already in the tier is skipped too, as vLLM filters before its manager), then injected
+// allocation failures. It counts what it refuses.
 func (e *Engine) admitStore(h uint64) bool {
-	if e.p.StoreThreshold >= 2 {
-		e.lookups[h]++
-		if e.lookups[h] < e.p.StoreThreshold {
-			e.counters.StoresSkipped++
-			return false
-		}
+	if e.p.StoreThreshold >= 2 && e.lookups.count(h) < e.p.StoreThreshold {
+		e.counters.StoresSkipped++
+		return false
 	}
 	if n := e.p.AllocationFailEveryNthStore; n > 0 && !e.cpu.contains(h) {
 		e.stores++

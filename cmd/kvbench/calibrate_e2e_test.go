@@ -22,15 +22,19 @@ import (
 )
 
 // calibrationTrace writes writeTrace's conversation trace of n requests, its turns 1.8 s
-// apart: a follow-up finds its conversation on the host tier more than on the GPU. (The
-// embedded engine's store_threshold counts a block each time it is offered for a store, GPU
-// hits included, where the model counts the connector's lookups after the GPU hits, as vLLM
-// does: on a trace whose follow-ups hit the GPU the two part, and a calibration says so.)
+// apart: a follow-up finds its conversation on the host tier more than on the GPU.
 func calibrationTrace(t *testing.T, dir string, n int) string {
+	t.Helper()
+	return conversationTrace(t, dir, n, 1800*time.Millisecond)
+}
+
+// conversationTrace writes a conversation-shaped trace of n requests at 50 a second, a
+// conversation's turns think apart on average, to dir/conversation.jsonl.
+func conversationTrace(t *testing.T, dir string, n int, think time.Duration) string {
 	t.Helper()
 	cfg := trace.DefaultGeneratorConfig()
 	cfg.Seed, cfg.Requests, cfg.Rate, cfg.BlockTokens, cfg.Scale, cfg.MaxInputTokens = 7, n, 50, 16, 1.0/32, 1200*32
-	cfg.ThinkTime = 1800 * time.Millisecond
+	cfg.ThinkTime = think
 	g, err := trace.NewGenerator(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -81,18 +85,42 @@ func replayAtHostTier(t *testing.T, dir, file string, hostBlocks int) (string, r
 // --calibrate` from that run alone, and replays at two other sizes. Each calibrated
 // prediction is within 2 points of the host share measured there; a ratio (measured over
 // the LRU ideal at the measured size, applied to the ideal at the others) misses by more
-// than 2 points at some size, since the threshold makes the tier saturate.
+// than 2 points at some size, since the threshold makes the tier saturate. Two traces: turns
+// 1.8 s apart, whose follow-ups find their conversation on the host tier more than on the
+// GPU, and 0.1 s apart, whose follow-ups mostly find it on the GPU, where only the blocks
+// past the GPU hits are looked up and so counted toward the threshold.
 func TestCalibrateAgainstReplays(t *testing.T) {
+	for _, c := range []struct {
+		think  time.Duration
+		onGPU  bool  // follow-ups find their conversation on the GPU
+		others []int // host-tier blocks of the replays predicted
+	}{
+		{1800 * time.Millisecond, false, []int{160, 1280}},
+		{100 * time.Millisecond, true, []int{120, 1280}},
+	} {
+		t.Run("think "+c.think.String(), func(t *testing.T) { calibrateAgainstReplays(t, c.think, c.onGPU, c.others) })
+	}
+}
+
+// calibrateAgainstReplays is TestCalibrateAgainstReplays on one trace, calibrated at 320
+// host blocks; onGPU: the GPU serves more than three times what the host tier does there.
+func calibrateAgainstReplays(t *testing.T, think time.Duration, onGPU bool, others []int) {
 	dir := t.TempDir()
-	file := calibrationTrace(t, dir, 300)
+	file := conversationTrace(t, dir, 300, think)
 	runDir, at := replayAtHostTier(t, dir, file, 320)
 	sizes := map[int64]record.TraceSection{}
-	for _, blocks := range []int{160, 1280} {
+	var host []string
+	for _, blocks := range others {
 		_, ts := replayAtHostTier(t, dir, file, blocks)
 		sizes[int64(blocks*16)] = ts
+		host = append(host, fmt.Sprint(blocks*16))
+	}
+	t.Logf("deployed: measured GPU %.4f host %.4f", *at.Tiers.GPU, *at.Tiers.Host)
+	if gpuMostly := *at.Tiers.GPU > 3**at.Tiers.Host; gpuMostly != onGPU {
+		t.Errorf("GPU share %.4f, host %.4f: the trace does not have follow-ups %s", *at.Tiers.GPU, *at.Tiers.Host, map[bool]string{true: "on the GPU", false: "on the host tier"}[onGPU])
 	}
 
-	stdout, stderr, code := runCLI(t, "trace", "size", "--calibrate", runDir, "--host", "2560,20480", "--format", "json")
+	stdout, stderr, code := runCLI(t, "trace", "size", "--calibrate", runDir, "--host", strings.Join(host, ","), "--format", "json")
 	if code != cli.ExitOK {
 		t.Fatalf("trace size --calibrate exit %d: %s", code, stderr)
 	}

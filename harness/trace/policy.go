@@ -133,9 +133,12 @@ func newHostTier(p Policy, blocks int64, counter *lookupCounter) hostTier {
 }
 
 // lookupCounter is FilterReusedOffloadingManager's count of lookups: each block the
-// connector asks for (those after the GPU hits) counted in an LRU table of TrackerSize
-// entries, the least recent entry and its count dropped when full. It depends on the GPU tier
-// only, so one serves every host-tier size of a pass.
+// connector asks for (those after the GPU hits: vllm-project/vllm@0072b0b
+// kv_connector/v1/offloading/scheduler.py get_num_new_matched_tokens) counted in an LRU table
+// of TrackerSize entries, the least recent entry and its count dropped when full; stores only
+// read it (docs/domain.md, section 7, store_threshold). Once per request: vLLM asks again each
+// step a request waits for room. It depends on the GPU tier only, so one serves every
+// host-tier size of a pass.
 type lookupCounter struct {
 	counts  map[uint64]int32
 	tracker *lruSet // recency of counts' keys

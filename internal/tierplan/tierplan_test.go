@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,12 +16,18 @@ import (
 	"github.com/anvil-serving/kvbench/harness/trace"
 )
 
-// The fixtures are two runs of the embedded engine (a 2,048-token GPU pool, a 5,120-token
-// host tier, 2,048 bytes per token) replaying testdata/conv.jsonl one request at a time:
-// native with vLLM's native connector, store-threshold-2 with store_threshold 2.
+// The fixtures are runs of the embedded engine (a 2,048-token GPU pool, a 5,120-token host
+// tier, 2,048 bytes per token) replaying testdata/conv.jsonl one request at a time: native
+// with vLLM's native connector, store-threshold-2 with store_threshold 2, allocation-fail-8
+// with every 8th block store failing for want of room. To re-record one, from this
+// directory: `kvbench sim --profile-file testdata/sim-NAME.toml --addr 127.0.0.1:PORT` (the
+// tiny profile with those sizes; native has neither fault nor filter), then `kvbench run
+// testdata/trace.toml --endpoint http://127.0.0.1:PORT/v1 --out DIR`, and copy the run
+// directory here.
 const (
 	native     = "testdata/native"
 	threshold2 = "testdata/store-threshold-2"
+	allocFail8 = "testdata/allocation-fail-8"
 )
 
 func TestReadRun(t *testing.T) {
@@ -191,9 +198,8 @@ func TestCalibrateFixtures(t *testing.T) {
 		}
 	}
 
-	// With store_threshold 2 on a 60-request trace the engine's filter and the model's part
-	// (the engine counts blocks offered for a store, the model the connector's lookups):
-	// the closest candidate is still the threshold, but nothing fits within a point.
+	// The engine's store_threshold counts what vLLM's connector looks up, as the model does:
+	// the threshold is fitted with no residual, and predicts the saturated tier at 1e4.
 	p, err = plan(t, "--calibrate", threshold2, "--host", "1e4")
 	if err != nil {
 		t.Fatal(err)
@@ -203,11 +209,27 @@ func TestCalibrateFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = r.Calibration
-	if c.Policy != "vllm:store_threshold=2" || c.Fits || !strings.HasPrefix(c.Finding, trace.NoFitFinding) {
-		t.Errorf("threshold calibration: %s fits %v residual %.2f: %s", c.Policy, c.Fits, c.ResidualPoints, c.Finding)
+	if c.Policy != "vllm:store_threshold=2" || !c.Fits || math.Abs(c.ResidualPoints) > 1e-9 || c.MeasuredHostShare <= 0 {
+		t.Errorf("threshold calibration: %s fits %v residual %.2f measured %v: %s", c.Policy, c.Fits, c.ResidualPoints, c.MeasuredHostShare, c.Finding)
 	}
 	if len(r.Sizes) != 2 || r.Sizes[0].HostTokens != 10000 || !r.Sizes[1].Deployed {
 		t.Errorf("--host 1e4 and the deployed size: %+v", r.Sizes)
+	}
+
+	// Failed stores (no room in the tier) are something no modelled policy does: the
+	// measured share lies between the native connector's and the threshold's, and nothing
+	// fits within a point.
+	p, err = plan(t, "--calibrate", allocFail8, "--host", "1e4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = p.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = r.Calibration
+	if c.Fits || !strings.HasPrefix(c.Finding, trace.NoFitFinding) || math.Abs(c.ResidualPoints) <= 1 {
+		t.Errorf("allocation-failure calibration: %s fits %v residual %.2f: %s", c.Policy, c.Fits, c.ResidualPoints, c.Finding)
 	}
 }
 
