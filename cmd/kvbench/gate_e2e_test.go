@@ -62,8 +62,9 @@ func startGate(t *testing.T, srv *sim.Server, open int) *gate {
 func (g *gate) URL() string { return g.url }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// The engine answers before it reads the body's end; forwarding a body still being read
-	// from the client then loses the connection (a cut stream), so it is read first.
+	// Read whole before forwarding: the engine answers without reading to the body's end,
+	// and once the answer is relayed net/http closes the incoming body, failing a forward
+	// still reading it and the engine connection with it (a cut stream).
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
@@ -87,7 +88,7 @@ func (g *gate) pass(r *http.Request) bool {
 	for {
 		g.mu.Lock()
 		ok, wake := n <= g.open, g.wake
-		if !ok && n == g.open+1 && g.held != nil {
+		if !ok && g.held != nil {
 			close(g.held)
 			g.held = nil
 		}
