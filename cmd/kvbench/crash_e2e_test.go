@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -68,6 +69,7 @@ type child struct {
 	mu     sync.Mutex
 	lines  []string
 	read   chan struct{} // closed when stdout is at EOF
+	stdout io.Closer     // the console pipe's end the test reads, closed to play `| head`
 	stderr bytes.Buffer
 }
 
@@ -80,6 +82,7 @@ func startChild(t *testing.T, args ...string) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.stdout = out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +309,8 @@ func readers(t *testing.T, dir, status, what string) {
 
 // TestStopSignalsEndRunCleanly: SIGTERM, SIGHUP and SIGINT end a run like Ctrl-C: exit 1
 // (not death by signal), run.json says interrupted and names the signal, and every finished
-// request is kept.
+// request is kept. The signal is sent while the third request waits at a gate, so it lands
+// mid-run however loaded the machine is.
 func TestStopSignalsEndRunCleanly(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 1})
 	file := writeScenario(t, crashScenario)
@@ -315,9 +319,10 @@ func TestStopSignalsEndRunCleanly(t *testing.T) {
 		name string
 	}{{syscall.SIGTERM, "SIGTERM"}, {syscall.SIGHUP, "SIGHUP"}, {syscall.SIGINT, "SIGINT"}} {
 		t.Run(sig.name, func(t *testing.T) {
+			g := startGate(t, srv, preflightChats+2)
 			out := t.TempDir()
-			c := startChild(t, "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
-			c.waitDone(t, 2)
+			c := startChild(t, "run", file, "--endpoint", g.URL()+"/v1", "--out", out)
+			g.waitHeld(t)
 			c.cmd.Process.Signal(sig.sig)
 			code := c.wait(t, time.Minute)
 			checkInterrupted(t, c, code, out, sig.name)
@@ -356,32 +361,18 @@ func checkInterrupted(t *testing.T, c *child, code int, out, signal string) {
 }
 
 // TestClosedStdoutEndsRunCleanly: `kvbench run ... | head` closes kvbench's stdout; its next
-// console line raises SIGPIPE, which ends the run like Ctrl-C instead of killing it.
+// console line raises SIGPIPE, which ends the run like Ctrl-C instead of killing it. The pipe
+// is closed while the third request waits at a gate and that request is let through after:
+// its line is the first write to the closed pipe, mid-run however loaded the machine is.
 func TestClosedStdoutEndsRunCleanly(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 1})
+	g := startGate(t, srv, preflightChats+2)
 	file := writeScenario(t, crashScenario)
 	out := t.TempDir()
-	cmd := exec.Command(os.Args[0], "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
-	cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1")
-	c := &child{cmd: cmd, read: make(chan struct{})}
-	cmd.Stderr = &c.stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Read like head would: up to the first two finished requests, then close the pipe.
-	sc := bufio.NewScanner(pipe)
-	for sc.Scan() {
-		c.lines = append(c.lines, sc.Text())
-		if len(c.done()) == 2 {
-			break
-		}
-	}
-	pipe.Close()
-	close(c.read)
+	c := startChild(t, "run", file, "--endpoint", g.URL()+"/v1", "--out", out)
+	g.waitHeld(t)
+	c.stdout.Close()
+	g.Open(1)
 	code := c.wait(t, time.Minute)
 	checkInterrupted(t, c, code, out, "SIGPIPE")
 }
@@ -391,21 +382,33 @@ func TestClosedStdoutEndsRunCleanly(t *testing.T) {
 // are read back from its journal.
 func TestUnwritableStepFileStopsRun(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 1})
+	// Step two's first request is journaled, its second waits at the gate.
+	g := startGate(t, srv, preflightChats+4+1)
 	file := writeScenario(t, crashScenario)
 	out := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		// Once step two is journaling, put a directory where its file must go.
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(2 * time.Millisecond) {
-			if m, _ := filepath.Glob(filepath.Join(out, "*", "step-02-second.partial.jsonl")); len(m) > 0 {
-				os.Mkdir(filepath.Join(filepath.Dir(m[0]), "step-02-second.json"), 0o755)
-				return
-			}
-		}
-	}()
 	var stdout, stderr bytes.Buffer
-	err := run(ctx, []string{"run", file, "--endpoint", srv.URL() + "/v1", "--out", out}, &stdout, &stderr)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- run(ctx, []string{"run", file, "--endpoint", g.URL() + "/v1", "--out", out}, &stdout, &stderr)
+	}()
+	g.waitHeld(t)
+	// Put a directory where step two's file must go, then let the step finish.
+	m, _ := filepath.Glob(filepath.Join(out, "*", "step-02-second.partial.jsonl"))
+	if len(m) != 1 {
+		t.Fatalf("step two's journal: %v", m)
+	}
+	if err := os.Mkdir(filepath.Join(filepath.Dir(m[0]), "step-02-second.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g.Open(crashRequests)
+	var err error
+	select {
+	case err = <-ended:
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not end within a minute")
+	}
 	if code := cli.ExitCode(err, &stderr); code != cli.ExitRuntime || !strings.Contains(stderr.String(), "step-02-second.json") {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -436,13 +439,17 @@ func TestReadOnlyRunDirStopsRun(t *testing.T) {
 	srv := startSim(t, sim.Options{Profile: "tiny", Speed: 1})
 	file := writeScenario(t, crashScenario)
 	out := t.TempDir()
-	c := startChild(t, "run", file, "--endpoint", srv.URL()+"/v1", "--out", out)
-	c.waitDone(t, 2)
+	// The directory turns read-only while the third request waits at the gate, before the
+	// first step's file is written.
+	g := startGate(t, srv, preflightChats+2)
+	c := startChild(t, "run", file, "--endpoint", g.URL()+"/v1", "--out", out)
+	g.waitHeld(t)
 	dir := runDirs(t, out)[0]
 	if err := os.Chmod(dir, 0o555); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	g.Open(crashRequests)
 	code := c.wait(t, time.Minute)
 	if code != cli.ExitRuntime || !strings.Contains(c.stderr.String(), "permission denied") {
 		t.Fatalf("exit %d: %s", code, c.stderr.String())

@@ -16,22 +16,16 @@ import (
 	"github.com/anvil-serving/kvbench/sim"
 )
 
-// slowRequests makes each request of crashScenario take about a fifth of a second, so a
-// signal sent after the first finished request lands in the first step.
-func slowRequests(p *sim.Profile) {
-	p.Speed = 1
-	p.PrefillTokensPerSecond = 2000
-}
-
-// stopInFirstStep runs crashScenario as a process, sends sig once its first request is
-// reported finished, and returns the run directory, checked to hold no step file for the
-// first step when killed (only its journal) and the first step's file only when stopped.
+// stopInFirstStep runs crashScenario as a process, sends sig while its second request waits
+// at a gate (the first reported finished, the step not), and returns the run directory,
+// checked to hold no step file for the first step when killed (only its journal) and the
+// first step's file only when stopped.
 func stopInFirstStep(t *testing.T, sig syscall.Signal) string {
 	t.Helper()
-	srv := startSim(t, sim.Options{Profile: "tiny", Override: slowRequests})
+	g := startGate(t, startSim(t, sim.Options{Profile: "tiny", Speed: 1}), preflightChats+1)
 	out := t.TempDir()
-	c := startChild(t, "run", writeScenario(t, crashScenario), "--endpoint", srv.URL()+"/v1", "--out", out)
-	c.waitDone(t, 1)
+	c := startChild(t, "run", writeScenario(t, crashScenario), "--endpoint", g.URL()+"/v1", "--out", out)
+	g.waitHeld(t)
 	c.cmd.Process.Signal(sig)
 	c.wait(t, time.Minute)
 	dirs := runDirs(t, out)

@@ -393,8 +393,10 @@ func TestNightlyScriptPassesTERMOn(t *testing.T) {
 	gw := &gateway{status: http.StatusOK}
 	pg := httptest.NewServer(gw)
 	defer pg.Close()
-	srv := startSim(t, sim.Options{Profile: "tiny", Override: slowTiny})
-	cmd := exec.Command("/bin/sh", h.script, "--endpoint", srv.URL()+"/v1")
+	// The run's second request waits at a gate until the TERM is sent: the run is mid-way
+	// however loaded the machine is.
+	g := startGate(t, startSim(t, sim.Options{Profile: "tiny", Override: slowTiny}), preflightChats+1)
+	cmd := exec.Command("/bin/sh", h.script, "--endpoint", g.URL()+"/v1")
 	cmd.Dir = h.work
 	cmd.Env = append(os.Environ(), "KVBENCH_TEST_EXEC=1", "PATH="+h.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"SCENARIO="+h.scenario, "RESULTS=results", "REPEAT=2", "PUSHGATEWAY="+pg.URL)
@@ -415,6 +417,7 @@ func TestNightlyScriptPassesTERMOn(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("no run directory appeared: %v", runJSON)
 	}
+	g.waitHeld(t)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
