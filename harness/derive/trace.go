@@ -57,8 +57,8 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 		s.DispatchBehind = DispatchBehindOf(s.DispatchLagMS, s.OfferedRequestsPerSecond)
 	}
 	s.Tiers, s.StepLoad, s.CountersValid, s.InvalidReasons = stepLoad(st)
-	if s.Tiers.Source == "" {
-		if t, ok := slotTiers(st.Requests); ok {
+	if s.Tiers.Host == nil { // no counter split the tiers: a slot engine's inferred split
+		if t, ok := SlotTiers(st.Requests); ok {
 			s.Tiers = t
 		}
 	}
@@ -66,9 +66,9 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 	return s
 }
 
-// slotTiers sums the requests' slot splits into the step's tiers: the live slot's tokens
+// SlotTiers sums the requests' slot splits into the step's tiers: the live slot's tokens
 // as the GPU's, the host prompt cache's as the host's; false unless every request has one.
-func slotTiers(reqs []record.Request) (record.TierShares, bool) {
+func SlotTiers(reqs []record.Request) (record.TierShares, bool) {
 	var prompt, live, host float64
 	for _, r := range reqs {
 		if r.Trace == nil || r.Trace.Slot == nil || r.Result.PromptTokens == nil {

@@ -163,6 +163,9 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	if art.Counters != nil {
 		final.Tiers = derive.SplitTiers(art.Counters).Shares()
 	}
+	if t, ok := derive.SlotTiers(got); ok && final.Tiers.Host == nil {
+		final.Tiers = t
+	}
 	r.emit(final)
 	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp, completedIndexes(got))
 }
