@@ -32,7 +32,8 @@ const testModelStateBytes = 524
 // conversation trace replayed one request at a time on llama-server -np 1 at three
 // --cache-ram sizes and on -np auto at two, the tokens served from the host prompt cache
 // and from the live slot (splitCached) against what `trace size --policy llamacpp` predicts
-// at each size.
+// at each size; on -np 1 the step's own recorded split must agree, and a calibration from
+// the middle size must predict the others (calibrateLlamaCpp).
 func TestLlamaCppHostCacheSizes(t *testing.T) {
 	t.Parallel() // a long test (see cli_test.go)
 	server, model := requireLlama(t)
@@ -87,6 +88,7 @@ concurrency = 1
 			t.Fatal(err)
 		}
 		measured := make([]float64, len(c.mibs))
+		runDirs := make([]string, len(c.mibs))
 		for i, mib := range c.mibs {
 			srv, err := llamacpptest.Start(ctx, llamacpptest.Options{Server: server, Model: model, CacheRAMMiB: mib, Slots: c.slots})
 			if err != nil {
@@ -98,11 +100,22 @@ concurrency = 1
 			if code != cli.ExitOK {
 				t.Fatalf("-np %d --cache-ram %d: exit %d: %s\nserver log:\n%s", c.slots, mib, code, stderr, srv.Log())
 			}
-			r, err := runs.Load(filepath.Join(runOut, onlyEntry(t, runOut)))
+			runDirs[i] = filepath.Join(runOut, onlyEntry(t, runOut))
+			r, err := runs.Load(runDirs[i])
 			if err != nil {
 				t.Fatal(err)
 			}
 			prompt, live, host := splitCached(t, r.Repetitions[0].Steps[0].Requests, reqs, c.slots != 1)
+			sec := r.Repetitions[0].Sections[0].Trace
+			if c.slots == 1 { // the step recorded the split, and its tiers are its sum
+				tiers := sec.Tiers
+				if tiers.Source != record.TierBySlotHistory || tiers.HostHitTokens == nil || int(*tiers.HostHitTokens) != host || int(*tiers.GPUHitTokens) != live {
+					t.Errorf("--cache-ram %d: the step's tiers %+v, the split here live %d host %d", mib, tiers, live, host)
+				}
+			} else if !strings.Contains(sec.SlotSplitUnavailable, "4 slots") || sec.Tiers.Host != nil {
+				// kvbench does not read which slot served a request: no split, and it says why.
+				t.Errorf("-np auto: slot_split_unavailable %q, tiers %+v", sec.SlotSplitUnavailable, sec.Tiers)
+			}
 			if prompt != int(predicted.PromptTokens) {
 				t.Fatalf("-np %d --cache-ram %d: replayed %d prompt tokens, the trace has %d", c.slots, mib, prompt, predicted.PromptTokens)
 			}
@@ -121,18 +134,54 @@ concurrency = 1
 		if !slices.IsSorted(measured) || measured[0] <= 0 || measured[0] == measured[len(measured)-1] {
 			t.Errorf("-np %d: measured host shares %v do not grow with --cache-ram: the trace does not press the cache", c.slots, measured)
 		}
+		if c.slots == 1 {
+			calibrateLlamaCpp(t, ctx, file, runDirs, c.mibs, hosts, measured)
+		}
+	}
+}
+
+// calibrateLlamaCpp calibrates trace size from the run at the middle --cache-ram size
+// (given with --deployed-host: llama-server does not report it) and holds the predictions
+// at the other sizes to what those runs measured, within 2 points.
+func calibrateLlamaCpp(t *testing.T, ctx context.Context, file string, runDirs []string, mibs []int, hosts []string, measured []float64) {
+	t.Helper()
+	at := len(mibs) / 2
+	var out bytes.Buffer
+	if err := run(ctx, []string{"trace", "size", file, "--calibrate", runDirs[at], "--deployed-host", hosts[at], "--bytes-per-token", fmt.Sprint(testModelStateBytes),
+		"--host", strings.Join(hosts, ","), "--format", "json"}, &out, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	var r trace.SizeReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	cal := r.Calibration
+	if cal == nil || len(r.Sizes) != len(mibs) {
+		t.Fatalf("calibration %+v, %d sizes: %s", cal, len(r.Sizes), out.String())
+	}
+	t.Logf("calibrated at --cache-ram %d MiB (%d tokens) on %s: measured %.2f%%, policy %s predicts %.2f%% (residual %.2f points, fits %v): %s",
+		mibs[at], cal.HostTokens, cal.MeasuredSource, 100*cal.MeasuredHostShare, cal.Policy, 100*cal.PredictedHostShare, cal.ResidualPoints, cal.Fits, cal.Finding)
+	if cal.MeasuredSource != record.TierBySlotHistory || math.Abs(cal.MeasuredHostShare-measured[at]) > 1e-9 || !cal.Fits {
+		t.Errorf("calibration measured %.4f from %q (the run measured %.4f), fits %v", cal.MeasuredHostShare, cal.MeasuredSource, measured[at], cal.Fits)
+	}
+	for i, s := range r.Sizes {
+		if s.PredictedHostShare == nil {
+			t.Fatalf("--cache-ram %d MiB: no predicted_host_share", mibs[i])
+		}
+		d := *s.PredictedHostShare - measured[i]
+		t.Logf("--cache-ram %d MiB (%d tokens): predicted host share %.2f%%, measured %.2f%% (%+.2f points)", mibs[i], s.HostTokens, 100**s.PredictedHostShare, 100*measured[i], 100*d)
+		if math.Abs(d) > 0.02 {
+			t.Errorf("--cache-ram %d MiB: calibrated at %d MiB, predicted host share %.4f, measured %.4f", mibs[i], mibs[at], *s.PredictedHostShare, measured[i])
+		}
 	}
 }
 
 // splitCached splits a replay's cached tokens (requests in trace order, one at a time) as
-// kvbench's slot attribution does for one slot: within the prompt shared with the previous
-// request, what its slot still held, the live slot's; beyond it, the host cache's. On a
-// unified KV cache (-np auto) the other slots are cleared, and a request sharing 10% or less
-// of its prompt with the previous one is given an empty slot: all it reuses was restored.
-// It returns the prompt tokens and both parts.
+// the trace step does (trace.SlotHistory), and checks the step recorded the same split
+// where it records one. It returns the prompt tokens and both parts.
 func splitCached(t *testing.T, requests []record.Request, reqs []trace.Request, unified bool) (prompt, live, host int) {
 	t.Helper()
-	var prev *trace.Request
+	h := trace.SlotHistory{BlockTokens: 16, Unified: unified}
 	for _, q := range requests {
 		res := q.Result
 		if q.Trace == nil || res.PromptTokens == nil || res.CachedPromptTokens == nil || q.Trace.Line < 1 || q.Trace.Line > len(reqs) {
@@ -142,16 +191,11 @@ func splitCached(t *testing.T, requests []record.Request, reqs []trace.Request, 
 		if *res.PromptTokens != cur.InputLength {
 			t.Fatalf("line %d: the server counted %d prompt tokens, the trace says %d", q.Trace.Line, *res.PromptTokens, cur.InputLength)
 		}
-		common := 0
-		if prev != nil {
-			common = trace.SharedPrefixTokens(prev, cur, 16)
+		l, hst := h.Split(cur, *res.CachedPromptTokens)
+		if sp := q.Trace.Slot; sp != nil && (sp.LiveTokens != l || sp.HostTokens != hst) {
+			t.Errorf("line %d: the step recorded live %d host %d, the split here %d and %d", q.Trace.Line, sp.LiveTokens, sp.HostTokens, l, hst)
 		}
-		if unified && float32(common)/float32(cur.InputLength) <= 0.1 {
-			common = 0
-		}
-		l := min(*res.CachedPromptTokens, common)
-		prompt, live, host = prompt+cur.InputLength, live+l, host+*res.CachedPromptTokens-l
-		prev = cur
+		prompt, live, host = prompt+cur.InputLength, live+l, host+hst
 	}
 	return prompt, live, host
 }

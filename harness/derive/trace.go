@@ -16,6 +16,7 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 		s.PlannedRequests, s.DroppedRequests, s.PeakInFlight = tr.PlannedRequests, tr.DroppedRequests, tr.PeakInFlight
 		s.Format, s.Shard = tr.Format, tr.Shard
 		s.Ideal, s.IdealUnavailable, s.ScrapeIntervalMS = tr.Ideal, tr.IdealUnavailable, tr.ScrapeIntervalMS
+		s.SlotSplitUnavailable = tr.SlotSplitUnavailable
 		if tr.TimeScale != nil && tr.SpanSeconds > 0 {
 			rate := float64(tr.PlannedRequests) / (tr.SpanSeconds * *tr.TimeScale)
 			s.OfferedRequestsPerSecond = &rate
@@ -56,8 +57,32 @@ func TraceOf(st Step, artifact string) record.TraceSection {
 		s.DispatchBehind = DispatchBehindOf(s.DispatchLagMS, s.OfferedRequestsPerSecond)
 	}
 	s.Tiers, s.StepLoad, s.CountersValid, s.InvalidReasons = stepLoad(st)
+	if s.Tiers.Host == nil { // no counter split the tiers: a slot engine's inferred split
+		if t, ok := SlotTiers(st.Requests); ok {
+			s.Tiers = t
+		}
+	}
 	s.Finding = TraceFinding(s.Tiers, s.CountersValid, s.Ideal, s.IdealUnavailable)
 	return s
+}
+
+// SlotTiers sums the requests' slot splits into the step's tiers: the live slot's tokens
+// as the GPU's, the host prompt cache's as the host's; false unless every request has one.
+func SlotTiers(reqs []record.Request) (record.TierShares, bool) {
+	var prompt, live, host float64
+	for _, r := range reqs {
+		if r.Trace == nil || r.Trace.Slot == nil || r.Result.PromptTokens == nil {
+			return record.TierShares{}, false
+		}
+		prompt += float64(*r.Result.PromptTokens)
+		live += float64(r.Trace.Slot.LiveTokens)
+		host += float64(r.Trace.Slot.HostTokens)
+	}
+	if len(reqs) == 0 {
+		return record.TierShares{}, false
+	}
+	rest := prompt - live - host
+	return record.TierSplit{Source: record.TierBySlotHistory, PromptTokens: &prompt, GPUHitTokens: &live, HostHitTokens: &host, RecomputeTokens: &rest}.Shares(), true
 }
 
 // DispatchBehindP99MS is the dispatch-lag p99 past which an open-loop replay fell behind its

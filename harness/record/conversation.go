@@ -45,6 +45,9 @@ type TierSplit struct {
 const (
 	TierBySource = "prompt_tokens_by_source"
 	TierByHits   = "prefix_cache_queries_and_hits"
+	// TierBySlotHistory is llama.cpp's split, inferred from usage's cached tokens and each
+	// slot's previous prompt (record.SlotSplit), not read from counters.
+	TierBySlotHistory = "inferred_from_usage_and_slot_history"
 )
 
 // Point fills a series point's token fields from the split.

@@ -58,6 +58,8 @@ type TraceReplay struct {
 	// is null.
 	Ideal            *IdealTiers `json:"ideal"`
 	IdealUnavailable string      `json:"ideal_unavailable,omitempty"`
+	// SlotSplitUnavailable says why a slot engine's requests have no slot split.
+	SlotSplitUnavailable string `json:"slot_split_unavailable,omitempty"`
 }
 
 // TraceFormat is what reading a trace learned of its format (docs/traces.md, section 1).
@@ -155,6 +157,18 @@ type TraceRequest struct {
 	MaxTokens int `json:"max_tokens"`
 	// HashIDs is how many block ids the trace named for it.
 	HashIDs int `json:"hash_ids"`
+	// Slot is its cached tokens split between llama.cpp's live slot and host prompt cache,
+	// inferred from usage and the slot's history (trace.SlotHistory); absent elsewhere.
+	Slot *SlotSplit `json:"slot_split,omitempty"`
+}
+
+// SlotSplit is a request's cached prompt tokens by where llama-server found them: the live
+// slot (LiveTokens) or the --cache-ram prompt cache (HostTokens). No counter says: Method
+// names how they were inferred.
+type SlotSplit struct {
+	LiveTokens int    `json:"live_slot_tokens"`
+	HostTokens int    `json:"host_cache_tokens"`
+	Method     string `json:"method"`
 }
 
 // DispatchBehind is the finding that an open-loop replay fell behind its trace: its dispatch
@@ -212,7 +226,9 @@ type TraceSection struct {
 	Tiers            TierShares  `json:"tiers"`
 	Ideal            *IdealTiers `json:"ideal"`
 	IdealUnavailable string      `json:"ideal_unavailable,omitempty"`
-	Finding          string      `json:"finding"`
+	// SlotSplitUnavailable says why a slot engine's step has no per-request slot split.
+	SlotSplitUnavailable string `json:"slot_split_unavailable,omitempty"`
+	Finding              string `json:"finding"`
 	StepLoad
 	CountersValid    bool          `json:"counters_valid"`
 	InvalidReasons   []string      `json:"invalid_reasons,omitempty"`

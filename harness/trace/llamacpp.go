@@ -431,3 +431,32 @@ func PolicyCaveat(name string) string {
 		"no later prompt repeats; its size in tokens is --cache-ram over the prompt state's bytes per token (the KV plus 12 bytes of cell metadata), and --cache-ram -1 " +
 		"holds -c tokens; concurrent requests are not modelled"
 }
+
+// SlotHistory splits the cached prompt tokens of requests served one at a time by
+// llama-server into the live slot's and the host prompt cache's, from usage and the slot's
+// history (no counter splits them): of the prompt a request shares with the previous one,
+// what it reused its slot still held; the rest was restored from the --cache-ram cache. On
+// a unified KV cache (-np auto) with several slots the other slots are cleared, and a
+// request sharing 10% or less of its prompt with the previous one (the default
+// --slot-prompt-similarity) is given an empty slot: all it reuses was restored.
+type SlotHistory struct {
+	BlockTokens int
+	Unified     bool
+	prev        *Request
+}
+
+// Split splits cur's cached tokens into live and host and makes cur the slot's last prompt.
+func (h *SlotHistory) Split(cur *Request, cached int) (live, host int) {
+	common := 0
+	if h.prev != nil {
+		common = SharedPrefixTokens(h.prev, cur, h.BlockTokens)
+	}
+	if h.Unified && float32(common)/float32(cur.InputLength) <= 0.1 {
+		common = 0
+	}
+	p := *cur
+	p.HashIDs = slices.Clone(cur.HashIDs)
+	h.prev = &p
+	live = min(cached, common)
+	return live, cached - live
+}

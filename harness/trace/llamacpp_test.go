@@ -319,3 +319,34 @@ func TestLlamaCppRefusesCurve(t *testing.T) {
 		t.Errorf("llamacpp with a curve: %v", err)
 	}
 }
+
+// TestSlotHistory: a request's cached tokens are the live slot's up to the prompt it shares
+// with the previous request, the host cache's beyond; on a unified cache with several slots
+// a request sharing 10% or less of its prompt gets an empty slot.
+func TestSlotHistory(t *testing.T) {
+	req := func(ids ...uint64) *Request { return &Request{InputLength: 4 * len(ids), HashIDs: ids} }
+	h := SlotHistory{BlockTokens: 4}
+	for i, c := range []struct {
+		r                  *Request
+		cached, live, host int
+	}{
+		{req(1, 2, 3, 4, 5), 0, 0, 0},
+		{req(6, 7), 0, 0, 0},
+		{req(1, 2, 3, 4, 5, 9), 19, 0, 19},         // A's state restored from the host cache
+		{req(1, 2, 3, 4, 5, 9, 10), 24, 24, 0},     // the slot still held it
+		{req(1, 2, 3, 4, 5, 9, 10, 11), 30, 28, 2}, // beyond the shared prefix: restored
+	} {
+		if live, host := h.Split(c.r, c.cached); live != c.live || host != c.host {
+			t.Errorf("request %d: live %d host %d, want %d and %d", i, live, host, c.live, c.host)
+		}
+	}
+	long := req(1, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29) // shares 4 of its 44 tokens
+	for _, unified := range []bool{false, true} {
+		u := SlotHistory{BlockTokens: 4, Unified: unified}
+		u.Split(req(1, 2, 3), 0)
+		live, host := u.Split(long, 4)
+		if want := map[bool]int{false: 4, true: 0}[unified]; live != want || host != 4-want {
+			t.Errorf("unified %v: live %d host %d, want live %d", unified, live, host, want)
+		}
+	}
+}

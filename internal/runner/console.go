@@ -207,6 +207,9 @@ func traceProgressText(p events.TraceProgress) string {
 	if t := p.Tiers; t.Source != "" {
 		sh := units.Fixed(units.Percentage) // absent where the server exposes no counter
 		tiers = fmt.Sprintf("GPU %s, host %s, recompute %s of prompt tokens", sh.Value(t.GPU), sh.Value(t.Host), sh.Value(t.Recompute))
+		if t.Source == record.TierBySlotHistory {
+			tiers = fmt.Sprintf("live slot %s, host cache %s, recompute %s of prompt tokens (inferred from usage and the slot's history)", sh.Value(t.GPU), sh.Value(t.Host), sh.Value(t.Recompute))
+		}
 	}
 	lag := units.Scale(units.Milliseconds, p.LagP50MS, p.LagP99MS)
 	return fmt.Sprintf("  trace %s: %s%s, %d in flight, %ss, dispatch lag p50 %s ms p99 %s ms, %s",

@@ -185,3 +185,14 @@ func TestConsoleRunProgress(t *testing.T) {
 		t.Errorf("%d closing lines:\n%s", n, out.String())
 	}
 }
+
+// TestTraceProgressSlotTiers: tiers inferred from llama.cpp's slot history are worded as
+// the live slot's and the host cache's, and say they were inferred.
+func TestTraceProgressSlotTiers(t *testing.T) {
+	prompt, live, host, rest := 100.0, 10.0, 30.0, 60.0
+	tiers := record.TierSplit{Source: record.TierBySlotHistory, PromptTokens: &prompt, GPUHitTokens: &live, HostHitTokens: &host, RecomputeTokens: &rest}.Shares()
+	got := traceProgressText(events.TraceProgress{Step: "load", Done: 3, Total: 3, Tiers: tiers})
+	if !strings.Contains(got, "live slot 10.0%, host cache 30.0%, recompute 60.0% of prompt tokens (inferred from usage and the slot's history)") {
+		t.Errorf("progress line %q", got)
+	}
+}

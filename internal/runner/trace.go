@@ -141,6 +141,9 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	sortByIndex(got)
 	art.Requests = got
 	tr.PeakInFlight = int(peak.Load())
+	if r.traits.BySlot {
+		tr.SlotSplitUnavailable = r.slotSplits(ts, got, tr.PeakInFlight)
+	}
 	if !ts.ClosedLoop() {
 		// An open loop asks for no concurrency: the step reports the most it reached.
 		art.Concurrency = tr.PeakInFlight
@@ -160,8 +163,56 @@ func (r *runner) runTraceStep(ctx context.Context, k int, st plan.Step, art *rec
 	if art.Counters != nil {
 		final.Tiers = derive.SplitTiers(art.Counters).Shares()
 	}
+	if t, ok := derive.SlotTiers(got); ok && final.Tiers.Host == nil {
+		final.Tiers = t
+	}
 	r.emit(final)
 	tr.Ideal, tr.IdealUnavailable = r.traceIdeal(ts, tp, completedIndexes(got))
+}
+
+// slotSplits sets each request's split between llama.cpp's live slot and host prompt cache
+// (trace.SlotHistory), or says why it cannot: the split follows the slot's history, known
+// only when one request ran at a time on one slot (kvbench does not read which slot served a
+// request), every request came back with its cached tokens, and all of them completed.
+func (r *runner) slotSplits(ts *scenarios.Step, got []record.Request, peak int) string {
+	switch {
+	case r.cfg.Slots != 1:
+		return fmt.Sprintf("the server has %d slots (0: unknown) and kvbench does not read which slot served each request: the live slot's share and the host cache's are not known apart (run llama-server with -np 1)", r.cfg.Slots)
+	case peak > 1:
+		return fmt.Sprintf("up to %d requests were in flight at once: the slot's history is not one request after another (replay with concurrency = 1)", peak)
+	}
+	for _, q := range got {
+		if q.Result.Failed() || q.Result.PromptTokens == nil || q.Result.CachedPromptTokens == nil || q.Trace == nil {
+			return fmt.Sprintf("request %d failed or came back without its prompt or cached tokens: the slot's contents after it are not known", q.IndexInStep)
+		}
+	}
+	sel, closeFile, _, err := plan.OpenTrace(ts)
+	if err != nil {
+		return "reading the trace again: " + err.Error()
+	}
+	defer closeFile()
+	h := trace.SlotHistory{BlockTokens: ts.BlockTokens}
+	splits := make([]*record.SlotSplit, len(got))
+	var req trace.Request
+	for i, at := 0, 0; i < len(got); at++ {
+		if err := sel.Next(&req); err != nil {
+			return "reading the trace again: " + err.Error()
+		}
+		if at != got[i].IndexInStep {
+			continue
+		}
+		res := got[i].Result
+		if req.InputLength != *res.PromptTokens {
+			return fmt.Sprintf("line %d: the server counted %d prompt tokens, the trace says %d: the prompt was not sent token-exact, so its shared prefix is not known", got[i].Trace.Line, *res.PromptTokens, req.InputLength)
+		}
+		live, host := h.Split(&req, *res.CachedPromptTokens)
+		splits[i] = &record.SlotSplit{LiveTokens: live, HostTokens: host, Method: record.TierBySlotHistory}
+		i++
+	}
+	for i, sp := range splits {
+		got[i].Trace.Slot = sp
+	}
+	return ""
 }
 
 // sameTrace checks that the trace's bytes, read to the end by sum, are those planning read.

@@ -14,6 +14,7 @@ import (
 type SizeFlags struct {
 	*trace.SizeFlags
 	from, calibrate *string
+	deployed        trace.HostSizes
 }
 
 // RegisterSizeFlags adds kvbench trace size's flags, --from and --calibrate to fs.
@@ -21,6 +22,7 @@ func RegisterSizeFlags(fs *flag.FlagSet) *SizeFlags {
 	f := &SizeFlags{SizeFlags: trace.NewSizeFlags(fs)}
 	f.from = fs.String("from", "", "take the trace, its window and block size, the GPU pool, bytes per token, the deployed host tier and the engine's policy from the trace step of the run in `RUN_DIR` (a flag given wins; FILE, optional, replaces the run's trace)")
 	f.calibrate = fs.String("calibrate", "", "as --from, and fit the policy to the host share the run in `RUN_DIR` measured at its deployed size: each size also gets the fitted policy's predicted_host_share (sizes default to 0 and 1/4 to 8 times the deployed one)")
+	fs.Var(&f.deployed, "deployed-host", "with --from or --calibrate, the run's deployed host tier where its record does not say it (llama-server's --cache-ram, which it does not report): tokens, or bytes with a unit (needs --bytes-per-token)")
 	return f
 }
 
@@ -70,7 +72,7 @@ func (f *SizeFlags) Plan(args []string) (*Plan, error) {
 	if len(args) == 1 {
 		traceArg = args[0]
 	}
-	return NewPlan(f.SizeFlags, dir, traceArg, *f.calibrate != "")
+	return NewPlan(f.SizeFlags, dir, traceArg, *f.calibrate != "", f.deployed)
 }
 
 // Plan is one kvbench trace size call: the trace, window and configuration, and with a run
@@ -100,9 +102,10 @@ type fit struct {
 }
 
 // NewPlan reads the run in dir and fills the configuration from it where the flags were not
-// given; traceArg (FILE; "" for the run's own trace) replaces the run's trace. With calibrate it
-// also plans the fit, and the trace must be the one the run replayed.
-func NewPlan(flags *trace.SizeFlags, dir, traceArg string, calibrate bool) (*Plan, error) {
+// given; traceArg (FILE; "" for the run's own trace) replaces the run's trace; deployed
+// (--deployed-host, at most one size) the run's deployed host tier. With calibrate it also
+// plans the fit, and the trace must be the one the run replayed.
+func NewPlan(flags *trace.SizeFlags, dir, traceArg string, calibrate bool, deployed trace.HostSizes) (*Plan, error) {
 	opt := "--from"
 	if calibrate {
 		opt = "--calibrate"
@@ -190,6 +193,14 @@ func NewPlan(flags *trace.SizeFlags, dir, traceArg string, calibrate bool) (*Pla
 	if run.HostTokens != nil {
 		p.Deployed, f.DeployedHostTokens = run.HostTokens.Value.(int64), run.HostTokens
 	}
+	if len(deployed) > 0 {
+		d, err := deployedTokens(deployed, cfg.BytesPerToken)
+		if err != nil {
+			return nil, err
+		}
+		same = same && (run.HostTokens == nil || d == run.HostTokens.Value.(int64))
+		p.Deployed, f.DeployedHostTokens = d, &trace.Sourced{Value: d, Source: cmd("deployed-host")}
+	}
 	if flags.Given("policy") {
 		if cfg.Policy, err = flags.Policy(); err != nil {
 			return nil, err
@@ -210,7 +221,7 @@ func NewPlan(flags *trace.SizeFlags, dir, traceArg string, calibrate bool) (*Pla
 		p.Measured = m
 	}
 	if calibrate {
-		if p.fit, err = planFit(run); err != nil {
+		if p.fit, err = planFit(run, p); err != nil {
 			return nil, err
 		}
 	}
@@ -245,15 +256,45 @@ func (p *Plan) hostSizes(flags *trace.SizeFlags, cfg *trace.SizeConfig) error {
 	return nil
 }
 
-// planFit plans the calibration against what the run measured.
-func planFit(run *Run) (*fit, error) {
+// deployedTokens is --deployed-host in tokens.
+func deployedTokens(sizes trace.HostSizes, bytesPerToken int64) (int64, error) {
+	if len(sizes) != 1 {
+		return 0, fmt.Errorf("--deployed-host %s: want one size", sizes.String())
+	}
+	h := sizes[0]
+	if h.Bytes == 0 {
+		return h.Tokens, nil
+	}
+	if bytesPerToken <= 0 {
+		return 0, fmt.Errorf("--deployed-host %s is in bytes: give --bytes-per-token to turn it into tokens", h.Text)
+	}
+	return h.Bytes / bytesPerToken, nil
+}
+
+// planFit plans the calibration against what the run measured, at the sizes the step's
+// ideal used; a llama.cpp step has no ideal (its slot is no LRU block pool), so its fit
+// runs at the plan's GPU pool and block size (the run's, unless a flag gave them) and the
+// deployed --cache-ram.
+func planFit(run *Run, p *Plan) (*fit, error) {
 	measured, err := run.Measured()
 	if err != nil {
 		return nil, err
 	}
 	ideal, s := run.Section.Ideal, run.Section
-	ft := &fit{window: run.Window, hostTokens: ideal.HostTokens, measured: measured, source: s.Tiers.Source,
-		cfg: trace.SizeConfig{BlockTokens: ideal.BlockTokens, Format: run.Format, GPUTokens: ideal.GPUTokens, PoolHoldsOutput: ideal.PoolHoldsOutput}}
+	ft := &fit{window: run.Window, measured: measured, source: s.Tiers.Source}
+	switch {
+	case ideal != nil:
+		ft.hostTokens = ideal.HostTokens
+		ft.cfg = trace.SizeConfig{BlockTokens: ideal.BlockTokens, Format: run.Format, GPUTokens: ideal.GPUTokens, PoolHoldsOutput: ideal.PoolHoldsOutput}
+	case p.Deployed < 0:
+		return nil, fmt.Errorf("--deployed-host: the run %s does not say its deployed host tier (llama-server does not report --cache-ram): give it with --deployed-host SIZE", run.Dir)
+	case p.Deployed == 0:
+		return nil, fmt.Errorf("--calibrate %s: the server had no host tier (--deployed-host 0): nothing to fit", run.Dir)
+	default:
+		c := p.Config
+		ft.hostTokens = p.Deployed
+		ft.cfg = trace.SizeConfig{BlockTokens: c.BlockTokens, Format: run.Format, GPUTokens: c.GPUTokens, PoolHoldsOutput: c.PoolHoldsOutput}
+	}
 	var note string
 	ft.candidates, note = run.Candidates()
 	if note != "" {
@@ -265,7 +306,7 @@ func planFit(run *Run) (*fit, error) {
 	if s.PeakInFlight > 1 {
 		ft.notes = append(ft.notes, fmt.Sprintf("the run had up to %d requests in flight at once and the model serves them one at a time: the fit absorbs what concurrency changed, at this size only (replay with concurrency = 1 to calibrate)", s.PeakInFlight))
 	}
-	if ideal.BlockSizeNote != "" {
+	if ideal != nil && ideal.BlockSizeNote != "" {
 		ft.notes = append(ft.notes, ideal.BlockSizeNote)
 	}
 	return ft, nil

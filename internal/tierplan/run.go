@@ -232,9 +232,15 @@ func (r *Run) Measured() (float64, error) {
 	case s.WarmCaches != nil:
 		return 0, fmt.Errorf("--calibrate %s: step %s was served from caches warmed before it (warm_caches): its host share is not the trace's", r.Dir, r.Step)
 	case s.Tiers.Host == nil && r.Engine == EngineLlamaCpp:
-		return 0, fmt.Errorf("--calibrate %s: step %s measured no host share: llama.cpp has no tier counters, and a trace step does not yet record its requests' slot attribution; predict with --from (policy llamacpp, checked against llama-server in kvbench's CI: docs/traces.md)", r.Dir, r.Step)
+		why := s.SlotSplitUnavailable
+		if why == "" {
+			why = "the step recorded no slot split"
+		}
+		return 0, fmt.Errorf("--calibrate %s: step %s measured no host share: llama.cpp has no tier counters, and its requests' split between the live slot and the host cache is unknown (%s); predict with --from (policy llamacpp, checked against llama-server in kvbench's CI: docs/traces.md)", r.Dir, r.Step, why)
 	case s.Tiers.Host == nil:
 		return 0, fmt.Errorf("--calibrate %s: step %s measured no host share (tiers.host_share is null: the server's counters do not split the tiers)", r.Dir, r.Step)
+	case r.Engine == EngineLlamaCpp && s.Ideal == nil:
+		// No ideal models llama.cpp's slot: the deployed size is the plan's (planFit).
 	case s.Ideal == nil:
 		return 0, fmt.Errorf("--calibrate %s: step %s has no ideal at the server's pool sizes (%s), so the deployed size is unknown", r.Dir, r.Step, s.IdealUnavailable)
 	case s.Ideal.HostTokens <= 0:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anvil-serving/kvbench/harness/record"
 	"github.com/anvil-serving/kvbench/harness/trace"
 )
 
@@ -281,5 +282,43 @@ func TestMissingFigures(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: error %v, want one line containing %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestLlamaCppCalibrate: a llama.cpp run has no ideal, so --calibrate needs the deployed
+// --cache-ram from --deployed-host and fits at it; a step without a slot split quotes why.
+func TestLlamaCppCalibrate(t *testing.T) {
+	llama := func(m map[string]any) {
+		pf := m["preflight"].(map[string]any)
+		pf["backend"], pf["slots"] = "llamacpp", 1
+		c := m["cache"].(map[string]any)
+		c["cpu_offload_gib"], c["cpu_offload_gib_source"], c["store_bytes_per_token_measured"] = 0, "", nil
+	}
+	noIdeal := func(m map[string]any) {
+		tr := m["trace"].(map[string]any)
+		tr["ideal"], tr["ideal_unavailable"] = nil, "the engine keeps one live slot per sequence"
+	}
+	dir := copyRun(t, native, llama, noIdeal)
+	if _, err := plan(t, "--calibrate", dir); err == nil || !strings.HasPrefix(err.Error(), "--deployed-host: ") {
+		t.Errorf("no deployed size: error %v, want one naming --deployed-host", err)
+	}
+	if _, err := plan(t, "--calibrate", dir, "--deployed-host", "1,2"); err == nil || !strings.Contains(err.Error(), "want one size") {
+		t.Errorf("two deployed sizes: error %v", err)
+	}
+	p, err := plan(t, "--calibrate", dir, "--deployed-host", "2MiB", "--bytes-per-token", "512")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Deployed != 4096 || p.fit.hostTokens != 4096 || p.fit.cfg.GPUTokens != p.Config.GPUTokens || p.From.DeployedHostTokens.Source != "command line (--deployed-host)" {
+		t.Errorf("deployed %d, fit at %d host and %d GPU tokens (plan's %d), from %+v", p.Deployed, p.fit.hostTokens, p.fit.cfg.GPUTokens, p.Config.GPUTokens, p.From.DeployedHostTokens)
+	}
+	if len(p.fit.candidates) != 1 || p.fit.candidates[0].String() != "llamacpp" {
+		t.Errorf("candidates %v", p.fit.candidates)
+	}
+
+	// No tier counters and no slot split: the step's reason is quoted.
+	r := &Run{Dir: "run", Step: "load", Engine: EngineLlamaCpp, Section: &record.TraceSection{CountersValid: true, Requests: 3, PlannedRequests: 3, SlotSplitUnavailable: "the server has 4 slots"}}
+	if _, err := r.Measured(); err == nil || !strings.Contains(err.Error(), "the server has 4 slots") {
+		t.Errorf("no slot split: error %v", err)
 	}
 }
