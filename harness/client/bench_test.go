@@ -64,25 +64,36 @@ func BenchmarkStreamPerToken(b *testing.B) {
 }
 
 // BenchmarkDecodeChunk isolates decoding and folding one chunk into a Result: a chat delta
-// and a completion's text chunk as vLLM (and kvbench sim) stream them.
+// and a completion's text chunk as vLLM (and kvbench sim) stream them, each read from the
+// template of the stream's last chunk (template.go) as a stream reads its token chunks, and
+// scanned in full as a chunk of another shape is.
 func BenchmarkDecodeChunk(b *testing.B) {
 	for _, c := range []struct{ name, line string }{
 		{"chat", deltaChunk("reasoning", " tok")},
 		{"completion", `{"id":"cmpl-de0ba3b3442d5d880001","object":"text_completion","created":1796183855,"model":"m",` +
 			`"choices":[{"index":0,"text":" offload","logprobs":null,"finish_reason":null,"stop_reason":null}]}`},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			line := []byte(c.line)
-			var res Result
-			acc := streamAccumulator{res: &res, progress: func(Progress) {}, start: time.Now(), interval: time.Hour}
-			now := time.Now()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := acc.add(line, now, 1); err != nil {
-					b.Fatal(err)
-				}
+		for _, template := range []bool{true, false} {
+			name := c.name + "/template"
+			if !template {
+				name = c.name + "/scan"
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				line := []byte(c.line)
+				var res Result
+				acc := streamAccumulator{res: &res, progress: func(Progress) {}, start: time.Now(), interval: time.Hour}
+				now := time.Now()
+				b.ReportAllocs()
+				for b.Loop() {
+					if !template {
+						acc.template.raw = acc.template.raw[:0] // a miss: scanned, and noted as the next template
+					}
+					if err := acc.add(line, now, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -98,7 +109,7 @@ func BenchmarkStreamReaders(b *testing.B) {
 		decode func(data []byte, spare []chunkChoice) (streamChunk, error)
 	}{
 		{"fastchunk", func(data []byte, spare []chunkChoice) (streamChunk, error) {
-			return decodeChunkReusing(data, spare, "m")
+			return decodeChunkReusing(data, spare, "m", nil)
 		}},
 		{"encoding-json", func(data []byte, _ []chunkChoice) (streamChunk, error) { return slowDecodeChunk(data) }},
 	}

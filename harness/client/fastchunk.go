@@ -18,6 +18,11 @@ func fastDecodeChunk(data []byte) (chunk streamChunk, ok bool) {
 // model for a model field equal to it, which saves allocations per token.
 func fastDecodeChunkReusing(data []byte, spare []chunkChoice, model string) (chunk streamChunk, ok bool) {
 	s := chunkScanner{data: data, spare: spare, model: model}
+	return s.decode()
+}
+
+// decode decodes the whole of s.data, noting where the generated string lay (s.varied).
+func (s *chunkScanner) decode() (chunk streamChunk, ok bool) {
 	s.skipSpace()
 	if !s.topLevel(&chunk) {
 		return streamChunk{}, false
@@ -35,6 +40,12 @@ type chunkScanner struct {
 	depth int
 	spare []chunkChoice // reused for the choices when not nil
 	model string        // reused for a model field equal to it
+
+	// The generated strings met (a choice's text, a delta's content or reasoning): the
+	// last one's field and where its JSON string lay, quotes included (chunkTemplate).
+	varied           int
+	variedField      variedField
+	variedAt, endsAt int
 }
 
 // keyMatch classifies a key against the wanted names (lowercase ASCII): the index of an
@@ -192,7 +203,7 @@ func (s *chunkScanner) choice(choice *chunkChoice) bool {
 		case index == 2:
 			ok = s.tokenIDs(&choice.TokenIDs)
 		case index == 3:
-			ok = s.optionalString(&choice.Text)
+			ok = s.generatedString(&choice.Text, variedText)
 		default:
 			ok = s.skipValue()
 		}
@@ -266,11 +277,11 @@ func (s *chunkScanner) delta(delta *chunkDelta) bool {
 		case done:
 			return true
 		case index == 0:
-			ok = s.optionalString(&delta.Content)
+			ok = s.generatedString(&delta.Content, variedContent)
 		case index == 1:
-			ok = s.optionalString(&delta.Reasoning)
+			ok = s.generatedString(&delta.Reasoning, variedReasoning)
 		case index == 2:
-			ok = s.optionalString(&delta.ReasoningContent)
+			ok = s.generatedString(&delta.ReasoningContent, variedReasoningContent)
 		default:
 			ok = s.skipValue()
 		}
@@ -328,6 +339,19 @@ func (s *chunkScanner) optionalString(dst *string) bool {
 	str, ok := s.plainString()
 	*dst = str
 	return ok
+}
+
+// generatedString decodes a generated string like optionalString and notes where it lay.
+func (s *chunkScanner) generatedString(dst *string, field variedField) bool {
+	at := s.pos
+	if !s.optionalString(dst) {
+		return false
+	}
+	if s.data[at] == '"' {
+		s.varied++
+		s.variedField, s.variedAt, s.endsAt = field, at, s.pos
+	}
+	return true
 }
 
 // plainString decodes a string whose escapes are all single-character ones and whose

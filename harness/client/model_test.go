@@ -22,7 +22,7 @@ func TestStreamChatRecordsTheServersModel(t *testing.T) {
 	}
 	// A chunk whose model is escaped takes encoding/json's path; both paths read it alike.
 	chunk := strings.Replace(roleChunk(), `"model":"m"`, `"model":"\u006d2"`, 1)
-	got, err := decodeChunkReusing([]byte(chunk), nil, "m")
+	got, err := decodeChunkReusing([]byte(chunk), nil, "m", nil)
 	if err != nil || got.Model != "m2" {
 		t.Errorf("escaped model decoded as %q (%v), want m2", got.Model, err)
 	}

@@ -256,11 +256,13 @@ func (r *eventReader) read(dog *chunkWatchdog) (time.Time, error) {
 		return time.Now(), err
 	}
 	n, err := r.body.Read(free)
-	now := time.Now()
+	var now time.Time
 	if n > 0 {
 		r.end += n
-		now = r.arrival(now)
+		now = r.arrival()
 		dog.touch(now)
+	} else {
+		now = time.Now()
 	}
 	if err == io.EOF {
 		r.endOfBody()
@@ -268,11 +270,12 @@ func (r *eventReader) read(dog *chunkWatchdog) (time.Time, error) {
 	return now, err
 }
 
-// arrival numbers and times the bytes a read of the body just brought at now.
-func (r *eventReader) arrival(now time.Time) time.Time {
+// arrival numbers and times the bytes a read of the body just brought: the socket read's
+// stamp, or now where the socket is not known.
+func (r *eventReader) arrival() time.Time {
 	if r.conn == nil {
 		r.reads++
-		return now
+		return time.Now()
 	}
 	stamp, at := r.conn.latest()
 	if stamp != r.stamp || r.reads == 0 {

@@ -89,14 +89,23 @@ func (c *streamChunk) checkCounts() error {
 // decodeChunk decodes one SSE data payload: token chunks on the fast path, the rest
 // (usage, errors, anything unusual) with encoding/json.
 func decodeChunk(data []byte) (streamChunk, error) {
-	return decodeChunkReusing(data, nil, "")
+	return decodeChunkReusing(data, nil, "", nil)
 }
 
 // decodeChunkReusing is decodeChunk with spare's array reused for a fast-path chunk's
-// choices, and model (the previous chunk's) reused for a model field equal to it; the chunk
-// is valid until spare is reused.
-func decodeChunkReusing(data []byte, spare []chunkChoice, model string) (streamChunk, error) {
-	if chunk, ok := fastDecodeChunkReusing(data, spare, model); ok {
+// choices, model (the previous chunk's) reused for a model field equal to it, and tpl, when
+// not nil, tried first and then kept up to date; the chunk is valid until spare is reused.
+func decodeChunkReusing(data []byte, spare []chunkChoice, model string, tpl *chunkTemplate) (streamChunk, error) {
+	if tpl != nil {
+		if chunk, ok := tpl.decode(data, spare); ok {
+			return chunk, nil
+		}
+	}
+	s := chunkScanner{data: data, spare: spare, model: model}
+	if chunk, ok := s.decode(); ok {
+		if tpl != nil {
+			tpl.note(&s, chunk)
+		}
 		return chunk, nil
 	}
 	return slowDecodeChunk(data)
@@ -120,6 +129,7 @@ type streamAccumulator struct {
 	lastGenerated time.Time
 	lastRead      int             // the read that brought the last generated chunk
 	choices       []chunkChoice   // reused by the next chunk's decoding
+	template      chunkTemplate   // the last token chunk, to decode the next from
 	gaps          []time.Duration // between generated chunks that arrived in different reads
 	lastProgress  time.Time
 	serverError   string // set when a chunk turned out to be an error object
@@ -131,7 +141,7 @@ type streamAccumulator struct {
 // add decodes and records one chunk that read number read brought at now.
 func (a *streamAccumulator) add(data []byte, now time.Time, read int) error {
 	a.chunks++
-	chunk, err := decodeChunkReusing(data, a.choices, a.res.ServerModel)
+	chunk, err := decodeChunkReusing(data, a.choices, a.res.ServerModel, &a.template)
 	if err != nil {
 		return err
 	}
