@@ -51,13 +51,13 @@ const (
 
 // BenchmarkClientCostSim measures what the streaming client costs as a user runs it: `kvbench
 // sim` (costProfile) in a process of its own, and this process replaying costRequests
-// completions at costStreams in flight through a trace step (closed loop), with the
-// counters scraped from the sim's /metrics and every request journaled to a run directory.
-// It reports the client's CPU per 1k output tokens, its TTFT error (measured time to first
-// output minus the sim's configured 50 ms), median and p99, and the socket reads that
-// brought tokens per token; and how often the run read /metrics. Run with -benchtime=1x
-// (docs/traces.md, "Client cost", has the figures and the Python aiohttp comparison);
-// skipped under -short.
+// completions at costStreams in flight through a trace step (closed loop), with the counters
+// scraped from the sim's /metrics and every request journaled to a run directory. It reports
+// the client's CPU per 1k output tokens, its TTFT error (measured time to first output minus
+// the sim's configured 50 ms), median and p99, and the socket reads that brought tokens per
+// token, with the CPU per such read; and how often the run read /metrics. Run with
+// -benchtime=1x (docs/traces.md, "Client cost", has the figures and the Python aiohttp
+// comparison); skipped under -short.
 func BenchmarkClientCostSim(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts a server process and streams for about ten seconds")
@@ -111,6 +111,8 @@ func BenchmarkClientCostSim(b *testing.B) {
 		// A client that falls behind finds several chunks per socket read and pays less per
 		// token: the figure compares clients only where both read about once a token.
 		b.ReportMetric(float64(chunks-batched)/float64(chunks), "reads/token")
+		// What a read costs is the figure two clients compare on whatever their read rates.
+		b.ReportMetric(cc.CPUMS*1000/float64(chunks-batched), "client-CPU-us/read")
 	}
 }
 
